@@ -1,0 +1,50 @@
+"""The ``pykafka`` data source: wires options to the reader and writer classes.
+
+Reading: ``spark.read.format("pykafka")`` / ``spark.readStream.format("pykafka")``
+(see :mod:`pyspark_kafka.reader`). Writing: ``df.write.format("pykafka")`` /
+``df.writeStream.format("pykafka")`` (see :mod:`pyspark_kafka.writer`).
+Option names, schema and offset JSON are those of Spark's built-in Kafka connector.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+
+class KafkaDataSource(DataSource):
+    """PySpark data source ``pykafka`` for any Kafka-protocol cluster.
+
+    Registered statically (this package is a top-level ``pyspark_*`` module
+    defining ``DefaultSource``); ``spark.dataSource.register(KafkaDataSource)``
+    also works.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "pykafka"
+
+    def schema(self) -> StructType:
+        from pyspark_kafka.reader import read_schema
+
+        return read_schema(self.options)
+
+    def reader(self, schema: StructType):
+        from pyspark_kafka.reader import KafkaBatchReader
+
+        return KafkaBatchReader(self.options, schema)
+
+    def streamReader(self, schema: StructType):
+        from pyspark_kafka.reader import KafkaStreamReader
+
+        return KafkaStreamReader(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool):
+        from pyspark_kafka.writer import KafkaBatchWriter
+
+        return KafkaBatchWriter(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        from pyspark_kafka.writer import KafkaStreamWriter
+
+        return KafkaStreamWriter(self.options, schema, overwrite)

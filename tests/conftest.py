@@ -1,0 +1,72 @@
+"""Shared fixtures: one embedded broker and one SparkSession per test session.
+
+- ``broker``: :class:`pyspark_kafka.broker.EmbeddedBroker` on 127.0.0.1 with a free
+  port and a temporary data directory, stopped at the end of the session.
+- ``bootstrap``: its ``host:port``.
+- ``make_topic(partitions=3, config=None, name=None)``: creates a fresh topic through
+  confluent-kafka's AdminClient (an independent client) and returns its name.
+- ``spark``: one ``local[2]`` SparkSession for the whole run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+
+import pytest
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    from pyspark_kafka.broker import EmbeddedBroker
+
+    with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("broker-data")) as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def bootstrap(broker) -> str:
+    return broker.bootstrap_servers
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 3, config: dict | None = None) -> str:
+    """Create ``name`` with ``partitions`` partitions via AdminClient; wait for the result."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+        operation_timeout=10,
+        request_timeout=15,
+    )
+    futures[name].result(timeout=20)
+    return name
+
+
+@pytest.fixture
+def make_topic(bootstrap, request):
+    def _make(partitions: int = 3, config: dict | None = None, name: str | None = None) -> str:
+        if name is None:
+            base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60]
+            name = f"t-{base}-{next(_counter)}-{uuid.uuid4().hex[:6]}"
+        return create_topic(bootstrap, name, partitions, config)
+
+    return _make
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark_kafka.spark import get_spark
+
+    session = get_spark("pyspark-kafka-tests", conf={"spark.default.parallelism": "2"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def checkpoint_dir(tmp_path):
+    d = tmp_path / "checkpoint"
+    return str(d)
