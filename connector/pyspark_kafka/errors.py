@@ -22,3 +22,18 @@ class DataLossError(PySparkKafkaError):
 
 class DeliveryError(PySparkKafkaError):
     """A record was not acknowledged by the broker; the task fails so nothing is lost."""
+
+
+class SchemaError(PySparkKafkaError, ValueError):
+    """The DataFrame given to the Kafka sink has a missing, unknown or mistyped column.
+
+    Raised on the driver before anything is sent; the message names the column, the
+    type found and the type expected.
+    """
+
+
+class RecordError(PySparkKafkaError, ValueError):
+    """One input row cannot become a Kafka record (null topic, partition out of range, ...).
+
+    The message names the topic, the row's problem and the fix.
+    """
