@@ -1,0 +1,534 @@
+"""The ``pyspark-kafka`` console script (also ``python -m pyspark_kafka``).
+
+Commands (one function each, ``cmd_<name>``; a new command is one ``add_parser``
+call plus one function):
+
+- ``broker``: run the embedded Kafka-compatible broker in the foreground.
+- ``topics create|list|describe|delete``: like Kafka's ``kafka-topics.sh``.
+- ``produce``: stdin lines → records, like ``kafka-console-producer.sh``.
+- ``consume``: records → stdout lines, like ``kafka-console-consumer.sh``.
+
+The tools talk to the cluster only through confluent-kafka (librdkafka), never
+through the broker's internals, so they work with any Kafka-protocol broker.
+
+Exit codes: 0 success; 1 runtime error (broker unreachable, a Kafka error, a
+failed delivery), printed as one line ``pyspark-kafka <command>: error: ...``
+without a traceback; 2 usage error (bad arguments, malformed ``KEY=VALUE``,
+a produce input line without the key separator).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from typing import Callable, Iterable, Iterator
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_CONNECT_TIMEOUT_MS = 10_000
+# Records are read from stdin into this spool (memory first, then a temp file) so
+# that every line is validated before the first record is sent.
+SPOOL_MEMORY_BYTES = 64 * 1024 * 1024
+# Client settings the tools change from librdkafka's defaults (overridable with
+# --command-config): Java-compatible key hashing (Kafka's DefaultPartitioner, as
+# kafka-console-producer.sh and Spark use) and a 30 s delivery bound instead of 300 s.
+PRODUCER_DEFAULTS = {"partitioner": "murmur2_random", "message.timeout.ms": "30000"}
+CONSOLE_GROUP_ID = "pyspark-kafka-console"  # librdkafka needs one even for assign(); never committed
+
+
+class CliError(Exception):
+    """A runtime failure reported as one line, exit code 1."""
+
+
+class UsageError(Exception):
+    """Bad input from the user, reported as one line, exit code 2."""
+
+
+# ---------------------------------------------------------------------------
+# Pure helpers
+# ---------------------------------------------------------------------------
+
+
+def parse_key_value(text: str) -> tuple[str, str]:
+    """``"retention.ms=1000"`` → ``("retention.ms", "1000")``.
+
+    Splits on the first ``=``; the value may be empty or contain ``=``.
+    Raises :class:`argparse.ArgumentTypeError` (argparse turns it into exit code 2)
+    when there is no ``=`` or the key is empty.
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse a Java-style properties file body: ``key=value`` lines, ``#``/``!`` comments.
+
+    Raises :class:`UsageError` naming the line number of a line without ``=``.
+    (Line continuations and ``key: value`` are not supported.)
+    """
+    out: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"line {number} of the properties file is not key=value: {raw!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def command_config(values: Iterable[str]) -> dict[str, str]:
+    """Merge ``--command-config`` values: each is ``KEY=VALUE`` or a properties file path.
+
+    A value containing ``=`` is one client setting; otherwise it is read as a file of
+    client settings (Kafka's ``--command-config`` meaning). Later values win.
+    Raises :class:`UsageError` when a file cannot be read or parsed.
+    """
+    out: dict[str, str] = {}
+    for value in values:
+        if "=" in value:
+            try:
+                key, val = parse_key_value(value)
+            except argparse.ArgumentTypeError as e:
+                raise UsageError(f"--command-config: {e}") from None
+            out[key] = val
+            continue
+        try:
+            with open(value, encoding="utf-8") as f:
+                out.update(parse_properties(f.read()))
+        except OSError as e:
+            raise UsageError(f"--command-config {value!r}: not KEY=VALUE and not a readable file ({e.strerror})")
+    return out
+
+
+def split_record(line: bytes, separator: bytes | None, number: int) -> tuple[bytes | None, bytes]:
+    """One input line (without its newline) → ``(key, value)``.
+
+    Without a separator the whole line is the value and the key is ``None``. With one,
+    the line splits at its first occurrence (as Kafka's console producer does).
+    Raises :class:`UsageError` naming ``number`` (1-based) when the separator is absent.
+    """
+    if separator is None:
+        return None, line
+    key, sep, value = line.partition(separator)
+    if not sep:
+        shown = line[:80].decode("utf-8", "replace")
+        raise UsageError(
+            f"no key separator {separator.decode()!r} found on line number {number}: {shown!r}; "
+            "nothing was produced. Fix the line or drop --key-separator"
+        )
+    return key, value
+
+
+def input_lines(stream) -> Iterator[bytes]:
+    """Lines of a binary stream without ``\\n`` / ``\\r\\n``; a last line without newline counts."""
+    for raw in stream:
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+        yield raw
+
+
+def format_record(key: bytes | None, value: bytes | None, print_key: bool, separator: bytes) -> bytes:
+    """The output line for one record; a null key or value prints as ``null`` (as Kafka's tools do)."""
+    v = b"null" if value is None else value
+    if not print_key:
+        return v + b"\n"
+    k = b"null" if key is None else key
+    return k + separator + v + b"\n"
+
+
+def failure_reason(log_lines: list[str]) -> str:
+    """The last librdkafka connection failure, e.g. ``Connect to ipv4#127.0.0.1:1 failed: Connection refused``."""
+    for line in reversed(log_lines):
+        _, _, reason = line.rpartition("/bootstrap: ")
+        if reason:
+            return reason.split(" (after ")[0]
+    return "no response"
+
+
+# ---------------------------------------------------------------------------
+# Client plumbing
+# ---------------------------------------------------------------------------
+
+
+class _Captured(logging.Handler):
+    """Keeps librdkafka's log lines (last 50) instead of printing them."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines = (self.lines + [record.getMessage()])[-50:]
+
+
+_librdkafka_log = _Captured()
+
+
+def client_config(args, **extra) -> dict:
+    """confluent-kafka settings: bootstrap, tool defaults, then ``--command-config`` (wins)."""
+    logger = logging.getLogger("pyspark_kafka.cli.librdkafka")
+    logger.propagate = False
+    if _librdkafka_log not in logger.handlers:
+        logger.addHandler(_librdkafka_log)
+    return {"bootstrap.servers": args.bootstrap_server, **extra, **args.client_config, "logger": logger}
+
+
+def make_client(factory: Callable, config: dict):
+    """Build a confluent-kafka client; an unknown or invalid setting is a usage error."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return factory(config)
+    except KafkaException as e:
+        raise UsageError(f"invalid client setting: {e.args[0].str()} (check --command-config)") from None
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"invalid client setting: {e} (check --command-config)") from None
+
+
+def cluster_metadata(client, args, topic: str | None = None):
+    """Metadata from ``client`` within ``--connect-timeout-ms``.
+
+    Raises :class:`CliError` naming the bootstrap address, the timeout and the
+    connection failure when no broker answers.
+    """
+    from confluent_kafka import KafkaException
+
+    timeout_s = args.connect_timeout_ms / 1000
+    try:
+        return client.list_topics(topic=topic, timeout=timeout_s)
+    except KafkaException as e:
+        if hasattr(client, "poll"):
+            client.poll(0)  # delivers queued librdkafka log lines to the capture
+        raise CliError(
+            f"cannot reach a Kafka broker at {args.bootstrap_server} within {timeout_s:g} s "
+            f"({failure_reason(_librdkafka_log.lines) if _librdkafka_log.lines else e.args[0].str()}); "
+            "check --bootstrap-server and that the broker is running"
+        ) from None
+
+
+def topic_partitions(metadata, topic: str) -> list[int]:
+    """Partition ids of ``topic``; raises :class:`CliError` when the topic does not exist."""
+    tm = metadata.topics.get(topic)
+    if tm is None or tm.error is not None:
+        reason = tm.error.str() if tm is not None and tm.error is not None else "unknown topic"
+        raise CliError(f"topic {topic!r} is not available ({reason}); create it with: "
+                       f"pyspark-kafka topics create --topic {topic}")
+    return sorted(tm.partitions)
+
+
+def _admin(args):
+    from confluent_kafka.admin import AdminClient
+
+    return make_client(AdminClient, client_config(args))
+
+
+def _result(future, what: str, timeout_s: float):
+    """Wait for an AdminClient future; Kafka errors become :class:`CliError` naming ``what``."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return future.result(timeout=timeout_s)
+    except KafkaException as e:
+        err = e.args[0]
+        raise CliError(f"{what} failed: {err.name()}: {err.str()}") from None
+    except TimeoutError:
+        raise CliError(f"{what}: no answer within {timeout_s:g} s") from None
+
+
+# ---------------------------------------------------------------------------
+# Commands
+# ---------------------------------------------------------------------------
+
+
+def cmd_broker(args) -> int:
+    """Run the embedded broker until SIGINT/SIGTERM; print its address once listening."""
+    from pyspark_kafka.broker.server import run_broker
+
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def ready(bootstrap: str) -> None:
+        print(f"pyspark-kafka broker listening on {bootstrap} (data dir {args.data_dir})", flush=True)
+
+    run_broker(args.data_dir, host=args.host, port=args.port, config=dict(args.config), ready=ready)
+    return 0
+
+
+def cmd_topics_create(args) -> int:
+    from confluent_kafka.admin import NewTopic
+
+    admin = _admin(args)
+    metadata = cluster_metadata(admin, args)
+    if args.if_not_exists and args.topic in metadata.topics:
+        return 0
+    new = NewTopic(args.topic, num_partitions=args.partitions, replication_factor=args.replication_factor,
+                   config=dict(args.config))
+    timeout_s = args.connect_timeout_ms / 1000
+    futures = admin.create_topics([new], operation_timeout=timeout_s, request_timeout=timeout_s)
+    _result(futures[args.topic], f"creating topic {args.topic!r}", timeout_s + 5)
+    print(f"Created topic {args.topic}.")
+    return 0
+
+
+def cmd_topics_list(args) -> int:
+    metadata = cluster_metadata(_admin(args), args)
+    for name in sorted(metadata.topics):
+        print(name)
+    return 0
+
+
+def cmd_topics_describe(args) -> int:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = _admin(args)
+    metadata = cluster_metadata(admin, args)
+    names = [args.topic] if args.topic else sorted(metadata.topics)
+    parts = [TopicPartition(t, p) for t in names for p in topic_partitions(metadata, t)]
+    timeout_s = args.connect_timeout_ms / 1000
+    offsets = {}
+    for label, spec in (("start", OffsetSpec.earliest()), ("end", OffsetSpec.latest())):
+        if not parts:
+            break
+        futures = admin.list_offsets({tp: spec for tp in parts}, request_timeout=timeout_s)
+        for tp, fut in futures.items():
+            offsets[(tp.topic, tp.partition, label)] = _result(
+                fut, f"listing {label} offsets of {tp.topic}-{tp.partition}", timeout_s + 5).offset
+    for name in names:
+        tm = metadata.topics[name]
+        rf = max((len(pm.replicas) for pm in tm.partitions.values()), default=0)
+        print(f"Topic: {name}\tPartitionCount: {len(tm.partitions)}\tReplicationFactor: {rf}")
+        for pid in sorted(tm.partitions):
+            pm = tm.partitions[pid]
+            print(f"\tTopic: {name}\tPartition: {pid}\tLeader: {pm.leader}"
+                  f"\tReplicas: {','.join(map(str, pm.replicas))}\tIsr: {','.join(map(str, pm.isrs))}"
+                  f"\tLogStartOffset: {offsets[(name, pid, 'start')]}\tEndOffset: {offsets[(name, pid, 'end')]}")
+    return 0
+
+
+def cmd_topics_delete(args) -> int:
+    admin = _admin(args)
+    metadata = cluster_metadata(admin, args)
+    if args.topic not in metadata.topics:
+        if args.if_exists:
+            return 0
+        raise CliError(f"topic {args.topic!r} does not exist (use --if-exists to ignore)")
+    timeout_s = args.connect_timeout_ms / 1000
+    futures = admin.delete_topics([args.topic], operation_timeout=timeout_s, request_timeout=timeout_s)
+    _result(futures[args.topic], f"deleting topic {args.topic!r}", timeout_s + 5)
+    print(f"Deleted topic {args.topic}.")
+    return 0
+
+
+def spool_validated(stream, separator: bytes | None):
+    """Copy ``stream`` to a spool file, checking every line; returns ``(spool, line_count)``.
+
+    Raises :class:`UsageError` on the first line without ``separator`` before anything
+    is sent, so a bad input never leaves a partial write behind.
+    """
+    spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)
+    count = 0
+    for count, line in enumerate(input_lines(stream), start=1):
+        split_record(line, separator, count)
+        spool.write(line + b"\n")
+    spool.seek(0)
+    return spool, count
+
+
+def cmd_produce(args) -> int:
+    from confluent_kafka import Producer
+
+    separator = args.key_separator.encode() if args.key_separator is not None else None
+    spool, _ = spool_validated(sys.stdin.buffer, separator)
+    producer = make_client(Producer, client_config(args, **PRODUCER_DEFAULTS))
+    partitions = topic_partitions(cluster_metadata(producer, args, args.topic), args.topic)
+    if args.partition is not None and args.partition not in partitions:
+        raise UsageError(f"--partition {args.partition}: topic {args.topic!r} has partitions "
+                         f"{partitions[0]}..{partitions[-1]}")
+    failed: list[str] = []
+    delivered = 0
+
+    def on_delivery(err, msg):
+        nonlocal delivered
+        if err is None:
+            delivered += 1
+        else:
+            failed.append(f"{err.name()}: {err.str()}")
+
+    extra = {} if args.partition is None else {"partition": args.partition}
+    with spool:
+        for number, line in enumerate(input_lines(spool), start=1):
+            key, value = split_record(line, separator, number)
+            while True:
+                try:
+                    producer.produce(args.topic, value=value, key=key, on_delivery=on_delivery, **extra)
+                    break
+                except BufferError:  # local queue full: serve delivery reports, then retry
+                    producer.poll(0.1)
+            producer.poll(0)
+    remaining = producer.flush()  # bounded by message.timeout.ms: every record gets a report
+    if failed or remaining:
+        raise CliError(f"{len(failed) + remaining} record(s) not delivered to {args.topic!r} "
+                       f"({delivered} delivered); first error: {failed[0] if failed else 'timed out'}")
+    print(f"Produced {delivered} record(s) to {args.topic}.", file=sys.stderr)
+    return 0
+
+
+def cmd_consume(args) -> int:
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+
+    start = "earliest" if args.from_beginning else "latest"
+    if args.group:
+        settings = {"group.id": args.group, "auto.offset.reset": start, "enable.auto.offset.store": False}
+    else:
+        settings = {"group.id": CONSOLE_GROUP_ID, "enable.auto.commit": False}
+    consumer = make_client(Consumer, client_config(args, **settings))
+    out = sys.stdout.buffer
+    separator = args.key_separator.encode()
+    count = 0
+    try:
+        partitions = topic_partitions(cluster_metadata(consumer, args, args.topic), args.topic)
+        if args.group:
+            consumer.subscribe([args.topic])
+        else:
+            offset = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+            consumer.assign([TopicPartition(args.topic, p, offset) for p in partitions])
+        idle_deadline = None if args.timeout_ms is None else time.monotonic() + args.timeout_ms / 1000
+        while args.max_messages is None or count < args.max_messages:
+            wait = 0.5 if idle_deadline is None else max(0.0, min(0.5, idle_deadline - time.monotonic()))
+            msg = consumer.poll(wait)
+            if msg is None:
+                if idle_deadline is not None and time.monotonic() >= idle_deadline:
+                    break
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise CliError(f"consuming {args.topic!r}: {msg.error().name()}: {msg.error().str()}")
+            out.write(format_record(msg.key(), msg.value(), args.print_key, separator))
+            out.flush()
+            if args.group:
+                consumer.store_offsets(msg)
+            count += 1
+            if idle_deadline is not None:
+                idle_deadline = time.monotonic() + args.timeout_ms / 1000
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()  # with --group: commits the offsets of the records printed
+    print(f"Processed a total of {count} messages", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Argument parsing
+# ---------------------------------------------------------------------------
+
+
+def broker_config_pair(text: str) -> tuple[str, str]:
+    """``--config`` of ``broker``: ``KEY=VALUE`` whose key the broker knows (exit 2 otherwise)."""
+    from pyspark_kafka.broker.config import BrokerConfig
+    from pyspark_kafka.broker.log.errors import KafkaError
+
+    key, value = parse_key_value(text)
+    try:
+        BrokerConfig({key: value})
+    except KafkaError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return key, value
+
+
+def _client_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,HOST:PORT]",
+                        help=f"Kafka brokers to connect to (default {DEFAULT_BOOTSTRAP})")
+    common.add_argument("--command-config", action="append", default=[], metavar="KEY=VALUE|FILE",
+                        help="client setting passed to librdkafka, or a properties file of them (repeatable)")
+    common.add_argument("--connect-timeout-ms", type=int, default=DEFAULT_CONNECT_TIMEOUT_MS, metavar="MS",
+                        help=f"give up when no broker answers within this time (default {DEFAULT_CONNECT_TIMEOUT_MS})")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree: one subparser per command, ``func`` set to its ``cmd_*`` function."""
+    parser = argparse.ArgumentParser(prog="pyspark-kafka", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    client = _client_options()
+
+    p = sub.add_parser("broker", help="run the embedded Kafka-compatible broker")
+    p.add_argument("--data-dir", required=True, help="directory holding the log segments (created if missing)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
+    p.add_argument("--port", type=int, default=9092, help="port to bind, 0 for a free one (default 9092)")
+    p.add_argument("--config", type=broker_config_pair, action="append", default=[], metavar="KEY=VALUE",
+                   help="broker setting with Kafka's name, e.g. log.segment.bytes=1048576 (repeatable)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=cmd_broker)
+
+    topics = sub.add_parser("topics", help="create, list, describe or delete topics").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    p = topics.add_parser("create", parents=[client], help="create a topic")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--partitions", type=int, default=1, help="number of partitions (default 1)")
+    p.add_argument("--replication-factor", type=int, default=1, help="replicas per partition (default 1)")
+    p.add_argument("--config", type=parse_key_value, action="append", default=[], metavar="KEY=VALUE",
+                   help="topic config with Kafka's name, e.g. retention.ms=60000 (repeatable)")
+    p.add_argument("--if-not-exists", action="store_true", help="succeed when the topic already exists")
+    p.set_defaults(func=cmd_topics_create)
+    p = topics.add_parser("list", parents=[client], help="list topic names")
+    p.set_defaults(func=cmd_topics_list)
+    p = topics.add_parser("describe", parents=[client],
+                          help="partitions, leader, log start offset and end offset (high watermark)")
+    p.add_argument("--topic", help="one topic (default: all)")
+    p.set_defaults(func=cmd_topics_describe)
+    p = topics.add_parser("delete", parents=[client], help="delete a topic")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--if-exists", action="store_true", help="succeed when the topic does not exist")
+    p.set_defaults(func=cmd_topics_delete)
+
+    p = sub.add_parser("produce", parents=[client], help="send stdin lines as records")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--key-separator", metavar="SEP", help="each line is KEY<SEP>VALUE (split at the first SEP)")
+    p.add_argument("--partition", type=int, help="send every record to this partition (default: by key hash)")
+    p.set_defaults(func=cmd_produce)
+
+    p = sub.add_parser("consume", parents=[client], help="print record values, one per line")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--from-beginning", action="store_true",
+                   help="start at the log start offset (with --group: only when the group has no committed offset)")
+    p.add_argument("--max-messages", type=int, metavar="N", help="exit after N records")
+    p.add_argument("--group", metavar="G", help="join consumer group G (subscribe) and commit the offsets printed")
+    p.add_argument("--timeout-ms", type=int, metavar="MS", help="exit when no record arrives for MS ms")
+    p.add_argument("--print-key", action="store_true", help="print KEY<SEP>VALUE")
+    p.add_argument("--key-separator", default="\t", metavar="SEP", help="separator for --print-key (default TAB)")
+    p.set_defaults(func=cmd_consume)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``pyspark-kafka``; returns the exit code (0, 1 runtime error, 2 usage error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    name = " ".join(filter(None, [args.command, getattr(args, "action", None)]))
+    try:
+        if hasattr(args, "command_config"):
+            args.client_config = command_config(args.command_config)
+        return args.func(args)
+    except UsageError as e:
+        print(f"pyspark-kafka {name}: error: {e}", file=sys.stderr)
+        return 2
+    except CliError as e:
+        print(f"pyspark-kafka {name}: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # e.g. `consume ... | head`: the reader left, not an error
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130
