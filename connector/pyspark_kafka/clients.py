@@ -1,0 +1,167 @@
+"""confluent-kafka client construction and a per-worker consumer cache.
+
+Client settings come from the ``kafka.*`` data source options (prefix removed,
+as Spark's Kafka connector does). They are librdkafka settings: a Java-only
+setting (e.g. ``kafka.sasl.jaas.config``) makes client creation fail with an
+:class:`~pyspark_kafka.errors.OptionError` naming it. Secrets never appear in
+messages (:func:`pyspark_kafka.options.redact`).
+
+Consumers on Spark executors are expensive to create (connection, metadata,
+fetch sessions), so :func:`pooled_consumer` keeps idle consumers per Python
+worker process, keyed by their full configuration, and hands them out to one
+task at a time (Spark's ``KafkaDataConsumer`` pool does the same on the JVM).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator, Mapping
+
+from pyspark_kafka.errors import OptionError
+from pyspark_kafka.options import KAFKA_PREFIX, kafka_params, redact
+
+# Java client settings that librdkafka lacks; the reader interprets the first one itself.
+DRIVER_ONLY_SETTINGS = ("default.api.timeout.ms",)
+
+MAX_IDLE_CONSUMERS = 8
+"""Idle consumers kept per worker process; the least recently returned beyond this are closed."""
+
+_idle: list = []  # [(key, consumer)], most recently returned last
+_lock = threading.Lock()
+
+
+def client_params(options: Mapping[str, str]) -> dict:
+    """The ``kafka.*`` options as librdkafka settings, minus :data:`DRIVER_ONLY_SETTINGS`."""
+    params = kafka_params(options)
+    for k in DRIVER_ONLY_SETTINGS:
+        params.pop(k, None)
+    return params
+
+
+def consumer_config(options: Mapping[str, str], group_id: str, **overrides) -> dict:
+    """Consumer configuration from data source options.
+
+    ``options``: the data source options (``kafka.*`` are passed through);
+    ``group_id``: used unless ``kafka.group.id`` is set; ``overrides``: settings
+    that win over the options (keys with dots written as in librdkafka, passed
+    as a dict expansion, e.g. ``**{"enable.auto.commit": False}``).
+    The isolation level defaults to ``read_uncommitted`` as in the Java client
+    (librdkafka's own default is ``read_committed``).
+    """
+    conf = {"isolation.level": "read_uncommitted", **client_params(options)}
+    conf.setdefault("group.id", group_id)
+    conf.update(overrides)
+    return conf
+
+
+def producer_config(options: Mapping[str, str], **overrides) -> dict:
+    """Producer configuration from data source options: ``kafka.*`` settings, then ``overrides``."""
+    conf = client_params(options)
+    conf.update(overrides)
+    return conf
+
+
+def _client_error(kind: str, conf: Mapping[str, object], exc: Exception) -> OptionError:
+    return OptionError(
+        f"cannot create a Kafka {kind} from the '{KAFKA_PREFIX}*' options: {exc}. "
+        f"Settings are librdkafka (confluent-kafka) names, see librdkafka's CONFIGURATION.md; "
+        f"remove or rename Java-only settings. Settings given: {redact(conf)}"
+    )
+
+
+def new_consumer(conf: Mapping[str, object]):
+    """A ``confluent_kafka.Consumer``; raises OptionError naming a bad setting (secrets redacted)."""
+    from confluent_kafka import Consumer, KafkaException
+
+    try:
+        return Consumer(dict(conf))
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise _client_error("consumer", conf, exc) from None
+
+
+def new_admin(conf: Mapping[str, object]):
+    """A ``confluent_kafka.admin.AdminClient``; raises OptionError naming a bad setting."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin_conf = {k: v for k, v in conf.items() if k not in _CONSUMER_ONLY}
+    try:
+        return AdminClient(admin_conf)
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise _client_error("admin client", admin_conf, exc) from None
+
+
+# librdkafka warns (or fails) when an admin client gets consumer-only settings.
+_CONSUMER_ONLY = {
+    "group.id", "group.instance.id", "isolation.level", "auto.offset.reset", "enable.auto.commit",
+    "enable.partition.eof", "enable.auto.offset.store", "fetch.min.bytes", "fetch.max.bytes",
+    "fetch.wait.max.ms", "max.partition.fetch.bytes", "queued.max.messages.kbytes",
+    "queued.min.messages", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
+    "check.crcs", "partition.assignment.strategy", "auto.commit.interval.ms", "fetch.error.backoff.ms",
+}
+
+
+def _key(conf: Mapping[str, object]) -> tuple:
+    return tuple(sorted((str(k), str(v)) for k, v in conf.items()))
+
+
+@contextmanager
+def pooled_consumer(conf: Mapping[str, object]) -> Iterator:
+    """Borrow a consumer with configuration ``conf`` from this process's pool.
+
+    The caller owns it until the ``with`` block ends; it must leave the consumer
+    unassigned. On normal exit the consumer goes back to the pool (at most
+    :data:`MAX_IDLE_CONSUMERS` idle ones are kept, older ones are closed); when
+    the block raises (or a generator using it is closed early) the consumer is
+    closed, since its state is unknown.
+    """
+    key = _key(conf)
+    consumer = None
+    with _lock:
+        for i in range(len(_idle) - 1, -1, -1):
+            if _idle[i][0] == key:
+                consumer = _idle.pop(i)[1]
+                break
+    if consumer is None:
+        consumer = new_consumer(conf)
+    ok = False
+    try:
+        yield consumer
+        ok = True
+    finally:
+        if ok:
+            _return(key, consumer)
+        else:
+            _close_quietly(consumer)
+
+
+def _return(key: tuple, consumer) -> None:
+    with _lock:
+        _idle.append((key, consumer))
+        evicted = _idle[:-MAX_IDLE_CONSUMERS] if len(_idle) > MAX_IDLE_CONSUMERS else []
+        del _idle[: len(evicted)]
+    for _, c in evicted:
+        _close_quietly(c)
+
+
+def _close_quietly(consumer) -> None:
+    try:
+        consumer.close()
+    except Exception:  # closing is best effort; the consumer is discarded either way
+        pass
+
+
+def close_pooled_consumers() -> None:
+    """Close every idle pooled consumer of this process (tests, benchmarks, shutdown)."""
+    with _lock:
+        idle = list(_idle)
+        _idle.clear()
+    for _, c in idle:
+        _close_quietly(c)
+
+
+def idle_consumer_count() -> int:
+    """Number of idle consumers in this process's pool."""
+    with _lock:
+        return len(_idle)
