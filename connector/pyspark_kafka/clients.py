@@ -165,3 +165,13 @@ def idle_consumer_count() -> int:
     """Number of idle consumers in this process's pool."""
     with _lock:
         return len(_idle)
+
+
+def new_producer(conf: Mapping[str, object]):
+    """A ``confluent_kafka.Producer``; raises OptionError naming a bad setting (secrets redacted)."""
+    from confluent_kafka import KafkaException, Producer
+
+    try:
+        return Producer(dict(conf))
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise _client_error("producer", {k: v for k, v in conf.items() if not callable(v)}, exc) from None
