@@ -1,0 +1,92 @@
+"""Registry of request handlers, one entry per Kafka API key.
+
+A handler module registers itself with :func:`register`; the server imports every module of
+this package at start (:func:`load_handlers`), so a new API (consumer groups, transactions)
+is a new module here and needs no edit of the server core::
+
+    from pyspark_kafka.broker.handlers import RequestContext, register
+
+    @register(api_key=10, min_version=0, max_version=4)   # FindCoordinator
+    async def find_coordinator(ctx: RequestContext, request) -> dict:
+        return {"throttle_time": 0, "error_code": 0, ...}
+
+A handler receives the kio request entity of the negotiated version and returns a ``dict``
+of plain values (see :func:`pyspark_kafka.broker.protocol.build`; keys a version lacks are
+ignored), a kio response entity, or ``None`` for no response (Produce with acks=0).
+Raising :class:`~pyspark_kafka.broker.log.errors.KafkaError` is fine only where the caller
+can map it; handlers normally put per-partition error codes into their response.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Api:
+    """One served API: key, inclusive version range advertised in ApiVersions, handler."""
+
+    key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What a handler knows about a request: the broker, the api version and the header.
+
+    ``broker`` is the :class:`pyspark_kafka.broker.server.Broker` (log manager, config,
+    advertised host/port, append notifications).
+    """
+
+    broker: Any
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to close the client's connection without a response.
+
+    Kafka does this for a failed acks=0 produce, so the client refreshes its metadata.
+    """
+
+
+def now_ms() -> int:
+    """Wall-clock time in ms since the epoch (Kafka timestamps)."""
+    return time.time_ns() // 1_000_000
+
+
+REGISTRY: dict[int, Api] = {}
+
+
+def register(api_key: int, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    """Decorator: serve ``api_key`` at versions ``min_version..max_version`` with the function.
+
+    The version range must exist in kio (its schemas) and be fully implemented by the handler:
+    it is advertised as-is in ApiVersions. Raises ValueError when the key is already taken.
+    """
+
+    def decorate(fn: Handler) -> Handler:
+        existing = REGISTRY.get(api_key)
+        if existing is not None and existing.handler is not fn:
+            raise ValueError(f"api key {api_key} is already served by {existing.handler.__qualname__}")
+        REGISTRY[api_key] = Api(api_key, min_version, max_version, fn)
+        return fn
+
+    return decorate
+
+
+def load_handlers() -> dict[int, Api]:
+    """Import every module of this package (registering their handlers) and return the registry."""
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+    return REGISTRY

@@ -1,0 +1,107 @@
+"""EmbeddedBroker: the Kafka-compatible broker in a background thread, for tests and notebooks."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 60.0
+
+
+class EmbeddedBroker:
+    """Run a broker on ``host:port`` with its own event loop thread for the life of a ``with`` block.
+
+    ``EmbeddedBroker(data_dir=None, port=0, host="127.0.0.1", config=None)``: ``data_dir`` None
+    → a temporary directory, removed on :meth:`stop`; ``port`` 0 → a free port; ``config`` uses
+    Kafka's broker config names (``{"message.max.bytes": "2097152"}``).
+
+    Attributes once started: ``bootstrap_servers`` ("127.0.0.1:PORT"), ``port``, ``data_dir``
+    (Path). :meth:`start` raises what the broker raised while starting (ConfigError for a bad
+    config, OSError for a taken port) or TimeoutError; :meth:`stop` closes the logs cleanly.
+    """
+
+    def __init__(self, data_dir: str | Path | None = None, port: int = 0, host: str = "127.0.0.1",
+                 config: dict[str, str] | None = None):
+        self._own_dir = data_dir is None
+        self.data_dir = Path(tempfile.mkdtemp(prefix="pyspark-kafka-broker-")) if data_dir is None else Path(data_dir)
+        self.host = host
+        self.port = port
+        self.config = dict(config or {})
+        self._requested_port = port
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` for ``bootstrap.servers``."""
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> "EmbeddedBroker":
+        """Start the broker thread and wait until it listens (at most 60 s)."""
+        if self._thread is not None:
+            raise RuntimeError("EmbeddedBroker is already started")
+        self._ready.clear()
+        self._error = None
+        self._thread = threading.Thread(target=self._run, name=f"pyspark-kafka-broker-{self.data_dir.name}",
+                                        daemon=True)
+        self._thread.start()
+        if not self._ready.wait(START_TIMEOUT_S):
+            raise TimeoutError(f"embedded broker did not start within {START_TIMEOUT_S:g} s")
+        if self._error is not None:
+            self._thread.join(STOP_TIMEOUT_S)
+            self._thread = None
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        from pyspark_kafka.broker.server import Broker, serve
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            broker = Broker(self.data_dir, self.config, self.host)
+
+            def ready(bootstrap: str) -> None:
+                self.port = broker.port
+                self._ready.set()
+
+            await serve(broker, self._requested_port, self._stop, ready)
+
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            asyncio.run(main())
+        except BaseException as exc:  # reported to start() or kept for stop()
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def stop(self) -> None:
+        """Stop the broker, close its logs and remove the temporary data directory if we made it."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            if self._loop is not None and self._stop is not None:
+                try:
+                    self._loop.call_soon_threadsafe(self._stop.set)
+                except RuntimeError:  # loop already closed
+                    pass
+            thread.join(STOP_TIMEOUT_S)
+            if thread.is_alive():
+                raise TimeoutError(f"embedded broker did not stop within {STOP_TIMEOUT_S:g} s")
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()

@@ -1,0 +1,221 @@
+"""Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DescribeConfigs (32).
+
+Single broker rules: replication factor must be 1 or -1 (default) and manual assignments may
+only name this broker, else INVALID_REPLICATION_FACTOR (38) / INVALID_REPLICA_ASSIGNMENT (39).
+``num_partitions`` -1 means ``num.partitions``. ``validate_only`` checks everything and
+creates nothing. Errors are per topic, with Kafka's codes and a message naming the fix.
+
+DescribeConfigs serves topic (2) and broker (4) resources; config sources follow Kafka:
+DYNAMIC_TOPIC_CONFIG (1) for a topic override, STATIC_BROKER_CONFIG (4) for a broker setting
+given at start, DEFAULT_CONFIG (5) otherwise. Broker configs are read-only (no AlterConfigs).
+"""
+
+from __future__ import annotations
+
+from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, validate_topic_name
+from pyspark_kafka.broker.handlers import RequestContext, register
+from pyspark_kafka.broker.log.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+)
+
+NONE = 0
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_ID = 100
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+
+class _AssignmentError(KafkaError):
+    error_code = INVALID_REPLICA_ASSIGNMENT
+
+
+class _InvalidRequest(KafkaError):
+    error_code = INVALID_REQUEST
+
+
+def _partition_count(broker, topic) -> int:
+    """Partition count of a CreatableTopic, checking replication factor and assignments."""
+    me = broker.node_id
+    if topic.replication_factor not in (-1, 1):
+        raise InvalidReplicationFactorError(
+            f"Replication factor {topic.replication_factor} is larger than the 1 available broker: use 1 or -1"
+        )
+    if topic.assignments:
+        for a in topic.assignments:
+            if list(a.broker_ids) != [me]:
+                raise _AssignmentError(
+                    f"partition {a.partition_index} is assigned to brokers {list(a.broker_ids)}: only broker {me} exists"
+                )
+        if sorted(a.partition_index for a in topic.assignments) != list(range(len(topic.assignments))):
+            raise _AssignmentError("replica assignment partitions must be 0..N-1, each once")
+        return len(topic.assignments)
+    if topic.num_partitions == -1:
+        return broker.config.get_int("num.partitions")
+    return topic.num_partitions
+
+
+def _created_configs(broker, name: str, validate_only: bool) -> list[dict]:
+    if validate_only or broker.logs.topic(name) is None:
+        return []
+    return [
+        {"name": n, "value": v, "read_only": False, "config_source": DYNAMIC_TOPIC_CONFIG if not d else DEFAULT_CONFIG,
+         "is_sensitive": False}
+        for n, v, d in broker.logs.describe_topic_configs(name)
+    ]
+
+
+@register(api_key=19, min_version=2, max_version=7)
+async def create_topics(ctx: RequestContext, request) -> dict:
+    """Create each topic (or only validate it), reporting per-topic errors."""
+    broker = ctx.broker
+    validate_only = getattr(request, "validate_only", False)
+    names = [t.name for t in request.topics]
+    results = []
+    for topic in request.topics:
+        result = {"name": topic.name, "topic_id": None, "error_code": NONE, "error_message": None,
+                  "num_partitions": -1, "replication_factor": -1, "configs": []}
+        try:
+            if names.count(topic.name) > 1:
+                raise _InvalidRequest(f"topic {topic.name!r} appears more than once in the request")
+            validate_topic_name(topic.name)
+            count = _partition_count(broker, topic)
+            configs = {c.name: c.value for c in topic.configs}
+            info = broker.logs.create_topic(topic.name, count, configs, validate_only=validate_only)
+        except KafkaError as exc:
+            result.update(error_code=exc.error_code, error_message=str(exc))
+        else:
+            result.update(
+                topic_id=None if validate_only else info.topic_id,
+                num_partitions=count,
+                replication_factor=1,
+                configs=_created_configs(broker, topic.name, validate_only),
+            )
+        results.append(result)
+    return {"throttle_time": 0, "topics": results}
+
+
+@register(api_key=20, min_version=1, max_version=6)
+async def delete_topics(ctx: RequestContext, request) -> dict:
+    """Delete each topic (by name, or by topic id from v6) with its logs."""
+    broker = ctx.broker
+    if hasattr(request, "topics"):
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    responses = []
+    for name, topic_id in wanted:
+        error_code, message = NONE, None
+        if name is None and topic_id is not None:
+            name = broker.topic_by_id(topic_id)
+            if name is None:
+                error_code, message = UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}"
+        if error_code == NONE:
+            try:
+                info = broker.logs.topic(name)
+                if info is None:
+                    raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+                topic_id = info.topic_id
+                broker.logs.delete_topic(name)
+            except KafkaError as exc:
+                error_code, message = exc.error_code, str(exc)
+        responses.append({"name": name, "topic_id": topic_id, "error_code": error_code, "error_message": message})
+    return {"throttle_time": 0, "responses": responses}
+
+
+@register(api_key=37, min_version=0, max_version=3)
+async def create_partitions(ctx: RequestContext, request) -> dict:
+    """Raise each topic's partition count to ``count`` (never lower: INVALID_PARTITIONS)."""
+    broker = ctx.broker
+    results = []
+    for topic in request.topics:
+        error_code, message = NONE, None
+        try:
+            info = broker.logs.topic(topic.name)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"topic {topic.name!r} does not exist")
+            for a in topic.assignments or ():
+                if list(a.broker_ids) != [broker.node_id]:
+                    raise _AssignmentError(f"new partitions may only be assigned to broker {broker.node_id}")
+            if request.validate_only:
+                if topic.count <= info.num_partitions:
+                    raise InvalidPartitionsError(
+                        f"Topic {topic.name} currently has {info.num_partitions} partitions, "
+                        f"{topic.count} would not be an increase."
+                    )
+            else:
+                broker.logs.create_partitions(topic.name, topic.count)
+        except KafkaError as exc:
+            error_code, message = exc.error_code, str(exc)
+        results.append({"name": topic.name, "error_code": error_code, "error_message": message})
+    return {"throttle_time": 0, "results": results}
+
+
+def _config_entry(name, value, source, read_only, synonyms) -> dict:
+    return {"name": name, "value": value, "read_only": read_only, "config_source": source,
+            "is_sensitive": False, "synonyms": synonyms, "config_type": 0, "documentation": None}
+
+
+def topic_configs(broker, topic: str, include_synonyms: bool) -> list[dict]:
+    """DescribeConfigs entries of ``topic``: every topic config, overrides flagged as such."""
+    entries = []
+    for name, value, is_default in broker.logs.describe_topic_configs(topic):
+        broker_name = TOPIC_CONFIG_TO_BROKER.get(name)
+        broker_set = broker_name is not None and not broker.config.is_default(broker_name)
+        source = DYNAMIC_TOPIC_CONFIG if not is_default else (STATIC_BROKER_CONFIG if broker_set else DEFAULT_CONFIG)
+        synonyms = []
+        if include_synonyms:
+            if not is_default:
+                synonyms.append({"name": name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+            if broker_name is not None:
+                synonyms.append({"name": broker_name, "value": broker.config.get(broker_name),
+                                 "source": STATIC_BROKER_CONFIG if broker_set else DEFAULT_CONFIG})
+        entries.append(_config_entry(name, value, source, False, synonyms))
+    return entries
+
+
+def broker_configs(broker, include_synonyms: bool) -> list[dict]:
+    """DescribeConfigs entries of this broker (read-only: set at start)."""
+    entries = []
+    for name, value, is_default in broker.config.items():
+        source = DEFAULT_CONFIG if is_default else STATIC_BROKER_CONFIG
+        synonyms = [{"name": name, "value": value, "source": source}] if include_synonyms else []
+        entries.append(_config_entry(name, value, source, True, synonyms))
+    return entries
+
+
+@register(api_key=32, min_version=1, max_version=4)
+async def describe_configs(ctx: RequestContext, request) -> dict:
+    """Configs of topic and broker resources, optionally limited to ``configuration_keys``."""
+    broker = ctx.broker
+    synonyms = getattr(request, "include_synonyms", False)
+    results = []
+    for res in request.resources:
+        error_code, message, configs = NONE, None, []
+        try:
+            if res.resource_type == TOPIC_RESOURCE:
+                validate_topic_name(res.resource_name)
+                if broker.logs.topic(res.resource_name) is None:
+                    raise UnknownTopicOrPartitionError(f"topic {res.resource_name!r} does not exist")
+                configs = topic_configs(broker, res.resource_name, synonyms)
+            elif res.resource_type == BROKER_RESOURCE:
+                if res.resource_name not in ("", str(broker.node_id)):
+                    raise _InvalidRequest(f"broker {res.resource_name!r} is not this broker ({broker.node_id})")
+                configs = broker_configs(broker, synonyms)
+            else:
+                raise _InvalidRequest(f"resource type {res.resource_type} is not supported: use topic (2) or broker (4)")
+        except KafkaError as exc:
+            error_code, message = exc.error_code, str(exc)
+        if res.configuration_keys is not None:
+            keys = set(res.configuration_keys)
+            configs = [c for c in configs if c["name"] in keys]
+        results.append({"error_code": error_code, "error_message": message, "resource_type": res.resource_type,
+                        "resource_name": res.resource_name, "configs": configs})
+    return {"throttle_time": 0, "results": results}

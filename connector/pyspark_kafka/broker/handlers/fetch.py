@@ -1,0 +1,112 @@
+"""Fetch (key 1): raw record batches from the logs, with long poll; records are never decoded.
+
+For each requested partition the log returns a file slice of whole batches starting at the
+batch containing ``fetch_offset`` and ending below the high watermark
+(:meth:`PartitionLog.read`); the server sends it with ``sendfile`` (zero copy).
+
+Limits (Kafka semantics): at most ``partition_max_bytes`` per partition and ``max_bytes`` for
+the whole response, except that the first non-empty partition always returns at least its
+first batch whole (KIP-74), so a consumer never gets stuck behind a large batch.
+
+Long poll: the response is sent as soon as at least ``min_bytes`` are available or a partition
+has an error; otherwise the fetch waits — woken by appends to its partitions, not by a polling
+loop — until ``max_wait_ms`` has passed, then answers with what there is.
+
+Fetch sessions (KIP-227) are not kept: the response's ``session_id`` is 0, which tells the
+client to send full fetch requests. ``last_stable_offset`` equals the high watermark (no
+transactions yet); ``aborted_transactions`` is empty for read_committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pyspark_kafka.broker.handlers import RequestContext, register
+from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.protocol import ms
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+UNKNOWN_TOPIC_ID = 100
+READ_COMMITTED = 1
+
+
+def _partition_data(index: int, error_code: int, plog=None, records=b"", read_committed=False) -> dict:
+    hw = plog.high_watermark if plog is not None else -1
+    return {
+        "partition_index": index,
+        "error_code": error_code,
+        "high_watermark": hw,
+        "last_stable_offset": hw,
+        "log_start_offset": plog.log_start_offset if plog is not None else -1,
+        "aborted_transactions": [] if read_committed else None,
+        "preferred_read_replica": -1,
+        "records": records,
+    }
+
+
+def _resolve(broker, topic) -> tuple[str | None, int]:
+    """(topic name, error code for a missing topic) of a request's FetchTopic."""
+    name = getattr(topic, "topic", None)
+    if name is None:
+        name = broker.topic_by_id(topic.topic_id)
+        return name, UNKNOWN_TOPIC_ID
+    return name, UNKNOWN_TOPIC_OR_PARTITION
+
+
+def collect(broker, request) -> tuple[list[dict], int, bool]:
+    """Read every requested partition once: (topic responses, total bytes, any error)."""
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    remaining = getattr(request, "max_bytes", 2**31 - 1)
+    total = 0
+    has_error = False
+    responses = []
+    for topic in request.topics:
+        name, missing_code = _resolve(broker, topic)
+        partitions = []
+        for p in topic.partitions:
+            plog = broker.logs.get_log(name, p.partition) if name is not None else None
+            if plog is None:
+                partitions.append(_partition_data(p.partition, missing_code))
+                has_error = True
+                continue
+            try:
+                fetched = plog.read(
+                    p.fetch_offset,
+                    max(0, min(p.partition_max_bytes, remaining)),
+                    max_offset=plog.high_watermark,
+                    min_one_message=total == 0,
+                )
+            except KafkaError as exc:
+                partitions.append(_partition_data(p.partition, exc.error_code, plog, read_committed=read_committed))
+                has_error = True
+                continue
+            total += fetched.length
+            remaining -= fetched.length
+            partitions.append(_partition_data(p.partition, NONE, plog, fetched, read_committed))
+        responses.append({"topic": name or "", "topic_id": getattr(topic, "topic_id", None), "partitions": partitions})
+    return responses, total, has_error
+
+
+def _wanted(request, broker) -> list[tuple[str, int]]:
+    keys = []
+    for topic in request.topics:
+        name, _ = _resolve(broker, topic)
+        if name is not None:
+            keys.extend((name, p.partition) for p in topic.partitions)
+    return keys
+
+
+@register(api_key=1, min_version=4, max_version=16)
+async def fetch(ctx: RequestContext, request) -> dict:
+    """Answer with up to ``max_bytes`` of batches once ``min_bytes`` are there or ``max_wait_ms`` passed."""
+    broker = ctx.broker
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, ms(request.max_wait)) / 1000
+    while True:
+        responses, total, has_error = collect(broker, request)
+        left = deadline - loop.time()
+        if total >= request.min_bytes or has_error or left <= 0 or not request.topics:
+            break
+        await broker.wait_for_append(_wanted(request, broker), left)
+    return {"throttle_time": 0, "error_code": NONE, "session_id": 0, "responses": responses, "node_endpoints": []}

@@ -1,0 +1,86 @@
+"""Produce (key 0), v3+ (RecordBatch v2 only): append each partition's record set to its log.
+
+Per partition, the storage validates every batch first (CRC32C, magic 2, sizes,
+``max.message.bytes``) and appends nothing when one is bad; its exception's
+``error_code`` goes into that partition's response (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
+INVALID_RECORD, ...), other partitions of the request are unaffected.
+
+acks (Kafka semantics on a single replica): 0 → no response (and, like Kafka, the
+connection is closed when a partition failed, so the client refreshes its metadata);
+1 and -1 (all) → respond after the append, which already applied the flush policy
+(``flush.messages``/``log.flush.interval.messages``). Unknown topics are auto-created
+when ``auto.create.topics.enable`` is true.
+"""
+
+from __future__ import annotations
+
+from pyspark_kafka.broker.config import validate_topic_name
+from pyspark_kafka.broker.handlers import CloseConnection, RequestContext, now_ms, register
+from pyspark_kafka.broker.log.errors import KafkaError
+
+NONE = 0
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REQUIRED_ACKS = 21
+UNKNOWN_TOPIC_ID = 100
+
+
+def _partition_result(index: int, error_code: int, message: str | None = None, append=None) -> dict:
+    return {
+        "index": index,
+        "error_code": error_code,
+        "base_offset": append.base_offset if append else -1,
+        "log_append_time": append.log_append_time_ms if append else -1,
+        "log_start_offset": append.log_start_offset if append else -1,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+def _append(broker, topic: str | None, partition: int, records, now: int) -> dict:
+    if topic is None:
+        return _partition_result(partition, UNKNOWN_TOPIC_ID, "unknown topic id")
+    if records is None:
+        return _partition_result(partition, CORRUPT_MESSAGE, "produce request without records")
+    try:
+        validate_topic_name(topic)
+        broker.auto_create(topic)
+        plog = broker.logs.get_log(topic, partition)
+        if plog is None:
+            return _partition_result(
+                partition, UNKNOWN_TOPIC_OR_PARTITION, f"this broker has no partition {topic}-{partition}"
+            )
+        result = plog.append(records, now_ms=now)
+    except KafkaError as exc:
+        return _partition_result(partition, exc.error_code, str(exc))
+    broker.notify_append(topic, partition)
+    return _partition_result(partition, NONE, None, result)
+
+
+@register(api_key=0, min_version=3, max_version=11)
+async def produce(ctx: RequestContext, request) -> dict | None:
+    """Append every partition's records; the response carries base offset, log append time, log start offset."""
+    broker = ctx.broker
+    now = now_ms()
+    acks = request.acks
+    responses = []
+    failed = False
+    for topic_data in request.topic_data:
+        name = getattr(topic_data, "name", None)
+        topic_id = getattr(topic_data, "topic_id", None)
+        if name is None and topic_id is not None:
+            name = broker.topic_by_id(topic_id)
+        partitions = []
+        for pdata in topic_data.partition_data:
+            if acks not in (0, 1, -1):
+                res = _partition_result(pdata.index, INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
+            else:
+                res = _append(broker, name, pdata.index, pdata.records, now)
+            failed = failed or res["error_code"] != NONE
+            partitions.append(res)
+        responses.append({"name": name or "", "topic_id": topic_id, "partition_responses": partitions})
+    if acks == 0:
+        if failed:
+            raise CloseConnection()
+        return None
+    return {"responses": responses, "throttle_time": 0, "node_endpoints": []}

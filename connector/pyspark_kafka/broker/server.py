@@ -1,0 +1,308 @@
+"""The embedded broker's asyncio TCP server: framing, dispatch, zero-copy writes, timers.
+
+One :class:`Broker` owns the :class:`~pyspark_kafka.broker.log.manager.LogManager` and is
+used from one event loop thread only. Each connection is served by one task that reads a
+frame (4-byte big-endian size, then the request), dispatches it through the handler
+registry (:mod:`pyspark_kafka.broker.handlers`) and writes the response before reading the
+next frame: like Kafka's SocketServer, which mutes a connection while a request is in
+flight, pipelined requests are answered in order.
+
+Entry points: :func:`run_broker` (foreground, used by ``pyspark-kafka broker``) and
+:class:`pyspark_kafka.broker.EmbeddedBroker` (background thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import signal
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from pyspark_kafka.broker import protocol
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
+from pyspark_kafka.broker.handlers.api_versions import api_versions_body
+from pyspark_kafka.broker.log.manager import LogManager
+
+log = logging.getLogger("pyspark_kafka.broker")
+
+UNSUPPORTED_VERSION = 35
+UNKNOWN_SERVER_ERROR = -1
+
+
+class Broker:
+    """State shared by all connections of one broker: config, logs, address, append events.
+
+    ``Broker(data_dir, config: dict[str, str] | None, host)``; ``port`` and ``host`` are the
+    advertised listener, set once the socket is bound. Raises ConfigError for a bad config.
+    """
+
+    def __init__(self, data_dir: str | Path, config: dict[str, str] | None = None, host: str = "127.0.0.1"):
+        self.data_dir = Path(data_dir)
+        self.config = BrokerConfig(config)
+        self.logs = LogManager(self.data_dir, self.config)
+        self.host = host
+        self.port = 0
+        self.node_id = self.config.get_int("node.id")
+        # A stable cluster id per data directory (Kafka keeps it in meta.properties).
+        raw = uuid.uuid5(uuid.NAMESPACE_URL, str(self.data_dir.resolve())).bytes
+        self.cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+
+    # --- append notifications (Fetch long poll) -------------------------------------------
+
+    def notify_append(self, topic: str, partition: int) -> None:
+        """Wake the fetches waiting on ``topic``/``partition`` (called after an append)."""
+        for fut in self._waiters.pop((topic, partition), ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:
+        """Wait until one of ``keys`` gets an append or ``timeout_s`` passes; True if woken."""
+        fut = asyncio.get_running_loop().create_future()
+        keys = list(keys)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            for key in keys:
+                waiting = self._waiters.get(key)
+                if waiting is not None:
+                    waiting.discard(fut)
+                    if not waiting:
+                        del self._waiters[key]
+
+    # --- topics -----------------------------------------------------------------------------
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with ``topic_id`` (None when unknown)."""
+        for name, info in self.logs.topics().items():
+            if info.topic_id == topic_id:
+                return name
+        return None
+
+    def auto_create(self, name: str) -> bool:
+        """Create ``name`` with ``num.partitions`` when ``auto.create.topics.enable``; True if it exists now.
+
+        Raises InvalidTopicError for an illegal name (only when auto-creation is on).
+        """
+        if self.logs.topic(name) is not None:
+            return True
+        if not self.config.get_bool("auto.create.topics.enable"):
+            return False
+        self.logs.create_topic(name, self.config.get_int("num.partitions"))
+        log.info("auto-created topic %s", name)
+        return True
+
+
+# --- connections ----------------------------------------------------------------------------
+
+
+async def _dispatch(broker: Broker, frame: bytes) -> list | None:
+    """Decode ``frame``, run its handler and return the encoded response chunks (None: no response).
+
+    Raises ProtocolError or CloseConnection when the connection must be closed.
+    """
+    api_key, version, correlation_id = protocol.peek_header(frame)
+    api = REGISTRY.get(api_key)
+    if api is None:
+        raise protocol.ProtocolError(f"unknown or unsupported api key {api_key} (version {version})")
+    if not api.min_version <= version <= api.max_version:
+        if api_key == protocol.API_VERSIONS_KEY:
+            # KIP-511: answer with a v0 response listing our ranges so the client can retry.
+            body = api_versions_body(UNSUPPORTED_VERSION)
+            return protocol.encode_response(api_key, 0, correlation_id, body)
+        chunks = protocol.encode_error_response(api_key, version, correlation_id, UNSUPPORTED_VERSION)
+        if chunks is None:
+            raise protocol.ProtocolError(
+                f"api key {api_key} version {version} is not supported (supported {api.min_version}..{api.max_version})"
+            )
+        return chunks
+    header, request = protocol.decode_request(frame, api_key, version)
+    ctx = RequestContext(broker, api_key, version, correlation_id, header.client_id)
+    try:
+        result = await api.handler(ctx, request)
+    except (CloseConnection, protocol.ProtocolError):
+        raise
+    except Exception:
+        log.exception("handler for api key %s v%s failed", api_key, version)
+        chunks = protocol.encode_error_response(api_key, version, correlation_id, UNKNOWN_SERVER_ERROR)
+        if chunks is None:
+            raise CloseConnection() from None
+        return chunks
+    if result is None:
+        return None
+    return protocol.encode_response(api_key, version, correlation_id, result)
+
+
+def _open_file_chunks(chunks: list) -> list:
+    """Open every file slice now (before any await), so retention cannot delete it under us.
+
+    Returns the chunks with FileChunks replaced by ``(file object, position, length)``.
+    """
+    out = []
+    for chunk in chunks:
+        if isinstance(chunk, protocol.FileChunk):
+            s = chunk.slice
+            path = getattr(s, "path", None)
+            if path is not None:
+                f = open(path, "rb")
+            else:
+                f = os.fdopen(os.dup(s.fd), "rb")
+            out.append((f, s.position, s.length))
+        else:
+            out.append(chunk)
+    return out
+
+
+async def _write_chunks(writer: asyncio.StreamWriter, chunks: list) -> None:
+    """Write bytes chunks and ``(file, position, length)`` slices in order.
+
+    File slices go with ``loop.sendfile`` (os.sendfile on the raw socket: zero copy) and
+    fall back to read+write where the transport does not allow it.
+    """
+    loop = asyncio.get_running_loop()
+    try:
+        for chunk in chunks:
+            if isinstance(chunk, bytes):
+                writer.write(chunk)
+                continue
+            f, position, length = chunk
+            await writer.drain()
+            sent = await loop.sendfile(writer.transport, f, position, length, fallback=True)
+            if sent != length:
+                # The file shrank under us: the frame size is now wrong, close the connection.
+                raise ConnectionError(f"sent {sent} of {length} bytes of a fetched log segment slice")
+        await writer.drain()
+    finally:
+        for chunk in chunks:
+            if not isinstance(chunk, bytes):
+                chunk[0].close()
+
+
+async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Serve one client connection until it closes or sends something unparseable."""
+    peer = writer.get_extra_info("peername")
+    max_request = broker.config.get_int("socket.request.max.bytes")
+    try:
+        while True:
+            size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+            if size < 8 or size > max_request:
+                log.warning(
+                    "closing connection from %s: request size %d is outside 8..%d (socket.request.max.bytes)",
+                    peer, size, max_request,
+                )
+                return
+            frame = await reader.readexactly(size)
+            chunks = await _dispatch(broker, frame)
+            if chunks is not None:
+                await _write_chunks(writer, _open_file_chunks(chunks))
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    except protocol.ProtocolError as exc:
+        log.warning("closing connection from %s: %s", peer, exc)
+    except CloseConnection:
+        pass
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("closing connection from %s after an unexpected error", peer)
+    finally:
+        writer.close()
+
+
+# --- timers -----------------------------------------------------------------------------------
+
+
+async def _every(interval_ms: int, action: Callable[[], Any], what: str) -> None:
+    while True:
+        await asyncio.sleep(interval_ms / 1000)
+        try:
+            action()
+        except Exception:
+            log.exception("%s failed", what)
+
+
+# --- the server -------------------------------------------------------------------------------
+
+
+async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[[str], None] | None = None) -> None:
+    """Load the logs, listen on ``broker.host:port`` until ``stop`` is set, then close the logs.
+
+    ``ready("host:port")`` is called once listening (port 0 → the bound port). The retention
+    check runs every ``log.retention.check.interval.ms``; when ``log.flush.interval.ms`` is set,
+    all logs are flushed on that period.
+    """
+    load_handlers()
+    broker.logs.load()
+    connections: set[asyncio.Task] = set()
+
+    async def on_connect(reader, writer):
+        task = asyncio.current_task()
+        connections.add(task)
+        try:
+            await serve_connection(broker, reader, writer)
+        except asyncio.CancelledError:
+            pass  # broker shutting down: the connection is closed by serve_connection
+        finally:
+            connections.discard(task)
+
+    server = await asyncio.start_server(on_connect, broker.host, port, limit=1 << 20)
+    broker.port = server.sockets[0].getsockname()[1]
+    timers = [
+        asyncio.create_task(
+            _every(broker.config.get_int("log.retention.check.interval.ms"), lambda: broker.logs.run_retention(now_ms()), "retention check")
+        )
+    ]
+    flush_ms = broker.config.get_int("log.flush.interval.ms")
+    if flush_ms is not None and flush_ms > 0:
+        timers.append(asyncio.create_task(_every(flush_ms, broker.logs.flush_all, "log flush")))
+    bootstrap = f"{broker.host}:{broker.port}"
+    log.info("pyspark-kafka broker listening on %s (data dir %s)", bootstrap, broker.data_dir)
+    try:
+        if ready is not None:
+            ready(bootstrap)
+        await stop.wait()
+    finally:
+        server.close()
+        for task in [*timers, *connections]:
+            task.cancel()
+        await asyncio.gather(*timers, *connections, return_exceptions=True)
+        await server.wait_closed()
+        broker.logs.close()
+        log.info("pyspark-kafka broker on %s stopped; logs closed", bootstrap)
+
+
+def run_broker(
+    data_dir: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 9092,
+    config: dict[str, str] | None = None,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Run the broker in the foreground until SIGINT or SIGTERM, then close the logs cleanly.
+
+    ``data_dir`` holds the logs (created if missing); ``port`` 0 picks a free port;
+    ``config`` uses Kafka's broker config names (``{"log.segment.bytes": "1048576"}``);
+    ``ready("host:port")`` is called once the broker accepts connections.
+    Raises ConfigError for an unknown or malformed config, OSError when the port is taken.
+    """
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    broker = Broker(data_dir, config, host)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(broker, port, stop, ready)
+
+    asyncio.run(main())
