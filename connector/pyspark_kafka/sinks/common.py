@@ -1,0 +1,299 @@
+"""Rules shared by the exactly-once sinks (SQL and Parquet): pure functions, no I/O.
+
+Vocabulary (Kafka's terms): a *topic-partition* ``(topic, partition)``; its
+*next offset* is the offset of the first record not yet stored (last stored
+offset + 1), exactly what Spark's ``startingOffsets`` JSON expects.
+
+The protocol both sinks follow (see ``docs/exactly-once.md``):
+
+1. Each task attempt stages its rows under a unique *attempt id* and returns a
+   :class:`StagedWrite` commit message (attempt id, per topic-partition min/max
+   offset, rows, staged files).
+2. The driver's ``commit`` publishes, in one atomic step, the staged rows of the
+   committed attempts whose offset is ``>=`` the stored next offset of their
+   topic-partition, together with the new next offsets (never moving backwards)
+   and the streaming batch id; then it drops every other staged row of the sink.
+3. ``offsetsFrom=batch`` (stateful queries without offset columns): the streaming
+   batch id is the idempotence key, a batch id ``<=`` the stored one is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Optional
+
+from pyspark_kafka.errors import OptionError, PySparkKafkaError
+from pyspark_kafka.options import get_option
+
+TopicPartition = tuple[str, int]
+#: ``{(topic, partition): (min offset, max offset)}`` of the rows a task staged.
+OffsetSpan = dict[TopicPartition, tuple[int, int]]
+
+OFFSETS_FROM_ROWS = "rows"
+OFFSETS_FROM_BATCH = "batch"
+
+
+class SinkError(PySparkKafkaError):
+    """An exactly-once sink refused to commit; nothing of the batch became visible.
+
+    The message names the cause and the fix.
+    """
+
+
+class SinkMismatchError(SinkError):
+    """The stored offsets belong to another query (other table, topics or mode)."""
+
+
+class SinkUnavailableError(SinkError):
+    """The sink's store (database, directory) cannot be reached or opened."""
+
+
+@dataclass(frozen=True)
+class SinkColumns:
+    """Names of the columns carrying each row's source record (Spark Kafka reader names by default)."""
+
+    topic: str = "topic"
+    partition: str = "partition"
+    offset: str = "offset"
+
+    def names(self) -> list[str]:
+        return [self.topic, self.partition, self.offset]
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    """Options common to both sinks, parsed once on the driver.
+
+    - ``offsets_from``: ``"rows"`` (default; offsets derived from the offset
+      columns) or ``"batch"`` (streaming batch id is the idempotence key).
+    - ``topics``: the declared source topics (option ``topics``), or None to
+      accept any topic (the stored topic set then grows with what is seen).
+    """
+
+    columns: SinkColumns = SinkColumns()
+    offsets_from: str = OFFSETS_FROM_ROWS
+    topics: Optional[frozenset[str]] = None
+
+
+def parse_sink_config(options: Mapping[str, str]) -> SinkConfig:
+    """Parse ``topicColumn``, ``partitionColumn``, ``offsetColumn``, ``offsetsFrom``, ``topics``.
+
+    Raises OptionError naming the option and the accepted values.
+    """
+    cols = SinkColumns(
+        topic=get_option(options, "topicColumn", "topic"),
+        partition=get_option(options, "partitionColumn", "partition"),
+        offset=get_option(options, "offsetColumn", "offset"),
+    )
+    mode = (get_option(options, "offsetsFrom", OFFSETS_FROM_ROWS) or "").strip().lower()
+    if mode not in (OFFSETS_FROM_ROWS, OFFSETS_FROM_BATCH):
+        raise OptionError(
+            f"option 'offsetsFrom' must be 'rows' (offsets taken from the topic/partition/offset columns) "
+            f"or 'batch' (streaming batch id as idempotence key), got {mode!r}"
+        )
+    raw_topics = get_option(options, "topics")
+    topics = None
+    if raw_topics is not None:
+        topics = frozenset(t.strip() for t in raw_topics.split(",") if t.strip())
+        if not topics:
+            raise OptionError("option 'topics' must list the source topics, e.g. 'orders,payments'")
+    return SinkConfig(cols, mode, topics)
+
+
+def check_offset_columns(schema_names: Iterable[str], config: SinkConfig) -> None:
+    """Refuse a DataFrame lacking the offset columns the sink needs (``offsetsFrom=rows``).
+
+    Raises SinkError naming the missing columns and the three possible fixes.
+    """
+    if config.offsets_from != OFFSETS_FROM_ROWS:
+        return
+    present = set(schema_names)
+    missing = [c for c in config.columns.names() if c not in present]
+    if missing:
+        raise SinkError(
+            f"the DataFrame has no column(s) {missing} but the sink needs each row's source "
+            f"topic, partition and offset to store offsets with the results (columns present: {sorted(present)}). "
+            "Fix: keep the pykafka reader's 'topic', 'partition', 'offset' columns in the select, or name "
+            "your columns with options topicColumn/partitionColumn/offsetColumn, or for aggregations in a "
+            "streaming query use option offsetsFrom=batch."
+        )
+
+
+def require_streaming_for_batch_mode(config: SinkConfig, streaming: bool) -> None:
+    """``offsetsFrom=batch`` needs a streaming batch id; batch jobs must use offset columns."""
+    if config.offsets_from == OFFSETS_FROM_BATCH and not streaming:
+        raise OptionError(
+            "option offsetsFrom=batch needs a streaming query (the micro-batch id is the idempotence key); "
+            "a batch job must carry the topic/partition/offset columns (offsetsFrom=rows)"
+        )
+
+
+@dataclass
+class StagedWrite:
+    """Commit message of one task attempt (picklable; a Spark ``WriterCommitMessage``).
+
+    - ``attempt_id``: unique id of the task attempt, the staging tag.
+    - ``offsets``: ``{(topic, partition): (min offset, max offset)}`` of its rows.
+    - ``rows``: number of rows staged.
+    - ``files``: staged file paths relative to the sink directory (Parquet sink only).
+    """
+
+    attempt_id: str
+    offsets: OffsetSpan = field(default_factory=dict)
+    rows: int = 0
+    files: list[str] = field(default_factory=list)
+
+
+def new_attempt_id() -> str:
+    """Staging tag of this task attempt: ``b<batch>-p<partition>-a<attempt>-<random>``.
+
+    The batch id comes from Spark's local property ``streaming.sql.batchId``
+    (absent for batch jobs); the random part keeps two attempts apart even
+    across restarts.
+    """
+    try:
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        tc = None
+    if tc is None:
+        return f"local-{uuid.uuid4().hex}"
+    batch = tc.getLocalProperty("streaming.sql.batchId") or "job"
+    return f"b{batch}-p{tc.partitionId()}-a{tc.attemptNumber()}-{uuid.uuid4().hex[:12]}"
+
+
+def merge_spans(spans: Iterable[OffsetSpan]) -> OffsetSpan:
+    """Union of offset spans: per topic-partition the min of mins and max of maxes."""
+    out: OffsetSpan = {}
+    for span in spans:
+        for tp, (lo, hi) in span.items():
+            if tp in out:
+                olo, ohi = out[tp]
+                out[tp] = (min(lo, olo), max(hi, ohi))
+            else:
+                out[tp] = (lo, hi)
+    return out
+
+
+def span_of_arrow(batch, columns: SinkColumns) -> OffsetSpan:
+    """Per topic-partition (min, max) offset of a ``pyarrow.RecordBatch``/``Table``.
+
+    Raises SinkError when a topic, partition or offset is null (the row cannot be
+    placed in any offset range, so it could be neither de-duplicated nor resumed).
+    """
+    import pyarrow as pa
+
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    if table.num_rows == 0:
+        return {}
+    for name in columns.names():
+        if table.column(name).null_count:
+            raise SinkError(
+                f"column '{name}' has null values: every row must carry the topic, partition and offset "
+                "of the Kafka record it came from. Fix: filter those rows out, or use offsetsFrom=batch."
+            )
+    grouped = table.group_by([columns.topic, columns.partition]).aggregate(
+        [(columns.offset, "min"), (columns.offset, "max")]
+    )
+    d = grouped.to_pydict()
+    return {
+        (t, int(p)): (int(lo), int(hi))
+        for t, p, lo, hi in zip(
+            d[columns.topic], d[columns.partition], d[f"{columns.offset}_min"], d[f"{columns.offset}_max"]
+        )
+    }
+
+
+def advance(stored: Mapping[TopicPartition, int], span: OffsetSpan) -> dict[TopicPartition, int]:
+    """New next offsets: per topic-partition ``max(stored next, max offset + 1)``; never backwards."""
+    out = dict(stored)
+    for tp, (_, hi) in span.items():
+        out[tp] = max(out.get(tp, 0), hi + 1)
+    return out
+
+
+def classify_span(lo: int, hi: int, next_offset: Optional[int]) -> str:
+    """Where a staged range ``[lo, hi]`` stands against the stored next offset.
+
+    ``"new"`` (all rows are after what is stored: keep all), ``"old"`` (all rows
+    were stored already: drop all), ``"mixed"`` (filter row by row).
+    """
+    if next_offset is None or lo >= next_offset:
+        return "new"
+    if hi < next_offset:
+        return "old"
+    return "mixed"
+
+
+def check_topics(
+    sink_id: str,
+    where: str,
+    stored: frozenset[str],
+    declared: Optional[frozenset[str]],
+    seen: Iterable[str],
+) -> frozenset[str]:
+    """Validate the topics of a commit and return the topic set to store.
+
+    - ``declared`` (option ``topics``) must equal the stored set when both exist,
+      and every topic seen in the batch must be declared.
+    - Without a declaration the stored set grows with the topics seen.
+
+    Raises SinkMismatchError naming both sets and the fix.
+    """
+    seen = frozenset(seen)
+    if declared is not None:
+        if stored and stored != declared:
+            raise SinkMismatchError(
+                f"{where} holds offsets of sinkId '{sink_id}' for topics {sorted(stored)}, but this query "
+                f"declares topics {sorted(declared)}: they were written by a different query. Fix: use a new "
+                "sinkId (or offsetsTable/path) for this query, or reset the sink if you mean to start over."
+            )
+        extra = seen - declared
+        if extra:
+            raise SinkMismatchError(
+                f"rows from topics {sorted(extra)} reached sinkId '{sink_id}' which declares topics "
+                f"{sorted(declared)}. Fix: add them to option 'topics' (and use a new sinkId if this is a "
+                "different query), or filter them out before the sink."
+            )
+        return declared
+    return frozenset(stored | seen)
+
+
+def check_same(sink_id: str, where: str, what: str, stored: Optional[str], wanted: str) -> None:
+    """Refuse when a stored sink attribute (target table, offsetsFrom) differs from this query's."""
+    if stored is not None and stored != wanted:
+        raise SinkMismatchError(
+            f"{where} holds sinkId '{sink_id}' with {what} '{stored}', but this query has {what} "
+            f"'{wanted}': the stored offsets belong to a different query. Fix: give this query its own "
+            "option 'sinkId' (or another offsetsTable/path)."
+        )
+
+
+def offsets_json(
+    next_offsets: Mapping[TopicPartition, int],
+    partitions: Optional[Mapping[str, Iterable[int]]] = None,
+) -> str:
+    """Spark's partition offsets JSON, e.g. ``{"t":{"0":42,"1":-2}}``.
+
+    ``partitions`` (topic → partition ids, from the cluster) adds the partitions
+    without a stored offset as ``-2`` (earliest, Spark's convention) so Spark's
+    rule "specific offsets must name every partition" holds. With nothing stored
+    and no partitions given the result is ``"earliest"``.
+    """
+    out: dict[str, dict[str, int]] = {}
+    for topic, parts in (partitions or {}).items():
+        for p in parts:
+            out.setdefault(topic, {})[str(int(p))] = -2
+    for (topic, p), off in next_offsets.items():
+        if partitions is not None and topic not in partitions:
+            continue
+        out.setdefault(topic, {})[str(int(p))] = int(off)
+    if not out:
+        return "earliest"
+    return json.dumps(
+        {t: dict(sorted(ps.items(), key=lambda kv: int(kv[0]))) for t, ps in sorted(out.items())},
+        separators=(",", ":"),
+    )
