@@ -1,0 +1,407 @@
+"""Broker and topic configuration with Apache Kafka's names and defaults.
+
+- :data:`BROKER_DEFAULTS`: broker config name -> default value (a string, or ``None`` where Kafka has
+  no default, e.g. ``log.flush.interval.ms``).
+- :data:`TOPIC_CONFIG_TO_BROKER`: topic config name -> the broker config that supplies its default
+  (Kafka's ``ServerTopicConfigSynonyms``).
+- :class:`BrokerConfig`: validated broker configs; :class:`LogConfig`: the effective per-topic log
+  settings (topic overrides over broker defaults).
+- :func:`validate_topic_name`: Kafka's topic name rules (``org.apache.kafka.common.internals.Topic``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+from pyspark_kafka.broker.log.errors import ConfigError, InvalidConfigError, InvalidTopicError
+
+LONG_MAX = 9223372036854775807
+INT_MAX = 2147483647
+
+#: Broker config name -> default (Kafka 3.x/4.x defaults; ``None`` = no default).
+BROKER_DEFAULTS: dict[str, str | None] = {
+    # identity and listeners
+    "broker.id": "0",
+    "node.id": "0",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "advertised.listeners": None,
+    "log.dirs": None,
+    # topics
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "min.insync.replicas": "1",
+    "unclean.leader.election.enable": "false",
+    # requests
+    "socket.request.max.bytes": "104857600",
+    "message.max.bytes": "1048588",
+    "fetch.max.bytes": "57671680",
+    "compression.type": "producer",
+    # log segments and indexes
+    "log.segment.bytes": "1073741824",
+    "log.roll.ms": "604800000",
+    "log.roll.jitter.ms": "0",
+    "log.index.interval.bytes": "4096",
+    "log.index.size.max.bytes": "10485760",
+    "log.preallocate": "false",
+    "log.segment.delete.delay.ms": "0",
+    # retention and cleanup
+    "log.retention.ms": "604800000",
+    "log.retention.bytes": "-1",
+    "log.retention.check.interval.ms": "300000",
+    "log.cleanup.policy": "delete",
+    "log.cleaner.delete.retention.ms": "86400000",
+    "log.cleaner.min.compaction.lag.ms": "0",
+    "log.cleaner.max.compaction.lag.ms": str(LONG_MAX),
+    "log.cleaner.min.cleanable.ratio": "0.5",
+    # timestamps
+    "log.message.timestamp.type": "CreateTime",
+    "log.message.timestamp.before.max.ms": str(LONG_MAX),
+    "log.message.timestamp.after.max.ms": str(LONG_MAX),
+    # durability
+    "log.flush.interval.messages": str(LONG_MAX),
+    "log.flush.interval.ms": None,
+    "log.flush.scheduler.interval.ms": str(LONG_MAX),
+    "log.flush.offset.checkpoint.interval.ms": "60000",
+    "log.flush.start.offset.checkpoint.interval.ms": "60000",
+    # internal topics, groups, transactions
+    "offsets.topic.num.partitions": "1",
+    "offsets.topic.replication.factor": "1",
+    "offsets.retention.minutes": "10080",
+    "offsets.commit.timeout.ms": "5000",
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "transaction.state.log.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": "604800000",
+    "producer.id.expiration.ms": "86400000",
+}
+
+#: Broker configs given in coarser units, rewritten to the ms config (Kafka's precedence: ms > minutes > hours).
+_UNIT_SYNONYMS: dict[str, tuple[str, int]] = {
+    "log.retention.minutes": ("log.retention.ms", 60_000),
+    "log.retention.hours": ("log.retention.ms", 3_600_000),
+    "log.roll.hours": ("log.roll.ms", 3_600_000),
+}
+
+#: Topic config -> broker config supplying its default (Kafka's ServerTopicConfigSynonyms).
+TOPIC_CONFIG_TO_BROKER: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "preallocate": "log.preallocate",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.ms": "log.roll.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+_BOOL = "bool"
+_LONG = "long"
+_INT = "int"
+_DOUBLE = "double"
+_STRING = "string"
+
+# Types of the configs that are not plain strings, with Kafka's lower bounds.
+_TYPES: dict[str, tuple[str, int | float | None]] = {
+    "broker.id": (_INT, -1),
+    "node.id": (_INT, -1),
+    "num.partitions": (_INT, 1),
+    "default.replication.factor": (_INT, 1),
+    "auto.create.topics.enable": (_BOOL, None),
+    "delete.topic.enable": (_BOOL, None),
+    "min.insync.replicas": (_INT, 1),
+    "unclean.leader.election.enable": (_BOOL, None),
+    "socket.request.max.bytes": (_INT, 1),
+    "message.max.bytes": (_INT, 0),
+    "fetch.max.bytes": (_INT, 1024),
+    "log.segment.bytes": (_INT, 14),
+    "log.roll.ms": (_LONG, 1),
+    "log.roll.jitter.ms": (_LONG, 0),
+    "log.index.interval.bytes": (_INT, 0),
+    "log.index.size.max.bytes": (_INT, 4),
+    "log.preallocate": (_BOOL, None),
+    "log.segment.delete.delay.ms": (_LONG, 0),
+    "log.retention.ms": (_LONG, -1),
+    "log.retention.bytes": (_LONG, None),
+    "log.retention.check.interval.ms": (_LONG, 1),
+    "log.cleaner.delete.retention.ms": (_LONG, 0),
+    "log.cleaner.min.compaction.lag.ms": (_LONG, 0),
+    "log.cleaner.max.compaction.lag.ms": (_LONG, 1),
+    "log.cleaner.min.cleanable.ratio": (_DOUBLE, 0),
+    "log.message.timestamp.before.max.ms": (_LONG, 0),
+    "log.message.timestamp.after.max.ms": (_LONG, 0),
+    "log.flush.interval.messages": (_LONG, 1),
+    "log.flush.interval.ms": (_LONG, 0),
+    "log.flush.scheduler.interval.ms": (_LONG, 0),
+    "log.flush.offset.checkpoint.interval.ms": (_INT, 0),
+    "log.flush.start.offset.checkpoint.interval.ms": (_INT, 0),
+    "offsets.topic.num.partitions": (_INT, 1),
+    "offsets.topic.replication.factor": (_INT, 1),
+    "offsets.retention.minutes": (_INT, 1),
+    "offsets.commit.timeout.ms": (_INT, 1),
+    "group.initial.rebalance.delay.ms": (_INT, 0),
+    "group.min.session.timeout.ms": (_INT, 0),
+    "group.max.session.timeout.ms": (_INT, 0),
+    "transaction.state.log.num.partitions": (_INT, 1),
+    "transaction.state.log.replication.factor": (_INT, 1),
+    "transaction.max.timeout.ms": (_INT, 1),
+    "transactional.id.expiration.ms": (_INT, 1),
+    "producer.id.expiration.ms": (_INT, 1),
+}
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "log.cleanup.policy": ("delete", "compact", "compact,delete", "delete,compact"),
+    "log.message.timestamp.type": ("CreateTime", "LogAppendTime"),
+    # The broker stores batches exactly as produced and never recompresses.
+    "compression.type": ("producer",),
+}
+
+_INT_RANGE = (-(2**31), INT_MAX)
+_LONG_RANGE = (-(2**63), LONG_MAX)
+
+
+def _check_value(name: str, value: str | None, *, where: str) -> str | None:
+    """Return ``value`` if it parses as ``name``'s type and range, else raise :class:`InvalidConfigError`."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        value = str(value).lower() if isinstance(value, bool) else str(value)
+    kind, low = _TYPES.get(name, (_STRING, None))
+    if kind == _BOOL:
+        if value.lower() not in ("true", "false"):
+            raise InvalidConfigError(f"{where} {name}={value!r} is not a boolean: use true or false")
+        return value.lower()
+    if kind in (_INT, _LONG):
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise InvalidConfigError(f"{where} {name}={value!r} is not an integer: give a whole number") from None
+        lo, hi = _INT_RANGE if kind == _INT else _LONG_RANGE
+        if not lo <= number <= hi:
+            raise InvalidConfigError(f"{where} {name}={value!r} is out of range for a 32/64-bit integer ({kind})")
+        if low is not None and number < low:
+            raise InvalidConfigError(f"{where} {name}={value!r} must be at least {low}")
+        return str(number)
+    if kind == _DOUBLE:
+        try:
+            number_f = float(value)
+        except ValueError:
+            raise InvalidConfigError(f"{where} {name}={value!r} is not a number") from None
+        if low is not None and number_f < low:
+            raise InvalidConfigError(f"{where} {name}={value!r} must be at least {low}")
+        return value
+    choices = _CHOICES.get(name)
+    if choices is not None:
+        canonical = {c.lower(): c for c in choices}.get(value.strip().lower())
+        if canonical is None:
+            raise InvalidConfigError(
+                f"{where} {name}={value!r} is not supported: use one of {', '.join(choices)}"
+            )
+        return canonical
+    return value
+
+
+class BrokerConfig:
+    """The broker's configuration: Kafka config names over :data:`BROKER_DEFAULTS`.
+
+    ``BrokerConfig({"log.segment.bytes": "1048576"})``. Values are strings as in
+    ``server.properties`` (ints and bools are accepted and turned into strings).
+    ``node.id`` and ``broker.id`` are aliases (setting one sets both);
+    ``log.retention.hours``/``log.retention.minutes``/``log.roll.hours`` are rewritten to the
+    ``.ms`` config unless that is set too (Kafka's precedence).
+
+    Raises :class:`ConfigError` (INVALID_CONFIG) for an unknown name or a malformed value,
+    naming the key and the fix.
+    """
+
+    def __init__(self, overrides: Mapping[str, object] | None = None) -> None:
+        values: dict[str, str | None] = dict(BROKER_DEFAULTS)
+        given = {str(k): v for k, v in (overrides or {}).items()}
+        unit_rewrites: dict[str, tuple[int, str]] = {}
+        for name, raw in given.items():
+            if name in _UNIT_SYNONYMS:
+                target, factor = _UNIT_SYNONYMS[name]
+                try:
+                    amount = int(str(raw))
+                except ValueError:
+                    raise ConfigError(f"broker config {name}={raw!r} is not an integer: give a whole number") from None
+                # Smaller unit wins (ms > minutes > hours), as in Kafka.
+                if target not in unit_rewrites or factor < unit_rewrites[target][0]:
+                    unit_rewrites[target] = (factor, str(amount * factor))
+                continue
+            if name not in BROKER_DEFAULTS:
+                raise ConfigError(
+                    f"unknown broker config {name!r}: use a Kafka broker config name "
+                    f"(e.g. {', '.join(sorted(BROKER_DEFAULTS)[:4])}, ...; see BROKER_DEFAULTS)"
+                )
+        for target, (_, value) in unit_rewrites.items():
+            if target not in given:
+                values[target] = value
+        for name, raw in given.items():
+            if name in _UNIT_SYNONYMS:
+                continue
+            try:
+                values[name] = _check_value(name, None if raw is None else raw, where="broker config")
+            except InvalidConfigError as e:
+                raise ConfigError(str(e)) from None
+        for alias, other in (("node.id", "broker.id"), ("broker.id", "node.id")):
+            if alias in given and other not in given:
+                values[other] = values[alias]
+        if "node.id" in given and "broker.id" in given and values["node.id"] != values["broker.id"]:
+            raise ConfigError("broker config node.id and broker.id differ: set only one of them")
+        for target in unit_rewrites:
+            _check_value(target, values[target], where="broker config")
+        self._values = values
+        self._overridden = frozenset(given) | frozenset(unit_rewrites)
+
+    def get(self, name: str) -> str | None:
+        """The value of broker config ``name`` (a string, or ``None`` when unset with no default)."""
+        try:
+            return self._values[name]
+        except KeyError:
+            raise ConfigError(f"unknown broker config {name!r}: see BROKER_DEFAULTS for the names") from None
+
+    def get_int(self, name: str) -> int | None:
+        """``name`` as an int (``None`` when unset with no default)."""
+        value = self.get(name)
+        return None if value is None else int(value)
+
+    def get_bool(self, name: str) -> bool:
+        """``name`` as a bool (``true``/``false``)."""
+        return (self.get(name) or "").lower() == "true"
+
+    def is_default(self, name: str) -> bool:
+        """True when ``name`` was not given in the overrides."""
+        return name not in self._overridden
+
+    def items(self) -> Iterator[tuple[str, str | None, bool]]:
+        """``(name, value, is_default)`` for every broker config, sorted by name (for DescribeConfigs)."""
+        for name in sorted(self._values):
+            yield name, self._values[name], self.is_default(name)
+
+
+def validate_topic_config(name: str, value: object) -> str | None:
+    """Check one topic-level config override; return its canonical string value.
+
+    Raises :class:`InvalidConfigError` for an unknown topic config name (Kafka: "Unknown topic
+    config name") or a value of the wrong type/range.
+    """
+    broker_name = TOPIC_CONFIG_TO_BROKER.get(name)
+    if broker_name is None:
+        raise InvalidConfigError(
+            f"Unknown topic config name: {name!r}. Known topic configs: {', '.join(sorted(TOPIC_CONFIG_TO_BROKER))}"
+        )
+    if value is None:
+        return None
+    return _check_value(broker_name, value if isinstance(value, str) else str(value), where="topic config " + name)
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Effective log settings of one topic (topic overrides over broker defaults).
+
+    All sizes in bytes, all durations in ms. ``retention_ms``/``retention_bytes`` of -1 mean
+    unlimited; ``flush_messages``/``flush_ms`` of ``LONG_MAX`` mean "leave flushing to the OS"
+    (Kafka's default).
+    """
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    index_interval_bytes: int = 4096
+    max_index_size: int = 10485760
+    max_message_bytes: int = 1048588
+    cleanup_policy: str = "delete"
+    message_timestamp_type: str = "CreateTime"
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+
+    @property
+    def deletes(self) -> bool:
+        """True when retention may delete segments (``cleanup.policy`` includes ``delete``)."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def log_append_time(self) -> bool:
+        """True when the broker stamps batches with its own clock (``LogAppendTime``)."""
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @classmethod
+    def from_configs(cls, broker: BrokerConfig, topic_overrides: Mapping[str, object] | None = None) -> "LogConfig":
+        """Resolve the topic's settings: each field from the topic override, else the broker default.
+
+        Raises :class:`InvalidConfigError` for unknown topic config names or bad values.
+        """
+        overrides = {k: validate_topic_config(k, v) for k, v in (topic_overrides or {}).items()}
+
+        def value(topic_name: str) -> str | None:
+            if overrides.get(topic_name) is not None:
+                return overrides[topic_name]
+            return broker.get(TOPIC_CONFIG_TO_BROKER[topic_name])
+
+        def integer(topic_name: str, default: int = LONG_MAX) -> int:
+            v = value(topic_name)
+            return default if v is None else int(v)
+
+        return cls(
+            segment_bytes=integer("segment.bytes"),
+            segment_ms=integer("segment.ms"),
+            retention_ms=integer("retention.ms"),
+            retention_bytes=integer("retention.bytes"),
+            index_interval_bytes=integer("index.interval.bytes"),
+            max_index_size=integer("segment.index.bytes"),
+            max_message_bytes=integer("max.message.bytes"),
+            cleanup_policy=value("cleanup.policy") or "delete",
+            message_timestamp_type=value("message.timestamp.type") or "CreateTime",
+            flush_messages=integer("flush.messages"),
+            flush_ms=integer("flush.ms"),
+        )
+
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_NAME_LENGTH = 249
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's topic name rules: 1..249 chars of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``.
+
+    These rules also keep every partition directory ``<topic>-<partition>`` inside the data
+    directory (no ``/``, no ``..``). Internal topics (``__consumer_offsets``) are legal.
+    Raises :class:`InvalidTopicError` naming the rule broken.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"Topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
+            f"topic name: {name[:40]}... ({len(name)} characters)"
+        )
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise InvalidTopicError(
+            f"Topic name {name!r} is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )

@@ -1,0 +1,90 @@
+"""Errors of the embedded broker, each carrying the Kafka error code it maps to.
+
+The server turns any :class:`KafkaError` into its ``error_code`` in the response
+(codes from Kafka's ``org.apache.kafka.common.protocol.Errors``). Every message
+names the cause and, where there is one, the fix.
+"""
+
+from __future__ import annotations
+
+
+class KafkaError(Exception):
+    """Base class: an error the broker reports to clients as ``error_code``."""
+
+    error_code: int = -1  # UNKNOWN_SERVER_ERROR
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """A fetch offset below the log start offset or above the log end offset (OFFSET_OUT_OF_RANGE)."""
+
+    error_code = 1
+
+
+class CorruptRecordError(KafkaError):
+    """A record batch fails its CRC32C or header sanity checks (CORRUPT_MESSAGE)."""
+
+    error_code = 2
+
+
+class UnknownTopicOrPartitionError(KafkaError):
+    """The topic or partition does not exist on this broker (UNKNOWN_TOPIC_OR_PARTITION)."""
+
+    error_code = 3
+
+
+class RecordTooLargeError(KafkaError):
+    """A record batch is larger than ``max.message.bytes`` (MESSAGE_TOO_LARGE)."""
+
+    error_code = 10
+
+
+class InvalidTopicError(KafkaError):
+    """A topic name breaks Kafka's naming rules (INVALID_TOPIC_EXCEPTION)."""
+
+    error_code = 17
+
+
+class RecordBatchTooLargeError(KafkaError):
+    """One produce request's record set is larger than ``segment.bytes`` (RECORD_LIST_TOO_LARGE)."""
+
+    error_code = 18
+
+
+class TopicExistsError(KafkaError):
+    """CreateTopics for a name that already exists (TOPIC_ALREADY_EXISTS)."""
+
+    error_code = 36
+
+
+class InvalidPartitionsError(KafkaError):
+    """A partition count below 1, or CreatePartitions not increasing the count (INVALID_PARTITIONS)."""
+
+    error_code = 37
+
+
+class InvalidReplicationFactorError(KafkaError):
+    """A replication factor this single-broker cluster cannot satisfy (INVALID_REPLICATION_FACTOR)."""
+
+    error_code = 38
+
+
+class InvalidConfigError(KafkaError, ValueError):
+    """An unknown config name or a value of the wrong type or range (INVALID_CONFIG)."""
+
+    error_code = 40
+
+
+class ConfigError(InvalidConfigError):
+    """A broker config given at startup is unknown or malformed; the message names the key and the fix."""
+
+
+class KafkaStorageError(KafkaError):
+    """The data directory cannot be read or written (KAFKA_STORAGE_ERROR)."""
+
+    error_code = 56
+
+
+class InvalidRecordError(KafkaError):
+    """A record batch is well formed but breaks a rule, e.g. its offset range disagrees with its count (INVALID_RECORD)."""
+
+    error_code = 87

@@ -1,0 +1,455 @@
+"""All partition logs of the broker in one data directory (Kafka's ``LogManager``), plus topic metadata.
+
+``DATA_DIR`` layout::
+
+    __topics.json                       topic name -> id, partition count, config overrides
+    recovery-point-offset-checkpoint    per partition: offsets below are fsynced
+    log-start-offset-checkpoint         per partition: first readable offset
+    .kafka_cleanshutdown                present only between a clean close and the next load
+    <topic>-<partition>/                one PartitionLog (segments + partition.metadata)
+
+Metadata is the source of truth and is written (atomically) before partition directories are
+created and before they are removed, so a crash in between leaves at most a directory that the
+next :meth:`LogManager.load` recognises (by the topic id in ``partition.metadata``) and removes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from pyspark_kafka.broker.config import (
+    TOPIC_CONFIG_TO_BROKER,
+    BrokerConfig,
+    LogConfig,
+    validate_topic_config,
+    validate_topic_name,
+)
+from pyspark_kafka.broker.log.checkpoint import (
+    atomic_write,
+    fsync_dir,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from pyspark_kafka.broker.log.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    KafkaStorageError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from pyspark_kafka.broker.log.partition_log import PartitionLog, RecoveryStats
+
+log = logging.getLogger(__name__)
+
+TOPICS_FILE = "__topics.json"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+PARTITION_METADATA_FILE = "partition.metadata"
+
+# IncrementalAlterConfigs operations (KIP-339).
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """A topic: name, id (UUID, as in Kafka's metadata), partition count and its config overrides."""
+
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+def _collision_key(name: str) -> str:
+    """Kafka's ``Topic.unifyCollisionChars``: ``.`` and ``_`` collide in metric names."""
+    return name.replace(".", "_")
+
+
+class LogManager:
+    """Topic metadata and the :class:`PartitionLog` of every partition under ``data_dir``.
+
+    ``LogManager(data_dir, BrokerConfig(...))``, then :meth:`load` (creates the directory,
+    recovers after a crash). Call :meth:`close` on shutdown (flush, checkpoints, clean-shutdown
+    marker). Used from one asyncio thread; no locking.
+    """
+
+    def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config
+        self._topics: dict[str, TopicInfo] = {}
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._log_configs: dict[str, LogConfig] = {}
+        self.recovery_stats: dict[tuple[str, int], RecoveryStats] = {}
+        self.clean_shutdown = False  # whether the last load found the clean-shutdown marker
+        self._closed = False
+        self._last_checkpoint_ms = 0
+
+    # -- load -------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Read topic metadata and open every partition log, recovering after an unclean shutdown.
+
+        With the clean-shutdown marker present nothing is re-validated; otherwise each partition
+        re-validates its segments from its recovery point (see :class:`PartitionLog`). The marker
+        is removed so that a later crash is detected. Raises :class:`KafkaStorageError` when the
+        metadata file is unreadable (the data is left untouched).
+        """
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot create data directory {self.data_dir}: {e}") from e
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        self.clean_shutdown = marker.exists()
+        self._topics = self._read_topics()
+        recovery_points = read_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = read_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        started = time.monotonic()
+        self._remove_stale_dirs()
+        for info in self._topics.values():
+            self._log_configs[info.name] = LogConfig.from_configs(self.config, info.configs)
+            for partition in range(info.num_partitions):
+                key = (info.name, partition)
+                self._open_log(
+                    info,
+                    partition,
+                    recovery_point=recovery_points.get(key, 0),
+                    log_start_offset=start_offsets.get(key, 0),
+                    clean=self.clean_shutdown,
+                )
+        if self.clean_shutdown:
+            marker.unlink()
+            fsync_dir(self.data_dir)
+        scanned = sum(s.segments_scanned for s in self.recovery_stats.values())
+        truncated = sum(s.bytes_truncated for s in self.recovery_stats.values())
+        log.info(
+            "loaded %d topics, %d partitions from %s in %.0f ms (%s shutdown; re-validated %d segments, "
+            "truncated %d bytes)",
+            len(self._topics), len(self._logs), self.data_dir, (time.monotonic() - started) * 1000,
+            "clean" if self.clean_shutdown else "unclean", scanned, truncated,
+        )
+        self._closed = False
+        self.checkpoint()
+
+    def _read_topics(self) -> dict[str, TopicInfo]:
+        path = self.data_dir / TOPICS_FILE
+        if not path.exists():
+            return {}
+        try:
+            doc = json.loads(path.read_text())
+            return {
+                name: TopicInfo(name, uuid.UUID(t["topic_id"]), int(t["partitions"]), dict(t.get("configs", {})))
+                for name, t in doc["topics"].items()
+            }
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise KafkaStorageError(
+                f"cannot read topic metadata {path}: {e}. Restore the file from a backup or move the data "
+                "directory aside; the broker does not start on unreadable metadata, to keep the logs safe"
+            ) from e
+
+    def _write_topics(self, topics: dict[str, TopicInfo]) -> None:
+        doc = {
+            "version": 1,
+            "topics": {
+                t.name: {"topic_id": str(t.topic_id), "partitions": t.num_partitions, "configs": t.configs}
+                for t in sorted(topics.values(), key=lambda t: t.name)
+            },
+        }
+        try:
+            atomic_write(self.data_dir / TOPICS_FILE, json.dumps(doc, indent=1).encode())
+        except OSError as e:
+            raise KafkaStorageError(f"cannot write topic metadata in {self.data_dir}: {e}") from e
+
+    def _partition_dir(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def _remove_stale_dirs(self) -> None:
+        """Remove directories of deleted topics: ``*-delete`` leftovers and partition directories whose
+        ``partition.metadata`` names a topic id that no current topic has."""
+        live_ids = {str(t.topic_id) for t in self._topics.values()}
+        for entry in os.scandir(self.data_dir):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith("-delete"):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                continue
+            topic_id = _read_partition_metadata(Path(entry.path))
+            topic, _, partition = entry.name.rpartition("-")
+            info = self._topics.get(topic)
+            known = info is not None and partition.isdigit() and int(partition) < info.num_partitions
+            if topic_id is not None and (topic_id not in live_ids or not known):
+                log.info("removing %s: it belongs to a deleted topic (id %s)", entry.path, topic_id)
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+    def _open_log(self, info: TopicInfo, partition: int, *, recovery_point: int = 0, log_start_offset: int = 0,
+                  clean: bool = True) -> PartitionLog:
+        directory = self._partition_dir(info.name, partition)
+        directory.mkdir(parents=True, exist_ok=True)
+        metadata = directory / PARTITION_METADATA_FILE
+        if not metadata.exists():
+            atomic_write(metadata, f"version: 0\ntopic_id: {info.topic_id}\n".encode())
+        partition_log = PartitionLog(
+            info.name,
+            partition,
+            directory,
+            self._log_configs[info.name],
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean,
+        )
+        self._logs[(info.name, partition)] = partition_log
+        self.recovery_stats[(info.name, partition)] = partition_log.recovery_stats
+        return partition_log
+
+    # -- topics -----------------------------------------------------------------------------
+    def topics(self) -> dict[str, TopicInfo]:
+        """All topics by name (a copy)."""
+        return dict(self._topics)
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        """The topic with this id (Fetch v13+ and Metadata v10+ name topics by id), or None."""
+        for info in self._topics.values():
+            if info.topic_id == topic_id:
+                return info
+        return None
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> Iterable[PartitionLog]:
+        return self._logs.values()
+
+    def log_config(self, topic: str) -> LogConfig:
+        """The effective :class:`LogConfig` of ``topic``; UnknownTopicOrPartitionError if there is none."""
+        try:
+            return self._log_configs[topic]
+        except KeyError:
+            raise UnknownTopicOrPartitionError(f"This server does not host this topic: {topic!r}") from None
+
+    def create_topic(self, name: str, num_partitions: int | None, configs: dict[str, str] | None = None,
+                     validate_only: bool = False, replication_factor: int = -1) -> TopicInfo:
+        """Create ``name`` with ``num_partitions`` partitions (-1/None: ``num.partitions``) and config overrides.
+
+        Raises InvalidTopicError (name rules, or a ``.``/``_`` collision with an existing topic,
+        as Kafka), TopicExistsError, InvalidPartitionsError, InvalidReplicationFactorError (only 1
+        or -1 on this single broker), InvalidConfigError. With ``validate_only`` nothing is created.
+        """
+        validate_topic_name(name)
+        if name in self._topics:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        collides = [t for t in self._topics if _collision_key(t) == _collision_key(name)]
+        if collides:
+            raise InvalidTopicError(
+                f"Topic '{name}' collides with existing topic: {collides[0]} ('.' and '_' are interchangeable in "
+                "Kafka's metric names); pick another name"
+            )
+        if num_partitions is None or num_partitions == -1:
+            num_partitions = self.config.get_int("num.partitions")
+        if num_partitions < 1:
+            raise InvalidPartitionsError(f"Number of partitions must be larger than 0 (got {num_partitions}).")
+        if replication_factor not in (-1, 1):
+            raise InvalidReplicationFactorError(
+                f"Replication factor: {replication_factor} larger than available brokers: 1. "
+                "This embedded broker is a single node: use replication factor 1 (or -1 for the default)."
+            )
+        clean_configs = {k: validate_topic_config(k, v) for k, v in (configs or {}).items()}
+        clean_configs = {k: v for k, v in clean_configs.items() if v is not None}
+        log_config = LogConfig.from_configs(self.config, clean_configs)
+        info = TopicInfo(name, uuid.uuid4(), num_partitions, clean_configs)
+        if validate_only:
+            return info
+        self._write_topics({**self._topics, name: info})
+        self._topics[name] = info
+        self._log_configs[name] = log_config
+        for partition in range(num_partitions):
+            self._open_log(info, partition)
+        log.info("created topic %s (%d partitions, configs %s)", name, num_partitions, clean_configs)
+        return info
+
+    def _require(self, name: str) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"This server does not host this topic: {name!r}")
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        """Delete the topic and all its data (metadata first, then the directories).
+
+        Raises UnknownTopicOrPartitionError.
+        """
+        info = self._require(name)
+        remaining = {k: v for k, v in self._topics.items() if k != name}
+        self._write_topics(remaining)
+        self._topics = remaining
+        self._log_configs.pop(name, None)
+        for partition in range(info.num_partitions):
+            partition_log = self._logs.pop((name, partition), None)
+            self.recovery_stats.pop((name, partition), None)
+            if partition_log is None:
+                continue
+            for segment in partition_log.segments:
+                segment.close()
+            doomed = partition_log.dir.with_name(f"{partition_log.dir.name}.{uuid.uuid4().hex}-delete")
+            try:
+                os.replace(partition_log.dir, doomed)
+            except OSError:
+                doomed = partition_log.dir
+            shutil.rmtree(doomed, ignore_errors=True)
+        log.info("deleted topic %s", name)
+
+    def create_partitions(self, name: str, new_total: int, validate_only: bool = False) -> TopicInfo:
+        """Grow ``name`` to ``new_total`` partitions (Kafka never shrinks a topic).
+
+        Raises UnknownTopicOrPartitionError, InvalidPartitionsError.
+        """
+        info = self._require(name)
+        if new_total == info.num_partitions:
+            raise InvalidPartitionsError(f"Topic already has {info.num_partitions} partitions.")
+        if new_total < info.num_partitions:
+            raise InvalidPartitionsError(
+                f"Topic currently has {info.num_partitions} partitions, which is higher than the requested "
+                f"{new_total}."
+            )
+        grown = TopicInfo(info.name, info.topic_id, new_total, info.configs)
+        if validate_only:
+            return grown
+        self._write_topics({**self._topics, name: grown})
+        self._topics[name] = grown
+        for partition in range(info.num_partitions, new_total):
+            self._open_log(grown, partition)
+        return grown
+
+    # -- configs ----------------------------------------------------------------------------
+    def describe_topic_configs(self, topic: str) -> list[tuple[str, str | None, bool]]:
+        """``(name, value, is_default)`` for every topic config: the override, else the broker default."""
+        info = self._require(topic)
+        result = []
+        for name in sorted(TOPIC_CONFIG_TO_BROKER):
+            if name in info.configs:
+                result.append((name, info.configs[name], False))
+            else:
+                result.append((name, self.config.get(TOPIC_CONFIG_TO_BROKER[name]), True))
+        return result
+
+    def alter_topic_configs(self, topic: str, configs: dict[str, str], validate_only: bool = False) -> TopicInfo:
+        """Replace all of ``topic``'s overrides with ``configs`` (AlterConfigs semantics)."""
+        info = self._require(topic)
+        clean = {k: validate_topic_config(k, v) for k, v in configs.items()}
+        return self._set_configs(info, {k: v for k, v in clean.items() if v is not None}, validate_only)
+
+    def incremental_alter_topic_configs(self, topic: str, ops: Iterable[tuple[str, int, str | None]],
+                                        validate_only: bool = False) -> TopicInfo:
+        """Apply ``(name, op, value)`` changes (KIP-339: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT for lists)."""
+        info = self._require(topic)
+        configs = dict(info.configs)
+        for name, op, value in ops:
+            validate_topic_config(name, None)  # unknown names fail here
+            if op == OP_SET:
+                configs[name] = validate_topic_config(name, value)
+            elif op == OP_DELETE:
+                configs.pop(name, None)
+            elif op in (OP_APPEND, OP_SUBTRACT):
+                if name != "cleanup.policy":
+                    raise InvalidConfigError(f"config {name} is not a list: APPEND/SUBTRACT apply only to list configs")
+                current = (configs.get(name) or self.config.get(TOPIC_CONFIG_TO_BROKER[name]) or "").split(",")
+                items = [v for v in (value or "").split(",") if v]
+                merged = current + [v for v in items if v not in current] if op == OP_APPEND else [
+                    v for v in current if v not in items]
+                configs[name] = validate_topic_config(name, ",".join(v for v in merged if v))
+            else:
+                raise InvalidConfigError(f"unknown config operation {op} for {name}: use 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT")
+        return self._set_configs(info, {k: v for k, v in configs.items() if v is not None}, validate_only)
+
+    def _set_configs(self, info: TopicInfo, configs: dict[str, str], validate_only: bool) -> TopicInfo:
+        log_config = LogConfig.from_configs(self.config, configs)
+        updated = TopicInfo(info.name, info.topic_id, info.num_partitions, configs)
+        if validate_only:
+            return updated
+        self._write_topics({**self._topics, info.name: updated})
+        self._topics[info.name] = updated
+        self._log_configs[info.name] = log_config
+        for partition in range(info.num_partitions):
+            partition_log = self._logs.get((info.name, partition))
+            if partition_log is not None:
+                partition_log.config = log_config
+        return updated
+
+    # -- maintenance ------------------------------------------------------------------------
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """Apply retention to every log (see :meth:`PartitionLog.delete_old_segments`); returns segments deleted.
+
+        Rewrites ``log-start-offset-checkpoint`` when a log start offset moved. The server calls
+        this every ``log.retention.check.interval.ms``.
+        """
+        deleted = 0
+        for partition_log in self._logs.values():
+            deleted += partition_log.delete_old_segments(now_ms)
+        if deleted:
+            self.checkpoint()
+        return deleted
+
+    def flush_due(self, now_ms: int | None = None) -> int:
+        """Flush the logs whose ``flush.ms`` has passed; checkpoint when any did. Returns logs flushed.
+
+        For the server's periodic task (Kafka's ``log.flush.scheduler.interval.ms``).
+        """
+        now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+        flushed = sum(1 for partition_log in self._logs.values() if partition_log.flush_if_due(now))
+        if flushed:
+            self.checkpoint()
+        return flushed
+
+    def flush_all(self) -> None:
+        """fsync every log and write both checkpoints."""
+        for partition_log in self._logs.values():
+            partition_log.flush()
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` atomically."""
+        try:
+            write_offset_checkpoint(
+                self.data_dir / RECOVERY_POINT_CHECKPOINT,
+                {key: pl.recovery_point for key, pl in self._logs.items()},
+            )
+            write_offset_checkpoint(
+                self.data_dir / LOG_START_OFFSET_CHECKPOINT,
+                {key: pl.log_start_offset for key, pl in self._logs.items()},
+            )
+        except OSError as e:
+            raise KafkaStorageError(f"cannot write checkpoints in {self.data_dir}: {e}") from e
+
+    def close(self) -> None:
+        """Clean shutdown: flush and close every log, write checkpoints, then the clean-shutdown marker."""
+        if self._closed:
+            return
+        for partition_log in self._logs.values():
+            partition_log.close()
+        self.checkpoint()
+        atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
+        self._closed = True
+
+
+def _read_partition_metadata(directory: Path) -> str | None:
+    """The ``topic_id`` in ``directory/partition.metadata``, or None."""
+    try:
+        text = (directory / PARTITION_METADATA_FILE).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "topic_id":
+            return value.strip()
+    return None

@@ -1,0 +1,532 @@
+"""The log of one topic partition: ordered segments, offsets, roll, retention, flush and recovery.
+
+Kafka's ``UnifiedLog``/``LocalLog``/``LogLoader`` for a single replica:
+
+- **log end offset (LEO)**: the offset the next appended record gets;
+- **high watermark**: the offset up to which records are committed; with one replica it equals
+  the LEO after every append;
+- **log start offset**: the first offset still readable; advanced when retention deletes segments;
+- **recovery point**: every offset below it is fsynced; a restart after a crash re-validates only
+  the segments at or after it (Kafka's ``recovery-point-offset-checkpoint``).
+
+Appends go to the active (last) segment only. A produce request's record set is validated as a
+whole first (CRC32C, magic 2, sizes): a bad batch leaves the log unchanged. Offsets are assigned by
+rewriting each batch's ``baseOffset``; records are never decompressed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from pyspark_kafka.broker.config import LogConfig
+from pyspark_kafka.broker.log.errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from pyspark_kafka.broker.log.record_batch import (
+    iter_record_offsets_and_timestamps,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    validate_batches,
+    TIMESTAMP_TYPE_BIT,
+)
+from pyspark_kafka.broker.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    now_ms,
+)
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
+LATEST_TIMESTAMP = -1  # ListOffsets: the log end offset
+MAX_TIMESTAMP = -3  # ListOffsets: the record with the largest timestamp (KIP-734)
+
+
+class AppendResult(NamedTuple):
+    """Outcome of :meth:`PartitionLog.append` (what a ProduceResponse partition needs)."""
+
+    base_offset: int  # offset given to the first record
+    last_offset: int  # offset given to the last record
+    log_append_time_ms: int  # the broker's timestamp with LogAppendTime, else -1
+    log_start_offset: int
+    record_count: int
+
+
+class FetchSlice(NamedTuple):
+    """Whole record batches to send: ``length`` bytes of ``path`` from ``position`` (zero copy with sendfile).
+
+    ``length`` is 0 when there is nothing to read. The file may be deleted by retention after
+    the slice was made: opening it then raises FileNotFoundError (answer with an empty slice).
+    """
+
+    path: Path
+    position: int
+    length: int
+
+    def read_bytes(self) -> bytes:
+        """The slice's bytes (for callers that do not use sendfile)."""
+        if self.length == 0:
+            return b""
+        with open(self.path, "rb") as f:
+            return os.pread(f.fileno(), self.length, self.position)
+
+
+@dataclass
+class RecoveryStats:
+    """What loading a partition log did (for logs and tests)."""
+
+    segments: int = 0  # segments found on disk
+    segments_scanned: int = 0  # segments whose batches were re-validated (CRC) because of a crash
+    bytes_truncated: int = 0  # torn or corrupt bytes cut from the tail
+    segments_deleted: int = 0  # segments after a corrupt one, dropped to keep the log contiguous
+    orphan_files_deleted: int = 0
+    clean_shutdown: bool = False
+
+
+def parse_segment_file_name(name: str) -> tuple[int, str] | None:
+    """``(base_offset, suffix)`` for ``00000000000000000042.log`` style names, else None."""
+    stem, dot, suffix = name.partition(".")
+    if not dot or len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem), "." + suffix
+
+
+class PartitionLog:
+    """One partition's log directory ``DATA_DIR/<topic>-<partition>/`` (see the module docstring).
+
+    ``PartitionLog(topic, partition, dir, config, recovery_point=0, log_start_offset=0,
+    clean_shutdown=False)`` loads or creates the directory; segments at or after
+    ``recovery_point`` are re-validated unless ``clean_shutdown``. ``recovery_stats`` tells what
+    loading did. Not thread-safe: the broker calls it from one asyncio thread.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        dir: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+        leader_epoch: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.dir = Path(dir)
+        self.config = config
+        self.leader_epoch = leader_epoch
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.last_flush_ms = now_ms()
+        self.recovery_stats = RecoveryStats(clean_shutdown=clean_shutdown)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._load(recovery_point, log_start_offset, clean_shutdown)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot load log {self.dir}: {e}") from e
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic}-{self.partition}, log_start_offset={self.log_start_offset}, "
+            f"log_end_offset={self.log_end_offset}, segments={len(self.segments)})"
+        )
+
+    # -- loading and recovery (Kafka's LogLoader) -------------------------------------------
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(self.dir, base_offset, self.config.index_interval_bytes, self.config.max_index_size)
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+        stats = self.recovery_stats
+        bases: set[int] = set()
+        index_files: list[tuple[int, Path]] = []
+        for entry in os.scandir(self.dir):
+            parsed = parse_segment_file_name(entry.name)
+            if parsed is None:
+                if entry.name.endswith((".deleted", ".cleaned", ".swap", ".tmp")):
+                    os.unlink(entry.path)
+                    stats.orphan_files_deleted += 1
+                continue
+            base, suffix = parsed
+            if suffix == LOG_SUFFIX:
+                bases.add(base)
+            elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                index_files.append((base, Path(entry.path)))
+        for base, path in index_files:
+            if base not in bases:  # an index without its .log
+                path.unlink()
+                stats.orphan_files_deleted += 1
+
+        self.segments = [self._new_segment(base) for base in sorted(bases)]
+        if not self.segments:
+            self.segments = [self._new_segment(max(0, log_start_offset))]
+            clean = True  # nothing to recover
+        stats.segments = len(self.segments)
+        self._bases = [s.base_offset for s in self.segments]
+
+        # Closed segments end where the next one begins.
+        for segment, following in zip(self.segments, self.segments[1:]):
+            segment.next_offset = following.base_offset
+
+        if clean:
+            self.segments[-1].load_tail()
+        else:
+            self._recover(recovery_point)
+
+        active = self.segments[-1]
+        self.log_end_offset = active.next_offset
+        self.high_watermark = self.log_end_offset
+        start = max(log_start_offset, self.segments[0].base_offset)
+        self.log_start_offset = min(start, self.log_end_offset)
+        self.recovery_point = self.log_end_offset
+        if stats.segments_scanned or stats.bytes_truncated:
+            log.info(
+                "recovered %s-%s: re-validated %d of %d segments, truncated %d bytes, dropped %d segments; "
+                "log end offset %d",
+                self.topic, self.partition, stats.segments_scanned, stats.segments, stats.bytes_truncated,
+                stats.segments_deleted, self.log_end_offset,
+            )
+
+    def _recover(self, recovery_point: int) -> None:
+        """Re-validate the segments holding offsets at or after ``recovery_point`` (Kafka's ``recoverLog``).
+
+        A segment with a torn or corrupt tail is truncated after its last valid batch and every
+        later segment is deleted (the log must stay contiguous). Recovered segments are fsynced,
+        so the recovery point moves to the new log end offset.
+        """
+        stats = self.recovery_stats
+        first = max(0, bisect_right(self._bases, recovery_point) - 1)
+        i = first
+        while i < len(self.segments):
+            segment = self.segments[i]
+            truncated = segment.recover()
+            stats.segments_scanned += 1
+            stats.bytes_truncated += truncated
+            if truncated and i + 1 < len(self.segments):
+                for dropped in self.segments[i + 1 :]:
+                    log.warning("%s-%s: deleting segment %s after a corrupt batch", self.topic, self.partition,
+                                dropped.log_path.name)
+                    dropped.delete()
+                    stats.segments_deleted += 1
+                del self.segments[i + 1 :]
+                del self._bases[i + 1 :]
+            if i + 1 < len(self.segments) and segment.next_offset > self.segments[i + 1].base_offset:
+                raise KafkaStorageError(
+                    f"segment {segment.log_path} ends at offset {segment.next_offset}, past the base offset of "
+                    f"the next segment {self.segments[i + 1].base_offset}: the log directory is inconsistent"
+                )
+            i += 1
+        for segment in self.segments[first:]:
+            segment.flush()
+        for segment, following in zip(self.segments, self.segments[1:]):
+            if segment.next_offset is None or segment.next_offset < following.base_offset:
+                segment.next_offset = following.base_offset
+
+    # -- segments ---------------------------------------------------------------------------
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    def size_in_bytes(self) -> int:
+        """Total bytes of all segments' ``.log`` files."""
+        return sum(s.size for s in self.segments)
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op when the active segment is empty)."""
+        active = self.active_segment
+        if active.size == 0:
+            return active
+        active.on_become_inactive()
+        active.next_offset = self.log_end_offset
+        segment = self._new_segment(self.log_end_offset)
+        if segment.size:
+            raise KafkaStorageError(
+                f"cannot roll {self.dir}: segment file {segment.log_path.name} already holds data"
+            )
+        segment.created_ms = now_ms if now_ms is not None else segment.created_ms
+        segment.next_offset = self.log_end_offset
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+        return segment
+
+    # -- append -----------------------------------------------------------------------------
+    def append(self, records, now_ms: int | None = None) -> AppendResult:
+        """Append one produce request's record set (1+ RecordBatch v2, any compression).
+
+        All batches are validated before anything is written: CRC32C, magic 2, framing,
+        record count vs offset range, each batch at most ``max.message.bytes``, the whole set
+        at most ``segment.bytes``. Offsets are assigned from the log end offset by rewriting
+        ``baseOffset``; with ``message.timestamp.type=LogAppendTime`` each batch gets the
+        broker's time (maxTimestamp, attribute bit, new CRC), as Kafka's ``LogValidator`` does.
+
+        Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError,
+        RecordBatchTooLargeError (log unchanged) or KafkaStorageError.
+        """
+        now = now_ms if now_ms is not None else _wall_ms()
+        headers = validate_batches(records)
+        config = self.config
+        for header in headers:
+            if header.size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"a record batch of {header.size} bytes to {self.topic}-{self.partition} exceeds "
+                    f"max.message.bytes={config.max_message_bytes}: produce smaller batches or raise the "
+                    "topic's max.message.bytes"
+                )
+        total = len(records)
+        if total > config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"a record set of {total} bytes to {self.topic}-{self.partition} is larger than "
+                f"segment.bytes={config.segment_bytes}: produce smaller requests or raise segment.bytes"
+            )
+        buf = bytearray(records)
+        append_time = now if config.log_append_time else -1
+        offset = self.log_end_offset
+        assigned = []
+        position = 0
+        max_timestamp = -1
+        for header in headers:
+            set_base_offset(buf, position, offset)
+            set_partition_leader_epoch(buf, position, self.leader_epoch)
+            if append_time >= 0:
+                set_log_append_time(buf, position, header.size, append_time)
+                header = header._replace(max_timestamp=append_time, attributes=header.attributes | TIMESTAMP_TYPE_BIT)
+            header = header._replace(base_offset=offset, partition_leader_epoch=self.leader_epoch)
+            assigned.append(header)
+            max_timestamp = max(max_timestamp, header.max_timestamp)
+            offset = header.next_offset
+            position += header.size
+        first_offset = assigned[0].base_offset
+        last_offset = assigned[-1].last_offset
+
+        segment = self.active_segment
+        if segment.should_roll(config.segment_bytes, config.segment_ms, total, max_timestamp, last_offset, now):
+            segment = self.roll(now)
+        segment.append(buf, assigned)
+        self.log_end_offset = offset
+        self.high_watermark = offset
+        self._maybe_flush(now)
+        return AppendResult(first_offset, last_offset, append_time, self.log_start_offset, offset - first_offset)
+
+    # -- flush ------------------------------------------------------------------------------
+    def _maybe_flush(self, now: int) -> None:
+        """Kafka's flush policy: fsync after ``flush.messages`` unflushed records or ``flush.ms``."""
+        config = self.config
+        if self.log_end_offset - self.recovery_point >= config.flush_messages or now - self.last_flush_ms >= config.flush_ms:
+            self.flush(now)
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """Flush when ``flush.ms`` has passed since the last flush and there is unflushed data; True if flushed."""
+        if self.log_end_offset > self.recovery_point and now_ms - self.last_flush_ms >= self.config.flush_ms:
+            self.flush(now_ms)
+            return True
+        return False
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment holding offsets at or after the recovery point; advance the recovery point to the LEO."""
+        if self.log_end_offset > self.recovery_point:
+            for segment in self.segments[self._segment_index_for(self.recovery_point) :]:
+                segment.flush()
+        else:
+            self.active_segment.flush()
+        self.recovery_point = self.log_end_offset
+        self.last_flush_ms = now_ms if now_ms is not None else _wall_ms()
+
+    # -- read -------------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchSlice:
+        """Whole batches starting with the one holding ``offset``, at most ``max_bytes`` (bytes).
+
+        Stops before batches whose base offset is ``>= max_offset`` (the server passes the high
+        watermark). If the first batch is larger than ``max_bytes`` it is returned whole when
+        ``min_one_message`` (KIP-74). ``offset == log end offset`` gives an empty slice.
+        Raises :class:`OffsetOutOfRangeError` when ``offset`` is below the log start offset or
+        above the log end offset.
+        """
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.topic}-{self.partition}: valid offsets are "
+                f"{self.log_start_offset}..{self.log_end_offset} (log start offset..log end offset)"
+            )
+        limit_offset = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        active = self.active_segment
+        if offset >= limit_offset:
+            return FetchSlice(active.log_path, active.size, 0)
+        for i in range(self._segment_index_for(offset), len(self.segments)):
+            segment = self.segments[i]
+            segment_end = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self.log_end_offset
+            max_position = segment.size if limit_offset >= segment_end else segment.position_limit(limit_offset)
+            found = segment.read(offset, max_bytes, max_position, min_one_message)
+            if found is not None:
+                return FetchSlice(segment.log_path, found[0], found[1])
+        return FetchSlice(active.log_path, active.size, 0)
+
+    # -- timestamps -------------------------------------------------------------------------
+    def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with timestamp ``>= ts_ms`` (Kafka's ListOffsets).
+
+        Finds the first segment whose largest timestamp reaches ``ts_ms``, binary-searches its time
+        index, scans batch headers from there and, for an uncompressed batch, its records'
+        timestamps. For a compressed batch the answer is the batch's first offset (records are
+        never decompressed) with its maxTimestamp. None when no record is that recent.
+        Special values: -2 -> (log start offset, -1), -1 -> (log end offset, -1),
+        -3 -> :meth:`max_timestamp_offset`.
+        """
+        if ts_ms == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if ts_ms == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1
+        if ts_ms == MAX_TIMESTAMP:
+            return self.max_timestamp_offset()
+        if ts_ms < 0:
+            raise ValueError(f"timestamp {ts_ms} is not a time: give ms since the epoch, or -1, -2, -3")
+        start = self.log_start_offset
+        for segment in self.segments[self._segment_index_for(start) :]:
+            if segment.size == 0 or segment.largest_timestamp < ts_ms:
+                continue
+            entry = segment.time_index.lookup(ts_ms)
+            from_offset = max(entry[1] if entry else segment.base_offset, start)
+            _, position = segment.offset_index.lookup(from_offset)
+            for pos, header in segment.iter_headers(position):
+                if header.max_timestamp < ts_ms or header.last_offset < start:
+                    continue
+                return self._first_record_at_or_after(segment, pos, header, ts_ms, start)
+        return None
+
+    @staticmethod
+    def _first_record_at_or_after(segment: LogSegment, position: int, header, ts_ms: int,
+                                  start: int) -> tuple[int, int]:
+        if header.compression != "none" or header.timestamp_type == "LogAppendTime":
+            return max(header.base_offset, start), header.max_timestamp
+        batch = segment.read_batch(position, header.size)
+        for offset, timestamp in iter_record_offsets_and_timestamps(batch):
+            if timestamp >= ts_ms and offset >= start:
+                return offset, timestamp
+        return max(header.base_offset, start), header.max_timestamp
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the record with the largest timestamp (ListOffsets -3, KIP-734).
+
+        The earliest such record for uncompressed batches; the batch's last offset for compressed
+        ones. None for an empty log.
+        """
+        best: tuple[int, int] | None = None  # (timestamp, segment index)
+        for i, segment in enumerate(self.segments):
+            if segment.size and (best is None or segment.largest_timestamp > best[0]):
+                if segment.max_timestamp >= 0:
+                    best = (segment.max_timestamp, i)
+        if best is None:
+            return None
+        timestamp, i = best
+        segment = self.segments[i]
+        found = segment.translate_offset(segment.offset_of_max_timestamp)
+        if found is not None:
+            position, header = found
+            if header.compression == "none" and header.timestamp_type == "CreateTime":
+                batch = segment.read_batch(position, header.size)
+                for offset, ts in iter_record_offsets_and_timestamps(batch):
+                    if ts == timestamp and offset >= self.log_start_offset:
+                        return offset, ts
+        return max(segment.offset_of_max_timestamp, self.log_start_offset), timestamp
+
+    # -- retention --------------------------------------------------------------------------
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Delete closed segments past retention; return how many were deleted.
+
+        A closed segment goes when (Kafka's ``deleteOldSegments``): its largest timestamp is older
+        than ``now - retention.ms``; or the log is larger than ``retention.bytes`` by at least
+        the segment's size (oldest first); or it lies wholly below the log start offset.
+        The active segment is never deleted. Only with ``cleanup.policy`` containing ``delete``.
+        The log start offset advances to the first remaining segment's base offset.
+        """
+        now = now_ms if now_ms is not None else _wall_ms()
+        config = self.config
+        closed = self.segments[:-1]
+        if not closed:
+            return 0
+        deletable = 0
+        if config.deletes:
+            excess = self.size_in_bytes() - config.retention_bytes if config.retention_bytes >= 0 else -1
+            for i, segment in enumerate(closed):
+                next_base = self.segments[i + 1].base_offset
+                expired = config.retention_ms >= 0 and now - segment.largest_timestamp > config.retention_ms
+                too_big = excess >= segment.size and config.retention_bytes >= 0
+                below_start = next_base <= self.log_start_offset
+                if not (expired or too_big or below_start):
+                    break
+                if too_big:
+                    excess -= segment.size
+                deletable += 1
+        else:
+            while deletable < len(closed) and self.segments[deletable + 1].base_offset <= self.log_start_offset:
+                deletable += 1
+        for segment in self.segments[:deletable]:
+            log.info("%s-%s: retention deletes segment %s", self.topic, self.partition, segment.log_path.name)
+            segment.delete()
+        del self.segments[:deletable]
+        del self._bases[:deletable]
+        if deletable:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        return deletable
+
+    # -- truncation (for future use: DeleteRecords / replication) ---------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after the batch holding ``offset``; the LEO becomes that batch's base offset.
+
+        Used by followers in Kafka; offsets at or below the log start offset empty the log to ``offset``.
+        """
+        if offset >= self.log_end_offset:
+            return
+        i = self._segment_index_for(offset)
+        for segment in self.segments[i + 1 :]:
+            segment.delete()
+        del self.segments[i + 1 :]
+        del self._bases[i + 1 :]
+        segment = self.segments[i]
+        found = segment.translate_offset(offset)
+        if found is None:
+            new_end, position = segment.next_offset, segment.size
+        else:
+            position, header = found
+            new_end = header.base_offset
+        segment.truncate_to_position(position, max(new_end, segment.base_offset))
+        self.log_end_offset = segment.next_offset
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush everything and close the files (the recovery point becomes the LEO)."""
+        self.flush()
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        for segment in self.segments:
+            segment.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _wall_ms() -> int:
+    return now_ms()

@@ -1,0 +1,256 @@
+"""RecordBatch v2 (magic 2) headers, read without decoding records.
+
+Layout of the 61-byte header (Kafka's ``DefaultRecordBatch``, big-endian)::
+
+    0  baseOffset int64          21 attributes int16        43 producerId int64
+    8  batchLength int32         23 lastOffsetDelta int32   51 producerEpoch int16
+    12 partitionLeaderEpoch int32 27 baseTimestamp int64    53 baseSequence int32
+    16 magic int8                35 maxTimestamp int64      57 recordCount int32
+    17 crc uint32 (CRC32C of bytes 21..end)                 61 records...
+
+``batchLength`` counts the bytes after itself, so a batch occupies ``12 + batchLength`` bytes.
+``baseOffset`` and ``partitionLeaderEpoch`` are outside the CRC: the broker rewrites them
+without recomputing it. Attributes: bits 0-2 compression, bit 3 timestamp type
+(1 = LogAppendTime), bit 4 transactional, bit 5 control.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterator, NamedTuple
+
+import crc32c
+
+from pyspark_kafka.broker.log.errors import CorruptRecordError, InvalidRecordError
+
+BATCH_HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLength
+MAGIC = 2
+CRC_START = 21  # the CRC covers attributes .. end of batch
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+LEADER_EPOCH_OFFSET = 12
+
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+COMPRESSION_MASK = 0x07
+COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_OFFSET_LENGTH = struct.Struct(">qi")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+assert _HEADER.size == BATCH_HEADER_SIZE
+
+
+class BatchHeader(NamedTuple):
+    """The header fields of one RecordBatch v2 (offsets absolute, timestamps in ms)."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the batch occupies on disk and on the wire (``12 + batchLength``)."""
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def compression(self) -> str:
+        """Codec name: none, gzip, snappy, lz4 or zstd (``unknown(N)`` otherwise)."""
+        code = self.attributes & COMPRESSION_MASK
+        return COMPRESSION_NAMES[code] if code < len(COMPRESSION_NAMES) else f"unknown({code})"
+
+    @property
+    def timestamp_type(self) -> str:
+        """``CreateTime`` or ``LogAppendTime`` (attribute bit 3)."""
+        return "LogAppendTime" if self.attributes & TIMESTAMP_TYPE_BIT else "CreateTime"
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+
+def parse_header(buf, position: int = 0) -> BatchHeader:
+    """Parse the 61-byte header at ``position`` of ``buf`` (bytes-like); no validation."""
+    return BatchHeader._make(_HEADER.unpack_from(buf, position))
+
+
+def batch_crc(buf, position: int, size: int) -> int:
+    """CRC32C over bytes ``position+21 .. position+size`` (what the header's crc field covers)."""
+    return crc32c.crc32c(memoryview(buf)[position + CRC_START : position + size])
+
+
+def check_batch(buf, position: int, end: int) -> BatchHeader:
+    """Validate the batch at ``position`` of ``buf`` (ending at most at ``end``) and return its header.
+
+    Checks (Kafka's ``DefaultRecordBatch.ensureValid`` plus framing): the header fits, the
+    length is sane and the whole batch is present, magic is 2, and the CRC32C matches.
+    Raises :class:`CorruptRecordError` naming what is wrong.
+    """
+    remaining = end - position
+    if remaining < BATCH_HEADER_SIZE:
+        raise CorruptRecordError(
+            f"record batch at byte {position} is truncated: {remaining} bytes left, a RecordBatch v2 header needs "
+            f"{BATCH_HEADER_SIZE}"
+        )
+    header = parse_header(buf, position)
+    if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecordError(
+            f"record batch at byte {position} has batchLength {header.batch_length}, less than the "
+            f"{BATCH_HEADER_SIZE - LOG_OVERHEAD}-byte minimum"
+        )
+    if header.size > remaining:
+        raise CorruptRecordError(
+            f"record batch at byte {position} is truncated: batchLength says {header.size} bytes, "
+            f"only {remaining} present"
+        )
+    if header.magic != MAGIC:
+        raise CorruptRecordError(
+            f"record batch at byte {position} has magic {header.magic}: this broker stores only RecordBatch v2 "
+            "(magic 2); use a client speaking Produce v3 or later"
+        )
+    actual = batch_crc(buf, position, header.size)
+    if actual != header.crc:
+        raise CorruptRecordError(
+            f"record batch at byte {position} (base offset {header.base_offset}) fails its CRC32C check: "
+            f"stored {header.crc:#010x}, computed {actual:#010x}; the batch was damaged in transit or on disk"
+        )
+    return header
+
+
+def validate_batches(buf) -> list[BatchHeader]:
+    """Validate a produce request's record set: whole v2 batches, each with a good CRC.
+
+    ``buf`` is bytes-like holding 1+ batches back to back. Besides :func:`check_batch`,
+    each batch must have a positive record count that agrees with its offset range
+    (Kafka's ``LogValidator.validateBatch``). Returns the headers in order.
+
+    Raises :class:`CorruptRecordError` (CORRUPT_MESSAGE) for framing/magic/CRC problems and
+    :class:`InvalidRecordError` (INVALID_RECORD) for inconsistent counts or an empty record set.
+    """
+    view = memoryview(buf)
+    end = len(view)
+    if end == 0:
+        raise InvalidRecordError("the record set is empty: a produce request needs at least one record batch")
+    headers: list[BatchHeader] = []
+    position = 0
+    while position < end:
+        header = check_batch(view, position, end)
+        if header.record_count <= 0:
+            raise InvalidRecordError(
+                f"record batch at byte {position} reports {header.record_count} records: a batch needs at least one"
+            )
+        if header.last_offset_delta + 1 != header.record_count:
+            raise InvalidRecordError(
+                f"record batch at byte {position} is inconsistent: lastOffsetDelta {header.last_offset_delta} "
+                f"but {header.record_count} records"
+            )
+        headers.append(header)
+        position += header.size
+    return headers
+
+
+def iter_valid_batches(buf, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` for each valid batch from ``start``, stopping at the first bad or partial one.
+
+    Used by recovery: the caller truncates the log at the position after the last batch
+    yielded. Nothing is raised.
+    """
+    view = memoryview(buf)
+    end = len(view) if end is None else end
+    position = start
+    while position < end:
+        try:
+            header = check_batch(view, position, end)
+        except CorruptRecordError:
+            return
+        yield position, header
+        position += header.size
+
+
+def set_base_offset(buf: bytearray, position: int, base_offset: int) -> None:
+    """Overwrite the batch's baseOffset (bytes 0..8, outside the CRC)."""
+    _INT64.pack_into(buf, position, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray, position: int, epoch: int) -> None:
+    """Overwrite the batch's partitionLeaderEpoch (bytes 12..16, outside the CRC)."""
+    _INT32.pack_into(buf, position + LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_log_append_time(buf: bytearray, position: int, size: int, now_ms: int) -> None:
+    """Stamp the batch with LogAppendTime: set the timestamp-type bit and maxTimestamp, recompute the CRC.
+
+    What Kafka's ``LogValidator`` does for ``message.timestamp.type=LogAppendTime`` on v2 batches;
+    the records themselves are not touched (readers use maxTimestamp for every record).
+    """
+    (attributes,) = _INT16.unpack_from(buf, position + ATTRIBUTES_OFFSET)
+    _INT16.pack_into(buf, position + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_BIT)
+    _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, now_ms)
+    _UINT32.pack_into(buf, position + CRC_OFFSET, batch_crc(buf, position, size))
+
+
+def read_offset_and_length(buf, position: int = 0) -> tuple[int, int]:
+    """``(baseOffset, batchLength)`` of the batch at ``position`` (the 12-byte log overhead)."""
+    return _OFFSET_LENGTH.unpack_from(buf, position)
+
+
+def _read_varint(buf, position: int) -> tuple[int, int]:
+    """Zigzag varint (Kafka's ``ByteUtils.readVarlong``) at ``position``: ``(value, next position)``."""
+    shift = 0
+    raw = 0
+    while True:
+        byte = buf[position]
+        position += 1
+        raw |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), position
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint longer than 10 bytes in a record")
+
+
+def iter_record_offsets_and_timestamps(batch) -> Iterator[tuple[int, int]]:
+    """``(offset, timestamp ms)`` of each record of one *uncompressed* batch (bytes-like, whole batch).
+
+    Decodes only each record's length, timestamp delta and offset delta; for LogAppendTime
+    batches every record has the batch's maxTimestamp (Kafka's rule).
+    """
+    header = parse_header(batch)
+    position = BATCH_HEADER_SIZE
+    for _ in range(header.record_count):
+        length, position = _read_varint(batch, position)
+        record_end = position + length
+        ts_delta, after_ts = _read_varint(batch, position + 1)  # skip the attributes byte
+        offset_delta, _ = _read_varint(batch, after_ts)
+        timestamp = header.max_timestamp if header.timestamp_type == "LogAppendTime" else header.base_timestamp + ts_delta
+        yield header.base_offset + offset_delta, timestamp
+        position = record_end

@@ -1,0 +1,362 @@
+"""One log segment: a ``.log`` file of record batches plus its sparse ``.index`` and ``.timeindex``.
+
+A segment is named by its base offset, zero-padded to 20 digits (``00000000000000000000.log``).
+Batches are appended to the end of the ``.log`` exactly as they will be served; after every
+``index.interval.bytes`` of appended batches the next batch gets an offset-index entry
+(its last offset, its position) and a time-index entry (largest timestamp so far, its offset),
+as in Kafka's ``LogSegment.append``. Offsets are stored relative to the base offset in the
+index files, so a segment holds at most 2^31-1 offsets past its base.
+
+Invariants: ``size`` is the byte length of whole, valid batches in the ``.log``; batches' offsets
+increase; ``next_offset`` is one past the last offset in the segment (the base offset when empty).
+Indexes are loaded on first use and rebuilt from the ``.log`` when their sanity check fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Iterator
+
+from pyspark_kafka.broker.log.errors import KafkaStorageError
+from pyspark_kafka.broker.log.index import INT32_MAX, IndexCorruptError, OffsetIndex, TimeIndex
+from pyspark_kafka.broker.log.record_batch import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    check_batch,
+    parse_header,
+    read_offset_and_length,
+)
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+_SCAN_CHUNK = 1 << 16  # header scans read this much at a time
+_RECOVER_CHUNK = 1 << 22  # recovery reads (and CRC-checks) this much at a time
+_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000000042.log`` for base offset 42 (Kafka's 20-digit file names)."""
+    return f"{base_offset:020d}{suffix}"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogSegment:
+    """A ``.log`` file with its offset and time indexes (see the module docstring).
+
+    ``LogSegment(dir, base_offset, index_interval_bytes, max_index_size)`` opens (or creates) the
+    three files. Call :meth:`recover` to CRC-check and rebuild it, or :meth:`load_tail` to learn
+    ``next_offset`` of a segment trusted as flushed.
+    """
+
+    def __init__(self, dir: Path, base_offset: int, index_interval_bytes: int, max_index_size: int) -> None:
+        self.dir = Path(dir)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = self.dir / segment_file_name(base_offset, LOG_SUFFIX)
+        self.offset_index_path = self.dir / segment_file_name(base_offset, INDEX_SUFFIX)
+        self.time_index_path = self.dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self._offset_index = OffsetIndex(self.offset_index_path, base_offset, max_index_size)
+        self._time_index = TimeIndex(self.time_index_path, base_offset, max_index_size)
+        self._indexes_loaded = False
+        try:
+            self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.size = os.fstat(self.fd).st_size
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open log segment {self.log_path}: {e}") from e
+        self.created_ms = now_ms()
+        self.next_offset: int | None = base_offset if self.size == 0 else None
+        self.max_timestamp = -1  # largest batch maxTimestamp seen (-1: none / not loaded)
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp: int | None = None  # Kafka's rollingBasedTimestamp
+        self.bytes_since_last_index_entry = 0
+        self.indexes_rebuilt = False  # set when a damaged index was rebuilt from the .log
+
+    # -- indexes ---------------------------------------------------------------------------
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if not self._indexes_loaded:
+            self._load_indexes()
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if not self._indexes_loaded:
+            self._load_indexes()
+        return self._time_index
+
+    def _load_indexes(self) -> None:
+        """Load both index files and sanity-check them; rebuild from the ``.log`` when damaged."""
+        self._indexes_loaded = True
+        try:
+            self._offset_index.load(self.size, self.next_offset)
+            self._time_index.load(self.size, self.next_offset)
+        except (IndexCorruptError, OSError) as e:
+            log.warning("rebuilding indexes of %s: %s", self.log_path, e)
+            self.recover()
+            self.indexes_rebuilt = True
+            return
+        last = self._time_index.last_entry
+        if last is not None and last[0] > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = last
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest batch timestamp in the segment (ms); the file's mtime when it has none (Kafka's rule)."""
+        self.time_index  # noqa: B018 - loads the max timestamp
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def _index_batch(self, position: int, header: BatchHeader) -> None:
+        """Track timestamps and add index entries for the batch just placed at ``position``."""
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = header.max_timestamp
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            if not self._offset_index.is_full:
+                self._offset_index.append(header.last_offset, position)
+            self._time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += header.size
+
+    # -- append ----------------------------------------------------------------------------
+    def append(self, data, headers: list[BatchHeader]) -> None:
+        """Write ``data`` (whole batches whose offsets are already assigned) at the end of the ``.log``.
+
+        ``headers`` describe the batches in ``data`` in order. One ``pwrite``; on a short or failed
+        write the file is cut back to its previous size and :class:`KafkaStorageError` is raised.
+        """
+        self.offset_index  # noqa: B018 - make sure the indexes are loaded before adding to them
+        start = self.size
+        try:
+            written = os.pwrite(self.fd, data, start)
+            if written != len(data):
+                raise OSError(f"short write: {written} of {len(data)} bytes")
+        except OSError as e:
+            try:
+                os.ftruncate(self.fd, start)
+            except OSError:
+                pass
+            raise KafkaStorageError(f"cannot append to {self.log_path}: {e}") from e
+        position = start
+        for header in headers:
+            self._index_batch(position, header)
+            position += header.size
+        self.size = position
+        self.next_offset = headers[-1].next_offset
+
+    def should_roll(self, segment_bytes: int, segment_ms: int, messages_size: int, max_timestamp: int,
+                    last_offset: int, now: int) -> bool:
+        """Kafka's ``LogSegment.shouldRoll``: full by bytes, old by time, an index full, or offsets overflowing."""
+        if self.size > segment_bytes - messages_size:
+            return True
+        if self.size > 0:
+            if self.first_batch_timestamp is not None and self.first_batch_timestamp >= 0:
+                waited = max_timestamp - self.first_batch_timestamp
+            else:
+                waited = now - self.created_ms
+            if waited > segment_ms:
+                return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return last_offset - self.base_offset > INT32_MAX
+
+    def on_become_inactive(self) -> None:
+        """Before a roll: record the segment's largest timestamp in its time index (Kafka does the same)."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        self._offset_index.flush(fsync=False)
+        self._time_index.flush(fsync=False)
+
+    # -- reads -----------------------------------------------------------------------------
+    def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield ``(position, header)`` of the batches from byte ``start`` (a batch boundary) to ``end``.
+
+        Reads only headers (64 KiB at a time); no CRC check. Stops at anything that does not
+        look like a batch.
+        """
+        end = self.size if end is None else end
+        position = start
+        buf = b""
+        buf_start = start
+        while position + BATCH_HEADER_SIZE <= end:
+            rel = position - buf_start
+            if rel + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, min(_SCAN_CHUNK, end - position), position)
+                buf_start, rel = position, 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return
+            header = parse_header(buf, rel)
+            if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
+                return
+            yield position, header
+            position += header.size
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """``(position, header)`` of the first batch whose last offset is ``>= offset``, or None.
+
+        Binary search in the offset index, then a scan of batch headers (Kafka's ``translateOffset``).
+        """
+        _, position = self.offset_index.lookup(offset)
+        for pos, header in self.iter_headers(max(position, start_position)):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def position_limit(self, max_offset: int) -> int:
+        """Byte position where batches whose base offset is ``>= max_offset`` begin (``size`` if none)."""
+        found = self.translate_offset(max_offset)
+        if found is None:
+            return self.size
+        position, header = found
+        return position if header.base_offset >= max_offset else position + header.size
+
+    def read(self, offset: int, max_bytes: int, max_position: int, min_one_message: bool) -> tuple[int, int] | None:
+        """``(position, length)`` of whole batches from the one holding ``offset``; None if past the segment.
+
+        At most ``max_bytes`` unless the first batch alone is larger and ``min_one_message``
+        (KIP-74), never past ``max_position``.
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        start, first = found
+        limit = min(max_position, self.size)
+        if start >= limit:
+            return start, 0
+        if first.size > max_bytes:
+            return (start, first.size) if min_one_message else (start, 0)
+        cap = min(limit, start + max_bytes)
+        end = max(start, self.offset_index.lookup_by_position(cap))
+        for pos, header in self.iter_headers(end, limit):
+            if pos + header.size > cap:
+                break
+            end = pos + header.size
+        return start, end - start
+
+    def read_batch(self, position: int, size: int) -> bytes:
+        return os.pread(self.fd, size, position)
+
+    # -- recovery --------------------------------------------------------------------------
+    def _iter_valid(self) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield every valid batch from the start of the file (framing, magic, CRC), stopping at the first bad one."""
+        file_size = os.fstat(self.fd).st_size
+        position = 0
+        while file_size - position >= BATCH_HEADER_SIZE:
+            _, length = read_offset_and_length(os.pread(self.fd, LOG_OVERHEAD, position))
+            size = LOG_OVERHEAD + length
+            if length < _MIN_BATCH_LENGTH or size > file_size - position:
+                return
+            buf = os.pread(self.fd, min(file_size - position, max(size, _RECOVER_CHUNK)), position)
+            rel = 0
+            while len(buf) - rel >= LOG_OVERHEAD:
+                _, length = read_offset_and_length(buf, rel)
+                if length >= _MIN_BATCH_LENGTH and rel + LOG_OVERHEAD + length > len(buf):
+                    break  # continues in the next chunk
+                try:
+                    header = check_batch(buf, rel, len(buf))
+                except Exception:
+                    return
+                yield position + rel, header
+                rel += header.size
+            if rel == 0:
+                return
+            position += rel
+
+    def recover(self) -> int:
+        """Re-validate every batch (header sanity, CRC32C, increasing offsets), rebuild both indexes,
+        and truncate the ``.log`` after the last valid batch (Kafka's ``LogSegment.recover``).
+
+        Returns the number of bytes truncated (0 when the segment was intact).
+        """
+        self._indexes_loaded = True
+        self._offset_index.reset()
+        self._time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        expected = self.base_offset
+        valid_end = 0
+        for position, header in self._iter_valid():
+            if header.base_offset < expected or header.last_offset - self.base_offset > INT32_MAX:
+                break
+            self._index_batch(position, header)
+            valid_end = position + header.size
+            expected = header.next_offset
+        file_size = os.fstat(self.fd).st_size
+        truncated = file_size - valid_end
+        if truncated:
+            os.ftruncate(self.fd, valid_end)
+        self.size = valid_end
+        self.next_offset = expected
+        return truncated
+
+    def load_tail(self) -> None:
+        """For a segment trusted as flushed: learn ``next_offset`` and the time-roll timestamp by
+        scanning headers after the last offset-index entry (Kafka's ``readNextOffset``)."""
+        index = self.offset_index
+        start = index.values[-1] if len(index) else 0
+        next_offset = self.base_offset
+        last_end = start
+        for position, header in self.iter_headers(start):
+            next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            last_end = position + header.size
+        if last_end != self.size:  # trailing bytes that are not a batch: not a flushed segment after all
+            self.recover()
+            return
+        if len(index) == 0 and self.size == 0:
+            next_offset = self.base_offset
+        self.next_offset = next_offset
+        self.bytes_since_last_index_entry = self.size - start
+        if self.size >= BATCH_HEADER_SIZE:
+            self.first_batch_timestamp = parse_header(os.pread(self.fd, BATCH_HEADER_SIZE, 0)).max_timestamp
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def flush(self) -> None:
+        """fsync the ``.log`` and both indexes."""
+        os.fsync(self.fd)
+        self._offset_index.flush()
+        self._time_index.flush()
+
+    def truncate_to_position(self, position: int, next_offset: int) -> None:
+        """Cut the segment at a batch boundary ``position``; drop index entries at or past it."""
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.next_offset = next_offset
+        index = self.offset_index
+        index.truncate_entries(index.entry_for_position_below(position))
+        keep = sum(1 for off in self.time_index.values if off < next_offset)
+        self.time_index.truncate_entries(keep)
+        self.bytes_since_last_index_entry = position - (index.values[-1] if len(index) else 0)
+
+    def close(self) -> None:
+        self._offset_index.close()
+        self._time_index.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        """Close and remove the three files."""
+        self.close()
+        self._offset_index.delete()
+        self._time_index.delete()
+        self.log_path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
