@@ -23,6 +23,7 @@ keys of equal length. Its results equal :func:`partition_for` row by row.
 from __future__ import annotations
 
 import importlib
+import random
 from typing import Callable, Sequence
 
 import numpy as np
@@ -203,11 +204,12 @@ class Router:
     """Per-task partition assignment for whole Arrow columns.
 
     ``partitioner`` is what :func:`load_partitioner` returned; ``start`` is the first
-    round-robin position of every topic (the task's partition id, so tasks do not all
-    start at partition 0). Round-robin positions advance per topic across batches.
+    round-robin position of every topic, or None for a random one per topic (so tasks
+    and micro-batches do not all start at partition 0). Round-robin positions advance
+    per topic across batches.
     """
 
-    def __init__(self, partitioner, start: int = 0):
+    def __init__(self, partitioner, start: int | None = None):
         self.partitioner = partitioner
         self.start = start
         self._next: dict[str, int] = {}
@@ -248,7 +250,9 @@ class Router:
         count = int(todo.sum())
         if count:
             parts = np.asarray(available if available else range(num_partitions), dtype=np.int64)
-            first = self._next.get(topic, self.start)
+            first = self._next.get(topic)
+            if first is None:
+                first = self.start if self.start is not None else random.randrange(len(parts))
             result[todo] = parts[(first + np.arange(count)) % len(parts)]
             self._next[topic] = first + count
         return result

@@ -151,6 +151,12 @@ def test_router_roundrobin_partitioner_ignores_keys():
     assert router.assign("t", pa.array([b"x", b"x", b"x", b"x"]), 3).tolist() == [0, 1, 2, 0]
 
 
+def test_router_random_start_still_cycles_all_partitions():
+    parts = Router(MURMUR2).assign("t", None, 4, explicit=pa.array([None] * 8, pa.int32())).tolist()
+    assert sorted(parts) == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert all((b - a) % 4 == 1 for a, b in zip(parts, parts[1:]))
+
+
 class ModPartitioner:
     """Test partitioner: key length mod n; null keys to the last partition."""
 

@@ -1,0 +1,545 @@
+"""The ``pykafka`` sink: batch and streaming writes of a DataFrame to Kafka topics.
+
+Input columns are those of Spark's built-in Kafka sink:
+
+==============  ==========================================  ==============================
+column          type                                        meaning
+==============  ==========================================  ==============================
+``value``       binary or string (required)                 record value; null = tombstone
+``key``         binary or string                            record key (string → UTF-8)
+``topic``       string (unless option ``topic`` is set)     target topic; the option wins
+``partition``   int                                         explicit partition
+``headers``     array<struct<key:string,value:binary>>      record headers
+``timestamp``   timestamp (or double: seconds)              CreateTime of the record
+==============  ==========================================  ==============================
+
+Unlike Spark's sink, any other column is an error (:class:`~pyspark_kafka.errors.SchemaError`
+on the driver, before anything is sent), so a misspelt column never silently drops data.
+
+Each Spark task produces its rows with one confluent-kafka ``Producer`` (``kafka.*``
+options passed through; defaults ``acks=all``, ``enable.idempotence=true``,
+``delivery.timeout.ms=120000`` as in the Java client) to partitions chosen by
+:mod:`pyspark_kafka.routing`, then flushes and checks every delivery report: the task
+succeeds only when every record was acknowledged (at-least-once), otherwise it fails
+with :class:`~pyspark_kafka.errors.DeliveryError`. The commit message of a task counts
+the acknowledged records per topic-partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from itertools import repeat
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    DoubleType,
+    IntegerType,
+    StringType,
+    StructType,
+    TimestampType,
+)
+
+from pyspark_kafka.clients import new_producer, producer_config
+from pyspark_kafka.errors import DeliveryError, OptionError, RecordError, SchemaError
+from pyspark_kafka.options import get_option, redact
+from pyspark_kafka.routing import Router, load_partitioner
+
+log = logging.getLogger(__name__)
+
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
+
+PRODUCER_DEFAULTS = {"acks": "all", "enable.idempotence": "true", "delivery.timeout.ms": "120000"}
+"""Producer settings applied unless a ``kafka.*`` option sets them (the Java client's defaults)."""
+
+FLUSH_MARGIN_S = 10.0
+"""Seconds a task waits for delivery reports beyond ``delivery.timeout.ms`` before giving up."""
+
+_HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+_COLUMN_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "value": ((BinaryType, StringType), "binary or string"),
+    "key": ((BinaryType, StringType), "binary or string"),
+    "topic": ((StringType,), "string"),
+    "partition": ((IntegerType,), "int"),
+    "headers": ((ArrayType,), _HEADERS_TYPE),
+    "timestamp": ((TimestampType, DoubleType), "timestamp (or double seconds since the epoch)"),
+}
+
+
+def _is_headers_type(dt: DataType) -> bool:
+    if not isinstance(dt, ArrayType) or not isinstance(dt.elementType, StructType):
+        return False
+    fields = dt.elementType.fields
+    return (
+        len(fields) == 2
+        and (fields[0].name, fields[1].name) == ("key", "value")
+        and isinstance(fields[0].dataType, StringType)
+        and isinstance(fields[1].dataType, BinaryType)
+    )
+
+
+def validate_schema(schema: StructType, topic_option: str | None) -> frozenset[str]:
+    """Check the input columns against the sink's table; return the names present.
+
+    Rules (Spark's ``KafkaWriter.validateQuery``, plus: unknown columns are errors):
+    ``value`` is required; ``topic`` is required unless ``topic_option`` is set; each
+    column has one of the types of the module table (nullability ignored). Raises
+    SchemaError naming the column, the type found, the type expected and the fix.
+    """
+    names = [f.name for f in schema.fields]
+    unknown = [n for n in names if n not in _COLUMN_TYPES]
+    if unknown:
+        hints = [f" (did you mean '{n.lower()}'?)" if n.lower() in _COLUMN_TYPES else "" for n in unknown]
+        listed = ", ".join(f"'{n}'{h}" for n, h in zip(unknown, hints))
+        raise SchemaError(
+            f"unknown column(s) {listed} for the Kafka sink; allowed columns are "
+            f"{', '.join(_COLUMN_TYPES)}. Select only those, e.g. "
+            "df.selectExpr('CAST(id AS STRING) AS key', 'to_json(struct(*)) AS value')"
+        )
+    for f in schema.fields:
+        types, expected = _COLUMN_TYPES[f.name]
+        ok = _is_headers_type(f.dataType) if f.name == "headers" else isinstance(f.dataType, types)
+        if not ok:
+            raise SchemaError(
+                f"column '{f.name}' has type {f.dataType.simpleString()}; the Kafka sink expects "
+                f"{expected}. Cast it, e.g. CAST({f.name} AS {_cast_hint(f.name)})"
+            )
+    if "value" not in names:
+        raise SchemaError(
+            "required column 'value' (binary or string) is missing; "
+            "e.g. df.selectExpr('to_json(struct(*)) AS value')"
+        )
+    if "topic" not in names and not topic_option:
+        raise SchemaError(
+            "no topic: set option 'topic' (.option('topic', 'name')) or add a string column 'topic'"
+        )
+    return frozenset(names)
+
+
+def _cast_hint(name: str) -> str:
+    return {"partition": "INT", "topic": "STRING", "timestamp": "TIMESTAMP", "headers": _HEADERS_TYPE}.get(
+        name, "STRING"
+    )
+
+
+def parse_delivery_guarantee(options: Mapping[str, str]) -> str:
+    """Option ``deliveryGuarantee``: ``at-least-once`` (default) or ``exactly-once``.
+
+    ``exactly-once`` needs Kafka transactions (KIP-98), not available yet: raises
+    OptionError saying so; any other value raises OptionError listing the allowed ones.
+    """
+    raw = get_option(options, "deliveryGuarantee")
+    value = AT_LEAST_ONCE if raw is None else raw.strip().lower()
+    if value == AT_LEAST_ONCE:
+        return value
+    if value == EXACTLY_ONCE:
+        raise OptionError(
+            "option 'deliveryGuarantee'='exactly-once' is not available yet: it needs Kafka "
+            "transactions (KIP-98), which this connector does not support yet. Use "
+            "'at-least-once' (the default; a retried task may write some records twice)"
+        )
+    raise OptionError(f"option 'deliveryGuarantee' must be 'at-least-once' or 'exactly-once', got {raw!r}")
+
+
+def delivery_timeout_ms(conf: Mapping[str, object]) -> int:
+    """``delivery.timeout.ms`` (alias ``message.timeout.ms`` in librdkafka) of a producer config, in ms."""
+    raw = conf.get("delivery.timeout.ms", conf.get("message.timeout.ms"))
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise OptionError(f"option 'kafka.delivery.timeout.ms' must be an integer (ms), got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """What a write task needs, built and checked on the driver (picklable).
+
+    ``columns``: input column names present; ``topic``: option ``topic`` or None;
+    ``producer``: librdkafka settings; ``partitioner``: option ``partitioner`` as given;
+    ``timeout_ms``: delivery timeout, also the bound for metadata requests.
+    """
+
+    columns: frozenset
+    topic: str | None
+    producer: dict
+    partitioner: str | None
+    timeout_ms: int
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], schema: StructType) -> "WriteSpec":
+        """Validate options and schema; raise OptionError / SchemaError before any record is sent."""
+        parse_delivery_guarantee(options)
+        topic = get_option(options, "topic")
+        columns = validate_schema(schema, topic)
+        partitioner = get_option(options, "partitioner")
+        load_partitioner(partitioner)  # fail on the driver, not in every task
+        conf = producer_config(options)
+        for k, v in PRODUCER_DEFAULTS.items():
+            if k not in conf and not (k == "delivery.timeout.ms" and "message.timeout.ms" in conf):
+                conf[k] = v
+        if "bootstrap.servers" not in conf:
+            raise OptionError(
+                "option 'kafka.bootstrap.servers' is required: "
+                ".option('kafka.bootstrap.servers', 'host1:9092,host2:9092')"
+            )
+        timeout_ms = delivery_timeout_ms(conf)
+        new_producer(conf)  # unknown or malformed kafka.* settings fail here, on the driver
+        return cls(columns, topic, conf, partitioner, timeout_ms)
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    """Result of one write task: acknowledged records per ``(topic, partition)``."""
+
+    counts: dict = field(default_factory=dict)
+
+    @property
+    def records(self) -> int:
+        return sum(self.counts.values())
+
+
+def summarize(messages: Iterable[KafkaCommitMessage | None]) -> dict:
+    """Sum the per-partition counts of the tasks' commit messages (None = failed task)."""
+    total: Counter = Counter()
+    for m in messages:
+        if m is not None:
+            total.update(m.counts)
+    return dict(total)
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("pykafka")``: append the DataFrame's rows to Kafka.
+
+    ``options``: data source options; ``schema``: the DataFrame's schema; ``overwrite``:
+    True for ``mode("overwrite")``, which Kafka cannot do (raises OptionError, as Spark's
+    sink allows only append / errorifexists). Raises SchemaError / OptionError on bad
+    columns or options before anything is sent.
+    """
+
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool):
+        if overwrite:
+            raise OptionError(
+                "save mode 'overwrite' is not allowed for Kafka (topics are append-only); "
+                "use mode('append')"
+            )
+        self.spec = WriteSpec.from_options(options, schema)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        return write_batches(self.spec, iterator)
+
+    def commit(self, messages) -> None:
+        counts = summarize(messages)
+        log.info("pykafka write committed %d records to %d partitions", sum(counts.values()), len(counts))
+
+    def abort(self, messages) -> None:
+        counts = summarize(messages)
+        log.warning(
+            "pykafka write aborted; %d records from successful tasks remain in Kafka (at-least-once)",
+            sum(counts.values()),
+        )
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("pykafka")``: append each micro-batch's rows to Kafka.
+
+    ``overwrite`` (output mode ``complete``) is allowed as in Spark's sink: every
+    micro-batch writes all rows again. Option ``deliveryGuarantee`` is checked here.
+    """
+
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool):
+        self.spec = WriteSpec.from_options(options, schema)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        return write_batches(self.spec, iterator)
+
+    def commit(self, messages, batchId: int) -> None:
+        counts = summarize(messages)
+        log.info("pykafka micro-batch %d committed %d records to %d partitions",
+                 batchId, sum(counts.values()), len(counts))
+
+    def abort(self, messages, batchId: int) -> None:
+        counts = summarize(messages)
+        log.warning("pykafka micro-batch %d aborted; %d records from successful tasks remain in Kafka",
+                    batchId, sum(counts.values()))
+
+
+def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch]) -> KafkaCommitMessage:
+    """Produce every row of ``batches`` and wait until all are acknowledged.
+
+    Returns the acknowledged counts per ``(topic, partition)``. Raises RecordError for a
+    row that cannot become a record (checked per Arrow batch before any of its rows is
+    sent), DeliveryError when the cluster cannot be reached or a record is not
+    acknowledged within ``delivery.timeout.ms``. After an error the producer's queue is
+    purged: a failed task sends nothing more (rows of earlier batches may be in Kafka).
+    """
+    task = _WriteTask(spec)
+    try:
+        for batch in batches:
+            task.send(batch)
+        return task.finish()
+    except BaseException:
+        task.abandon()
+        raise
+
+
+class _WriteTask:
+    """One task's producer, partition metadata cache, router and delivery accounting."""
+
+    def __init__(self, spec: WriteSpec):
+        self.spec = spec
+        self.router = Router(load_partitioner(spec.partitioner))
+        self.failures: list[str] = []
+        self.acked: Counter = Counter()
+        self.sent = 0
+        self._metadata: dict[str, tuple[int, list[int]]] = {}
+        self.producer = new_producer({**spec.producer, "on_delivery": self._on_delivery})
+
+    def _on_delivery(self, err, msg) -> None:
+        if err is None:
+            self.acked[(msg.topic(), msg.partition())] += 1
+        elif len(self.failures) < 5:
+            self.failures.append(f"topic '{msg.topic()}' partition {msg.partition()}: {err.str()} ({err.name()})")
+
+    # -- metadata -----------------------------------------------------------------
+    def partitions_of(self, topic: str, refresh: bool = False) -> tuple[int, list[int]]:
+        """``(partition count, partitions with a leader)`` of ``topic``, cached per task."""
+        if refresh or topic not in self._metadata:
+            self._metadata[topic] = self._fetch_metadata(topic)
+        return self._metadata[topic]
+
+    def _fetch_metadata(self, topic: str) -> tuple[int, list[int]]:
+        from confluent_kafka import KafkaError, KafkaException
+
+        deadline = time.monotonic() + self.spec.timeout_ms / 1000
+        last = None
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                md = self.producer.list_topics(topic, timeout=remaining)
+            except KafkaException as e:
+                last = e.args[0]
+                break
+            tm = md.topics.get(topic)
+            last = tm.error if tm is not None else None
+            if tm is not None and tm.error is None and tm.partitions:
+                available = sorted(p for p, pm in tm.partitions.items() if pm.leader >= 0)
+                return len(tm.partitions), available
+            if last is not None and last.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise RecordError(
+                    f"topic '{topic}' does not exist on {self._servers()}; create it first "
+                    "(e.g. AdminClient.create_topics or `pyspark-kafka topics create`), or enable "
+                    "auto.create.topics.enable on the brokers"
+                )
+            time.sleep(min(0.1, max(remaining, 0)))  # topic being created: back off, bounded by deadline
+        raise DeliveryError(
+            f"cannot fetch metadata of topic '{topic}' from {self._servers()} within "
+            f"{self.spec.timeout_ms} ms (kafka.delivery.timeout.ms): {last}. Check "
+            "kafka.bootstrap.servers and that the brokers are reachable; nothing was written by this task"
+        )
+
+    def _servers(self) -> str:
+        return str(redact(self.spec.producer).get("bootstrap.servers"))
+
+    # -- routing and checks -------------------------------------------------------
+    def send(self, batch: pa.RecordBatch) -> None:
+        """Check one Arrow batch, route its rows and hand them to the producer.
+
+        All checks of the batch (topic, partition range, timestamps, headers) run
+        before any of its rows is produced.
+        """
+        n = batch.num_rows
+        if n == 0:
+            return
+        cols = self.spec.columns
+        keys = batch.column("key") if "key" in cols else None
+        explicit = batch.column("partition") if "partition" in cols else None
+        if explicit is not None and explicit.null_count == n:
+            explicit = None
+        if self.spec.topic is not None:
+            topic = self.spec.topic
+            partitions = self._route(topic, keys, explicit)
+        else:
+            topic, partitions = self._route_by_topic_column(batch, keys, explicit)
+        timestamps = _timestamps_ms(batch.column("timestamp")) if "timestamp" in cols else None
+        headers = _headers(batch.column("headers")) if "headers" in cols else None
+        self._produce(
+            topic,
+            batch.column("value").to_pylist(),
+            keys.to_pylist() if keys is not None else None,
+            partitions.tolist(),
+            timestamps,
+            headers,
+        )
+        self.producer.poll(0)
+        self._raise_on_failures()
+
+    def _route_by_topic_column(self, batch, keys, explicit) -> tuple[str | list, np.ndarray]:
+        """Route rows topic by topic; returns the single topic (or the per-row list) and partitions."""
+        topics = self._topics(batch)
+        encoded = pc.dictionary_encode(topics)
+        names = encoded.dictionary.to_pylist()
+        if len(names) == 1:
+            return names[0], self._route(names[0], keys, explicit)
+        partitions = np.empty(len(topics), dtype=np.int64)
+        idx = encoded.indices.to_numpy(zero_copy_only=False)
+        for i, name in enumerate(names):
+            rows = np.nonzero(idx == i)[0]
+            take = pa.array(rows)
+            partitions[rows] = self._route(
+                name,
+                keys.take(take) if keys is not None else None,
+                explicit.take(take) if explicit is not None else None,
+            )
+        return topics.to_pylist(), partitions
+
+    def _topics(self, batch: pa.RecordBatch) -> pa.Array:
+        topics = batch.column("topic")
+        if topics.null_count:
+            row = topics.is_null().to_numpy(zero_copy_only=False).argmax()
+            raise RecordError(
+                f"row {row} of this task's batch has a null 'topic'; fill the column or set option "
+                "'topic' (.option('topic', 'name')), which then applies to every row"
+            )
+        return topics
+
+    def _route(self, topic: str, keys, explicit) -> np.ndarray:
+        num, available = self.partitions_of(topic)
+        if explicit is not None:
+            num, available = self._check_explicit(topic, explicit, num, available)
+        return self.router.assign(topic, keys, num, available, explicit)
+
+    def _check_explicit(self, topic, explicit, num, available):
+        lo, hi = pc.min_max(explicit).values()
+        lo, hi = lo.as_py(), hi.as_py()
+        if lo is not None and (lo < 0 or hi >= num):
+            num, available = self.partitions_of(topic, refresh=True)  # partitions may have been added
+            if lo < 0 or hi >= num:
+                bad = lo if lo < 0 else hi
+                raise RecordError(
+                    f"partition {bad} is out of range for topic '{topic}', which has {num} partitions "
+                    f"(0..{num - 1}); fix the 'partition' column or add partitions to the topic"
+                )
+        return num, available
+
+    # -- producing ----------------------------------------------------------------
+    def _produce(self, topic, values, keys, partitions, timestamps, headers) -> None:
+        """Enqueue records; ``topic`` is one name or a per-row list, the rest per-row lists."""
+        produce = self.producer.produce
+        n = len(values)
+        topics = topic if isinstance(topic, list) else repeat(topic, n)
+        keys = keys if keys is not None else repeat(None, n)
+        if timestamps is None and headers is None:
+            for t, v, k, p in zip(topics, values, keys, partitions):
+                try:
+                    produce(t, v, k, p)
+                except BufferError:
+                    self._when_queue_has_room(lambda: produce(t, v, k, p))
+        else:
+            timestamps = timestamps if timestamps is not None else repeat(0, n)
+            headers = headers if headers is not None else repeat(None, n)
+            for t, v, k, p, ts, h in zip(topics, values, keys, partitions, timestamps, headers):
+                try:
+                    produce(t, v, k, partition=p, timestamp=ts, headers=h)
+                except BufferError:
+                    self._when_queue_has_room(lambda: produce(t, v, k, partition=p, timestamp=ts, headers=h))
+        self.sent += n
+
+    def _when_queue_has_room(self, enqueue) -> None:
+        """librdkafka's local queue is full: serve delivery reports until ``enqueue()`` fits.
+
+        Bounded by ``delivery.timeout.ms``; raises DeliveryError after that.
+        """
+        deadline = time.monotonic() + self.spec.timeout_ms / 1000
+        while time.monotonic() < deadline:
+            self.producer.poll(0.05)
+            self._raise_on_failures()
+            try:
+                enqueue()
+                return
+            except BufferError:
+                continue
+        raise DeliveryError(
+            f"the producer queue stayed full for {self.spec.timeout_ms} ms (kafka.delivery.timeout.ms): "
+            f"{self._servers()} is not taking records; check the brokers"
+        )
+
+    def _raise_on_failures(self) -> None:
+        if self.failures:
+            raise DeliveryError(
+                f"Kafka did not acknowledge record(s) of this task: {'; '.join(self.failures)}. "
+                "The task fails so that nothing is lost; Spark may retry it (at-least-once)"
+            )
+
+    def finish(self) -> KafkaCommitMessage:
+        """Flush (bounded by ``delivery.timeout.ms`` + margin) and check every delivery report."""
+        left = self.producer.flush(self.spec.timeout_ms / 1000 + FLUSH_MARGIN_S)
+        self._raise_on_failures()
+        acked = sum(self.acked.values())
+        if left or acked != self.sent:
+            raise DeliveryError(
+                f"{self.sent - acked} of {self.sent} records were not acknowledged by {self._servers()} "
+                f"within {self.spec.timeout_ms} ms (kafka.delivery.timeout.ms); the task fails so that "
+                "nothing is lost"
+            )
+        return KafkaCommitMessage(dict(self.acked))
+
+    def abandon(self) -> None:
+        """After a failure: drop queued records so a failed task writes nothing more."""
+        try:
+            self.producer.purge()
+            self.producer.poll(0)
+        except Exception:  # best effort: the task is failing with the original error
+            pass
+
+
+def _timestamps_ms(column: pa.Array) -> list[int]:
+    """Record timestamps in ms since the epoch; null → 0 (librdkafka: current time).
+
+    Raises RecordError for a timestamp before the epoch (Kafka rejects negative CreateTime).
+    """
+    if pa.types.is_timestamp(column.type):
+        us = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
+    else:  # double seconds, truncated to micros like Spark's CAST(double AS TIMESTAMP)
+        us = pc.multiply(column, 1_000_000.0).cast(pa.int64(), safe=False)
+    low = pc.min(us).as_py()
+    if low is not None and low < 0:
+        raise RecordError(
+            f"timestamp {low} us is before 1970-01-01; Kafka record timestamps must be >= 0 "
+            "(fix the 'timestamp' column or drop it to use the current time)"
+        )
+    return pc.divide(us, 1000).fill_null(0).to_pylist()
+
+
+def _headers(column: pa.Array) -> list:
+    """Headers per row as confluent-kafka ``[(key, value), ...]`` lists (None for null).
+
+    Raises RecordError for a header with a null key (Kafka requires header keys).
+    """
+    if column.null_count < len(column):
+        keys = pc.list_flatten(column).field("key")
+        if keys.null_count:
+            raise RecordError("a header has a null 'key'; Kafka header keys must be non-null strings")
+    return [None if h is None else [(e["key"], e["value"]) for e in h] for h in column.to_pylist()]
+
+
+__all__ = [
+    "KafkaBatchWriter",
+    "KafkaStreamWriter",
+    "KafkaCommitMessage",
+    "WriteSpec",
+    "validate_schema",
+    "write_batches",
+    "parse_delivery_guarantee",
+]
