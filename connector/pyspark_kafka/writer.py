@@ -151,6 +151,22 @@ def parse_delivery_guarantee(options: Mapping[str, str]) -> str:
     raise OptionError(f"option 'deliveryGuarantee' must be 'at-least-once' or 'exactly-once', got {raw!r}")
 
 
+def with_producer_defaults(conf: Mapping[str, object]) -> dict:
+    """``conf`` plus :data:`PRODUCER_DEFAULTS` for settings it does not set.
+
+    As in the Java client (KIP-679), idempotence is only defaulted on when ``acks`` is
+    unset or ``all``/``-1``: an explicit ``acks=1`` quietly means no idempotence.
+    ``message.timeout.ms`` (librdkafka's alias) counts as setting ``delivery.timeout.ms``.
+    """
+    out = dict(conf)
+    out.setdefault("acks", PRODUCER_DEFAULTS["acks"])
+    if str(out["acks"]).lower() in ("all", "-1"):
+        out.setdefault("enable.idempotence", PRODUCER_DEFAULTS["enable.idempotence"])
+    if "message.timeout.ms" not in out:
+        out.setdefault("delivery.timeout.ms", PRODUCER_DEFAULTS["delivery.timeout.ms"])
+    return out
+
+
 def delivery_timeout_ms(conf: Mapping[str, object]) -> int:
     """``delivery.timeout.ms`` (alias ``message.timeout.ms`` in librdkafka) of a producer config, in ms."""
     raw = conf.get("delivery.timeout.ms", conf.get("message.timeout.ms"))
@@ -183,10 +199,7 @@ class WriteSpec:
         columns = validate_schema(schema, topic)
         partitioner = get_option(options, "partitioner")
         load_partitioner(partitioner)  # fail on the driver, not in every task
-        conf = producer_config(options)
-        for k, v in PRODUCER_DEFAULTS.items():
-            if k not in conf and not (k == "delivery.timeout.ms" and "message.timeout.ms" in conf):
-                conf[k] = v
+        conf = with_producer_defaults(producer_config(options))
         if "bootstrap.servers" not in conf:
             raise OptionError(
                 "option 'kafka.bootstrap.servers' is required: "
