@@ -98,6 +98,8 @@ class LogSegment:
         """Load both index files and sanity-check them; rebuild from the ``.log`` when damaged."""
         self._indexes_loaded = True
         try:
+            if self.size and not (self.offset_index_path.exists() and self.time_index_path.exists()):
+                raise IndexCorruptError("index file missing")
             self._offset_index.load(self.size, self.next_offset)
             self._time_index.load(self.size, self.next_offset)
         except (IndexCorruptError, OSError) as e:
