@@ -20,7 +20,8 @@ class EmbeddedBroker:
     Kafka's broker config names (``{"message.max.bytes": "2097152"}``).
 
     Attributes once started: ``bootstrap_servers`` ("127.0.0.1:PORT"), ``port``, ``data_dir``
-    (Path). :meth:`start` raises what the broker raised while starting (ConfigError for a bad
+    (Path), ``broker`` (the :class:`~pyspark_kafka.broker.server.Broker`; read-only use from
+    other threads, e.g. ``waiting_fetches`` in tests). :meth:`start` raises what the broker raised while starting (ConfigError for a bad
     config, OSError for a taken port) or TimeoutError; :meth:`stop` closes the logs cleanly.
     """
 
@@ -37,6 +38,7 @@ class EmbeddedBroker:
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self.broker = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -66,7 +68,7 @@ class EmbeddedBroker:
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
-            broker = Broker(self.data_dir, self.config, self.host)
+            broker = self.broker = Broker(self.data_dir, self.config, self.host)
 
             def ready(bootstrap: str) -> None:
                 self.port = broker.port

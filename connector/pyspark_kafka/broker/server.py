@@ -61,6 +61,10 @@ class Broker:
             if not fut.done():
                 fut.set_result(None)
 
+    def waiting_fetches(self, topic: str, partition: int) -> int:
+        """How many fetches are parked waiting for an append to ``topic``/``partition`` (for tests)."""
+        return len(self._waiters.get((topic, partition), ()))
+
     async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:
         """Wait until one of ``keys`` gets an append or ``timeout_s`` passes; True if woken."""
         fut = asyncio.get_running_loop().create_future()
