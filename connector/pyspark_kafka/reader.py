@@ -454,8 +454,11 @@ def executor_conf(options: Mapping[str, str], group_id: str) -> dict:
     automatic offset reset (an out-of-range offset is reported, see
     ``failOnDataLoss``) and partition-EOF events (a range ending on control
     records or compacted-away offsets completes at the partition end).
+    ``fetch.wait.max.ms`` defaults to 20 (librdkafka: 500): ranges end at or
+    below the high watermark, so long polls only delay the next range of a
+    reused consumer.
     """
-    return consumer_config(
+    conf = consumer_config(
         options,
         group_id,
         **{
@@ -465,6 +468,7 @@ def executor_conf(options: Mapping[str, str], group_id: str) -> dict:
             "enable.partition.eof": True,
         },
     )
+    return {"fetch.wait.max.ms": 20, **conf}
 
 
 class _ColumnBuilder:
@@ -547,7 +551,10 @@ def _read_range(consumer, part: KafkaInputPartition, clock=time.monotonic) -> It
     consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset)])
     deadline = clock() + timeout_s
     while next_offset < until:
-        msgs = consumer.consume(CONSUME_MESSAGES, timeout=max(0.0, min(1.0, deadline - clock())))
+        # consume(n, t) waits until n messages or t: drain what is queued, else wait for one message
+        msgs = consumer.consume(CONSUME_MESSAGES, timeout=0) or consumer.consume(
+            1, timeout=max(0.0, min(1.0, deadline - clock()))
+        )
         if msgs:
             next_offset = _take(consumer, part, msgs, next_offset, builder)
             deadline = clock() + timeout_s
