@@ -23,8 +23,9 @@ T0 = 1_700_000_000_000
 TOPIC = "orders"
 
 
-def _child(data_dir: str, create: bool, batches: int, first_ts: int, flush_after: int | None, configs: dict) -> None:
-    manager = LogManager(Path(data_dir), BrokerConfig())
+def _child(data_dir: str, create: bool, batches: int, first_ts: int, flush_after: int | None, configs: dict,
+           broker: dict) -> None:
+    manager = LogManager(Path(data_dir), BrokerConfig(broker))
     manager.load()
     if create:
         manager.create_topic(TOPIC, 1, configs)
@@ -37,10 +38,12 @@ def _child(data_dir: str, create: bool, batches: int, first_ts: int, flush_after
 
 
 def crash_after_appends(data_dir: Path, batches: int, *, create: bool = True, first_ts: int = T0,
-                        flush_after: int | None = None, configs: dict | None = None) -> None:
+                        flush_after: int | None = None, configs: dict | None = None,
+                        broker: dict | None = None) -> None:
     """Append ``batches`` 3-record batches in a child process that then dies without closing anything."""
     ctx = multiprocessing.get_context("fork")
-    child = ctx.Process(target=_child, args=(str(data_dir), create, batches, first_ts, flush_after, configs or {}))
+    child = ctx.Process(target=_child, args=(str(data_dir), create, batches, first_ts, flush_after, configs or {},
+                                                  broker or {}))
     child.start()
     child.join(60)
     assert child.exitcode == 0
@@ -204,6 +207,16 @@ def test_recovery_point_limits_rescanning(tmp_path):
     assert all_offsets(log) == list(range(180))
     # recovered data was fsynced: the next crash re-scans nothing before the new recovery point
     assert f"{TOPIC} 0 180" in (tmp_path / RECOVERY_POINT_CHECKPOINT).read_text()
+
+
+def test_roll_flushes_closed_segments_so_a_crash_rescans_only_the_active_one(tmp_path):
+    crash_after_appends(tmp_path, 60, configs=SMALL_SEGMENTS,
+                        broker={"log.flush.offset.checkpoint.interval.ms": "0"})
+    manager = reopen(tmp_path)
+    log = manager.get_log(TOPIC, 0)
+    assert log.recovery_stats.segments >= 8
+    assert log.recovery_stats.segments_scanned == 1
+    assert all_offsets(log) == list(range(180))
 
 
 def test_clean_shutdown_skips_scan_and_marker_is_consumed(tmp_path):

@@ -208,7 +208,15 @@ class LogManager:
         )
         self._logs[(info.name, partition)] = partition_log
         self.recovery_stats[(info.name, partition)] = partition_log.recovery_stats
+        partition_log.on_flush = self._after_flush
         return partition_log
+
+    def _after_flush(self) -> None:
+        """A recovery point advanced: rewrite the checkpoints at most every
+        ``log.flush.offset.checkpoint.interval.ms`` (Kafka's periodic checkpoint, done on the append path)."""
+        now = time.monotonic_ns() // 1_000_000
+        if now - self._last_checkpoint_ms >= self.config.get_int("log.flush.offset.checkpoint.interval.ms"):
+            self.checkpoint()
 
     # -- topics -----------------------------------------------------------------------------
     def topics(self) -> dict[str, TopicInfo]:
@@ -419,6 +427,7 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` atomically."""
+        self._last_checkpoint_ms = time.monotonic_ns() // 1_000_000
         try:
             write_offset_checkpoint(
                 self.data_dir / RECOVERY_POINT_CHECKPOINT,

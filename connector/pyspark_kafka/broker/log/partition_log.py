@@ -22,7 +22,7 @@ import shutil
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from pyspark_kafka.broker.config import LogConfig
 from pyspark_kafka.broker.log.errors import (
@@ -136,6 +136,7 @@ class PartitionLog:
         self.high_watermark = 0
         self.recovery_point = 0
         self.last_flush_ms = now_ms()
+        self.on_flush: Callable[[], None] | None = None  # called when the recovery point advances
         self.recovery_stats = RecoveryStats(clean_shutdown=clean_shutdown)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -252,7 +253,12 @@ class PartitionLog:
         return sum(s.size for s in self.segments)
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
-        """Start a new active segment at the log end offset (no-op when the active segment is empty)."""
+        """Start a new active segment at the log end offset (no-op when the active segment is empty).
+
+        As in Kafka, the segments before the new one are then flushed and the recovery point moves
+        to the new base offset, so a crash re-validates at most the active segment (Kafka does
+        this flush asynchronously; here it is done at once).
+        """
         active = self.active_segment
         if active.size == 0:
             return active
@@ -267,6 +273,8 @@ class PartitionLog:
         segment.next_offset = self.log_end_offset
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
+        self._flush_segments(self.segments[self._segment_index_for(self.recovery_point) : -1], segment.base_offset,
+                             now_ms)
         return segment
 
     # -- append -----------------------------------------------------------------------------
@@ -343,13 +351,17 @@ class PartitionLog:
 
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every segment holding offsets at or after the recovery point; advance the recovery point to the LEO."""
-        if self.log_end_offset > self.recovery_point:
-            for segment in self.segments[self._segment_index_for(self.recovery_point) :]:
-                segment.flush()
-        else:
-            self.active_segment.flush()
-        self.recovery_point = self.log_end_offset
+        self._flush_segments(self.segments[self._segment_index_for(self.recovery_point) :], self.log_end_offset,
+                             now_ms)
+
+    def _flush_segments(self, segments: list[LogSegment], recovery_point: int, now_ms: int | None) -> None:
+        for segment in segments:
+            segment.flush()
         self.last_flush_ms = now_ms if now_ms is not None else _wall_ms()
+        if recovery_point > self.recovery_point:
+            self.recovery_point = recovery_point
+            if self.on_flush is not None:
+                self.on_flush()
 
     # -- read -------------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,

@@ -321,8 +321,6 @@ class LogSegment:
         if last_end != self.size:  # trailing bytes that are not a batch: not a flushed segment after all
             self.recover()
             return
-        if len(index) == 0 and self.size == 0:
-            next_offset = self.base_offset
         self.next_offset = next_offset
         self.bytes_since_last_index_entry = self.size - start
         if self.size >= BATCH_HEADER_SIZE:
