@@ -49,7 +49,7 @@ def record_batch(values: list[bytes], key: bytes | None = None, timestamp_ms: in
     ts = datetime.datetime.now(datetime.timezone.utc) if timestamp_ms is None else \
         datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.timezone.utc)
     records = tuple(
-        Record(attributes=0, timestamp=ts, offset=i, key=key, value=v, headers=(RecordHeader(key="h", value=b"1"),))
+        Record(attributes=0, timestamp=ts, offset=i, key=key, value=v, headers=(RecordHeader(key=b"h", value=b"1"),))
         for i, v in enumerate(values)
     )
     buf = io.BytesIO()
