@@ -270,3 +270,16 @@ def test_flush_messages_policy_advances_recovery_point(tmp_path):
     default = open_log(tmp_path / "other")
     default.append(make_batch(3))
     assert default.recovery_point == 0  # flushing left to the OS by default
+
+
+def test_truncate_to_removes_batches_at_and_after_offset(tmp_path):
+    log = open_log(tmp_path, segment_bytes=400, index_interval_bytes=100)
+    for i in range(12):
+        log.append(make_batch(2, timestamp_ms=T0 + i))
+    assert len(log.segments) > 2
+    log.truncate_to(9)  # offset 9 is in the batch 8..9: the log ends at 8
+    assert log.log_end_offset == log.high_watermark == 8
+    assert [o for o, _ in decode(_read_all(log))] == list(range(8))
+    assert log.append(make_batch(1)).base_offset == 8
+    assert log.offset_for_timestamp(T0 + 5) is None  # the batches with later timestamps are gone
+    assert log.offset_for_timestamp(T0 + 4) == (7, T0 + 4) == log.max_timestamp_offset()

@@ -283,6 +283,7 @@ class LogManager:
         self._log_configs[name] = log_config
         for partition in range(num_partitions):
             self._open_log(info, partition)
+        fsync_dir(self.data_dir)
         log.info("created topic %s (%d partitions, configs %s)", name, num_partitions, clean_configs)
         return info
 
@@ -337,6 +338,7 @@ class LogManager:
         self._topics[name] = grown
         for partition in range(info.num_partitions, new_total):
             self._open_log(grown, partition)
+        fsync_dir(self.data_dir)
         return grown
 
     # -- configs ----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from pyspark_kafka.broker.config import LogConfig
+from pyspark_kafka.broker.log.checkpoint import fsync_dir
 from pyspark_kafka.broker.log.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -273,6 +274,7 @@ class PartitionLog:
         segment.next_offset = self.log_end_offset
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
+        fsync_dir(self.dir)  # the new segment's directory entry
         self._flush_segments(self.segments[self._segment_index_for(self.recovery_point) : -1], segment.base_offset,
                              now_ms)
         return segment
@@ -504,7 +506,7 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Remove every batch at or after the batch holding ``offset``; the LEO becomes that batch's base offset.
 
-        Used by followers in Kafka; offsets at or below the log start offset empty the log to ``offset``.
+        For future use (DeleteRecords, replication); Kafka's followers truncate this way.
         """
         if offset >= self.log_end_offset:
             return
@@ -515,12 +517,7 @@ class PartitionLog:
         del self._bases[i + 1 :]
         segment = self.segments[i]
         found = segment.translate_offset(offset)
-        if found is None:
-            new_end, position = segment.next_offset, segment.size
-        else:
-            position, header = found
-            new_end = header.base_offset
-        segment.truncate_to_position(position, max(new_end, segment.base_offset))
+        segment.truncate_to_position(found[0] if found is not None else segment.size)
         self.log_end_offset = segment.next_offset
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)

@@ -333,16 +333,10 @@ class LogSegment:
         self._offset_index.flush()
         self._time_index.flush()
 
-    def truncate_to_position(self, position: int, next_offset: int) -> None:
-        """Cut the segment at a batch boundary ``position``; drop index entries at or past it."""
+    def truncate_to_position(self, position: int) -> None:
+        """Cut the segment at a batch boundary ``position`` and rebuild its indexes and timestamps."""
         os.ftruncate(self.fd, position)
-        self.size = position
-        self.next_offset = next_offset
-        index = self.offset_index
-        index.truncate_entries(index.entry_for_position_below(position))
-        keep = sum(1 for off in self.time_index.values if off < next_offset)
-        self.time_index.truncate_entries(keep)
-        self.bytes_since_last_index_entry = position - (index.values[-1] if len(index) else 0)
+        self.recover()
 
     def close(self) -> None:
         self._offset_index.close()
