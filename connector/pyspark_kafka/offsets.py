@@ -315,6 +315,7 @@ def plan_ranges(
     until_offsets: Mapping[TopicPartition, int],
     new_partition_earliest: Mapping[TopicPartition, int],
     report_data_loss: Callable[[str], None],
+    earliest: Mapping[TopicPartition, int] | None = None,
 ) -> list:
     """Offset ranges of a micro-batch from resolved start and end offsets.
 
@@ -323,9 +324,11 @@ def plan_ranges(
     (``new_partition_earliest``); data loss is reported (``report_data_loss(msg)``,
     which raises or warns) when a new partition has no earliest offset or does
     not start at 0, a known partition is gone, or its end is before its start.
-    Returns ranges sorted by topic-partition; a range whose end is before its
-    start is returned empty.
+    Returns ranges sorted by topic-partition. A partition whose end went
+    before its start (topic recreated) is read again from its earliest offset
+    (``earliest``; without it the range is empty) — Spark skips these offsets.
     """
+    earliest = earliest or {}
     new = set(until_offsets) - set(from_offsets)
     missing = new - set(new_partition_earliest)
     if missing:
@@ -339,18 +342,22 @@ def plan_ranges(
     gone = set(from_offsets) - set(until_offsets)
     if gone:
         report_data_loss(f"partitions {_tps(gone)} are gone (topic deleted?); some data may have been missed")
-    starts = {**new_partition_earliest, **from_offsets}
     ranges = []
     for tp in sorted(until_offsets):
-        if tp not in starts:
+        if tp in from_offsets:
+            start = from_offsets[tp]
+        elif tp in new_partition_earliest:
+            start = new_partition_earliest[tp]
+        else:
             continue
-        start, until = starts[tp], until_offsets[tp]
+        until = until_offsets[tp]
         if until < start:
+            restart = min(earliest.get(tp, until), until)
             report_data_loss(
                 f"partition {tp[0]}-{tp[1]}'s offset went back from {start} to {until} (topic recreated?); "
-                f"some data may have been missed"
+                f"some data may have been missed; reading it again from offset {restart}"
             )
-            until = start
+            start = restart
         ranges.append(OffsetRange(tp[0], tp[1], start, until))
     return ranges
 

@@ -786,8 +786,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Input partitions of the micro-batch ``(start, end]`` (new partitions read from their earliest offset)."""
         begin, until = O.offsets_from_json_dict(start), O.offsets_from_json_dict(end)
         new = [tp for tp in until if tp not in begin]
+        went_back = [tp for tp in until if tp in begin and until[tp] < begin[tp]]
+        earliest = self._meta.earliest(new + went_back) if new or went_back else {}
         ranges = O.plan_ranges(
-            begin, until, self._meta.earliest(new) if new else {}, _report_data_loss(self._opts.fail_on_data_loss)
+            begin,
+            until,
+            {tp: earliest[tp] for tp in new if tp in earliest},
+            _report_data_loss(self._opts.fail_on_data_loss),
+            earliest=earliest,
         )
         split = O.split_ranges(ranges, self._opts.min_partitions, self._opts.max_records_per_partition)
         o = self._opts

@@ -182,13 +182,20 @@ def test_plan_ranges_new_partition_starts_at_earliest():
         ({}, {("t", 1): 9}, {("t", 1): 3}, "added partition t-1 starts from offset 3", [R("t", 1, 3, 9)]),
         ({}, {("t", 1): 9}, {}, "cannot find earliest offsets of new partitions [t-1]", []),
         ({("t", 0): 5, ("u", 0): 1}, {("t", 0): 5}, {}, "partitions [u-0] are gone", [R("t", 0, 5, 5)]),
-        ({("t", 0): 50}, {("t", 0): 10}, {}, "t-0's offset went back from 50 to 10", [R("t", 0, 50, 50)]),
+        ({("t", 0): 50}, {("t", 0): 10}, {}, "t-0's offset went back from 50 to 10", [R("t", 0, 10, 10)]),
     ],
 )
 def test_plan_ranges_reports_data_loss(start, until, earliest, fragment, expected):
     losses = []
     assert O.plan_ranges(start, until, earliest, losses.append) == expected
     assert len(losses) == 1 and fragment in losses[0]
+
+
+def test_plan_ranges_rereads_a_recreated_partition_from_earliest():
+    losses = []
+    ranges = O.plan_ranges({("t", 0): 50}, {("t", 0): 10}, {}, losses.append, earliest={("t", 0): 0})
+    assert ranges == [R("t", 0, 0, 10)]
+    assert "reading it again from offset 0" in losses[0]
 
 
 def test_plan_ranges_data_loss_can_raise():
