@@ -217,19 +217,20 @@ class Router:
     def assign(
         self,
         topic: str,
-        keys: pa.Array | None,
+        n: int,
         num_partitions: int,
-        available: Sequence[int] | None = None,
+        keys: pa.Array | None = None,
         explicit: pa.Array | None = None,
+        available: Sequence[int] | None = None,
     ) -> np.ndarray:
-        """Partition (``int64`` numpy array) for each row of one topic's records.
+        """Partition (``int64`` numpy array) for each of ``n`` records of one topic.
 
         ``keys``: binary/string array or None (no key column); ``explicit``: int array of
-        the ``partition`` column or None. Explicit values are returned unchecked (the
-        caller validates the range against fresh metadata). Raises RecordError when a
-        user partitioner returns something that is not an int in ``[0, num_partitions)``.
+        the ``partition`` column or None; both of length ``n``. Explicit values are
+        returned unchecked (the caller validates the range against fresh metadata).
+        Raises RecordError when a user partitioner returns something that is not an int
+        in ``[0, num_partitions)``.
         """
-        n = len(explicit) if explicit is not None else (len(keys) if keys is not None else 0)
         if explicit is not None:
             explicit_mask = explicit.is_valid().to_numpy(zero_copy_only=False)
             result = explicit.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from itertools import repeat
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping
 
@@ -295,11 +294,17 @@ def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch]) -> KafkaCo
     acknowledged within ``delivery.timeout.ms``. After an error the producer's queue is
     purged: a failed task sends nothing more (rows of earlier batches may be in Kafka).
     """
+    from confluent_kafka import KafkaException
+
     task = _WriteTask(spec)
     try:
         for batch in batches:
             task.send(batch)
         return task.finish()
+    except KafkaException as e:  # fatal producer error surfacing from poll/flush
+        task.abandon()
+        err = e.args[0]
+        raise DeliveryError(f"the Kafka producer failed: {err.str()} ({err.name()})" + _hint(err)) from None
     except BaseException:
         task.abandon()
         raise
@@ -382,7 +387,7 @@ class _WriteTask:
             explicit = None
         if self.spec.topic is not None:
             topic = self.spec.topic
-            partitions = self._route(topic, keys, explicit)
+            partitions = self._route(topic, n, keys, explicit)
         else:
             topic, partitions = self._route_by_topic_column(batch, keys, explicit)
         timestamps = _timestamps_ms(batch.column("timestamp")) if "timestamp" in cols else None
@@ -404,7 +409,7 @@ class _WriteTask:
         encoded = pc.dictionary_encode(topics)
         names = encoded.dictionary.to_pylist()
         if len(names) == 1:
-            return names[0], self._route(names[0], keys, explicit)
+            return names[0], self._route(names[0], len(topics), keys, explicit)
         partitions = np.empty(len(topics), dtype=np.int64)
         idx = encoded.indices.to_numpy(zero_copy_only=False)
         for i, name in enumerate(names):
@@ -412,6 +417,7 @@ class _WriteTask:
             take = pa.array(rows)
             partitions[rows] = self._route(
                 name,
+                len(rows),
                 keys.take(take) if keys is not None else None,
                 explicit.take(take) if explicit is not None else None,
             )
@@ -427,11 +433,11 @@ class _WriteTask:
             )
         return topics
 
-    def _route(self, topic: str, keys, explicit) -> np.ndarray:
+    def _route(self, topic: str, n: int, keys, explicit) -> np.ndarray:
         num, available = self.partitions_of(topic)
         if explicit is not None:
             num, available = self._check_explicit(topic, explicit, num, available)
-        return self.router.assign(topic, keys, num, available, explicit)
+        return self.router.assign(topic, n, num, keys, explicit, available)
 
     def _check_explicit(self, topic, explicit, num, available):
         lo, hi = pc.min_max(explicit).values()
@@ -448,25 +454,40 @@ class _WriteTask:
 
     # -- producing ----------------------------------------------------------------
     def _produce(self, topic, values, keys, partitions, timestamps, headers) -> None:
-        """Enqueue records; ``topic`` is one name or a per-row list, the rest per-row lists."""
+        """Enqueue records; ``topic`` is one name or a per-row list, the rest per-row lists.
+
+        Raises DeliveryError when librdkafka refuses a record outright (record larger
+        than ``message.max.bytes``, fatal producer error such as a broker without
+        idempotent-producer support).
+        """
+        from confluent_kafka import KafkaException
+
         produce = self.producer.produce
         n = len(values)
-        topics = topic if isinstance(topic, list) else repeat(topic, n)
-        keys = keys if keys is not None else repeat(None, n)
-        if timestamps is None and headers is None:
-            for t, v, k, p in zip(topics, values, keys, partitions):
-                try:
-                    produce(t, v, k, p)
-                except BufferError:
-                    self._when_queue_has_room(lambda: produce(t, v, k, p))
-        else:
-            timestamps = timestamps if timestamps is not None else repeat(0, n)
-            headers = headers if headers is not None else repeat(None, n)
-            for t, v, k, p, ts, h in zip(topics, values, keys, partitions, timestamps, headers):
-                try:
-                    produce(t, v, k, partition=p, timestamp=ts, headers=h)
-                except BufferError:
-                    self._when_queue_has_room(lambda: produce(t, v, k, partition=p, timestamp=ts, headers=h))
+        topics = topic if isinstance(topic, list) else [topic] * n
+        keys = keys if keys is not None else [None] * n
+        t = p = None
+        try:
+            if timestamps is None and headers is None:
+                for t, v, k, p in zip(topics, values, keys, partitions, strict=True):
+                    try:
+                        produce(t, v, k, p)
+                    except BufferError:
+                        self._when_queue_has_room(lambda: produce(t, v, k, p))
+            else:
+                timestamps = timestamps if timestamps is not None else [0] * n
+                headers = headers if headers is not None else [None] * n
+                for t, v, k, p, ts, h in zip(topics, values, keys, partitions, timestamps, headers, strict=True):
+                    try:
+                        produce(t, v, k, partition=p, timestamp=ts, headers=h)
+                    except BufferError:
+                        self._when_queue_has_room(lambda: produce(t, v, k, partition=p, timestamp=ts, headers=h))
+        except KafkaException as e:
+            err = e.args[0]
+            raise DeliveryError(
+                f"the producer refused a record for topic '{t}' partition {p}: {err.str()} ({err.name()})"
+                + _hint(err)
+            ) from None
         self.sent += n
 
     def _when_queue_has_room(self, enqueue) -> None:
@@ -515,6 +536,18 @@ class _WriteTask:
             self.producer.poll(0)
         except Exception:  # best effort: the task is failing with the original error
             pass
+
+
+def _hint(err) -> str:
+    """The fix for a librdkafka error that has an obvious one, else an empty string."""
+    from confluent_kafka import KafkaError
+
+    if err.code() == KafkaError._UNSUPPORTED_FEATURE:
+        return ("; the brokers do not support the idempotent producer: set "
+                "option kafka.enable.idempotence=false (at-least-once still holds)")
+    if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        return "; raise kafka.message.max.bytes (and the topic's max.message.bytes) or send smaller values"
+    return ""
 
 
 def _timestamps_ms(column: pa.Array) -> list[int]:

@@ -120,7 +120,7 @@ def test_router_equals_partition_for_row_by_row():
     keys = [None if rng.random() < 0.3 else f"user-{rng.randrange(500)}".encode() for _ in range(n)]
     explicit = [rng.randrange(6) if rng.random() < 0.1 else None for _ in range(n)]
     router = Router(MURMUR2, start=2)
-    got = router.assign("t", pa.array(keys, pa.binary()), 6, None, pa.array(explicit, pa.int32())).tolist()
+    got = router.assign("t", n, 6, pa.array(keys, pa.binary()), pa.array(explicit, pa.int32())).tolist()
     rr = 2
     for k, e, p in zip(keys, explicit, got):
         want = partition_for(k, 6, e, rr)
@@ -131,28 +131,33 @@ def test_router_equals_partition_for_row_by_row():
 
 def test_router_round_robin_continues_across_batches_per_topic():
     router = Router(MURMUR2, start=1)
-    first = router.assign("a", None, 3, explicit=pa.array([None] * 4, pa.int32())).tolist()
-    other = router.assign("b", None, 3, explicit=pa.array([None] * 2, pa.int32())).tolist()
-    second = router.assign("a", pa.array([None, None], pa.binary()), 3).tolist()
+    first = router.assign("a", 4, 3, explicit=pa.array([None] * 4, pa.int32())).tolist()
+    other = router.assign("b", 2, 3).tolist()
+    second = router.assign("a", 2, 3, pa.array([None, None], pa.binary())).tolist()
     assert first == [1, 2, 0, 1]
     assert other == [1, 2]
     assert second == [2, 0]
 
 
+def test_router_with_no_key_or_partition_column_routes_every_row():
+    assert Router(MURMUR2, start=0).assign("t", 5, 2).tolist() == [0, 1, 0, 1, 0]
+    assert Router(MURMUR2, start=0).assign("t", 3, 4, available=[1, 3]).tolist() == [1, 3, 1]
+
+
 def test_router_spreads_null_keys_evenly():
     router = Router(MURMUR2, start=0)
-    parts = router.assign("t", pa.array([None] * 10_000, pa.binary()), 7)
+    parts = router.assign("t", 10_000, 7, pa.array([None] * 10_000, pa.binary()))
     counts = np.bincount(parts, minlength=7)
     assert counts.max() - counts.min() <= 1
 
 
 def test_router_roundrobin_partitioner_ignores_keys():
     router = Router(ROUND_ROBIN, start=0)
-    assert router.assign("t", pa.array([b"x", b"x", b"x", b"x"]), 3).tolist() == [0, 1, 2, 0]
+    assert router.assign("t", 4, 3, pa.array([b"x", b"x", b"x", b"x"])).tolist() == [0, 1, 2, 0]
 
 
 def test_router_random_start_still_cycles_all_partitions():
-    parts = Router(MURMUR2).assign("t", None, 4, explicit=pa.array([None] * 8, pa.int32())).tolist()
+    parts = Router(MURMUR2).assign("t", 8, 4).tolist()
     assert sorted(parts) == [0, 0, 1, 1, 2, 2, 3, 3]
     assert all((b - a) % 4 == 1 for a, b in zip(parts, parts[1:]))
 
@@ -183,13 +188,13 @@ def test_user_partitioner_is_called_with_topic_key_and_count():
     router = Router(method)
     keys = pa.array(["a", "bb", None, "dddd"])
     explicit = pa.array([None, None, None, 0], pa.int32())
-    assert router.assign("t", keys, 3, explicit=explicit).tolist() == [1, 2, 2, 0]
+    assert router.assign("t", 4, 3, keys, explicit).tolist() == [1, 2, 2, 0]
 
 
 def test_user_partitioner_bad_return_names_class_and_range():
     router = Router(load_partitioner(f"{__name__}.BadReturnPartitioner"))
     with pytest.raises(RecordError, match=r"BadReturnPartitioner returned 3 for topic 't' with 3 partitions.*\[0, 3\)"):
-        router.assign("t", pa.array([b"k"]), 3)
+        router.assign("t", 1, 3, pa.array([b"k"]))
 
 
 @pytest.mark.parametrize(
