@@ -283,3 +283,19 @@ def test_truncate_to_removes_batches_at_and_after_offset(tmp_path):
     assert log.append(make_batch(1)).base_offset == 8
     assert log.offset_for_timestamp(T0 + 5) is None  # the batches with later timestamps are gone
     assert log.offset_for_timestamp(T0 + 4) == (7, T0 + 4) == log.max_timestamp_offset()
+
+
+def test_small_segments_have_all_three_files_and_reload_without_rebuild(tmp_path):
+    log = open_log(tmp_path, segment_bytes=300)  # index.interval.bytes 4096: no index entries at all
+    for _ in range(9):
+        log.append(make_batch(2))
+    assert len(log.segments) == 3
+    names = {p.name for p in log.dir.iterdir()}
+    for segment in log.segments:
+        assert {segment.log_path.name, segment.offset_index_path.name, segment.time_index_path.name} <= names
+    log.close()
+    config = log.config
+    again = PartitionLog("events", 0, log.dir, config, clean_shutdown=True)
+    assert again.log_end_offset == 18
+    assert [o for o, _ in decode(_read_all(again))] == list(range(18))
+    assert not any(segment.indexes_rebuilt for segment in again.segments)

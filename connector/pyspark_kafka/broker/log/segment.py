@@ -71,6 +71,9 @@ class LogSegment:
         try:
             self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
             self.size = os.fstat(self.fd).st_size
+            if self.size == 0:  # a new segment: its (empty) index files exist from the start, as in Kafka
+                for path in (self.offset_index_path, self.time_index_path):
+                    path.touch()
         except OSError as e:
             raise KafkaStorageError(f"cannot open log segment {self.log_path}: {e}") from e
         self.created_ms = now_ms()
