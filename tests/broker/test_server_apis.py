@@ -229,3 +229,27 @@ def test_produce_auto_creates_topic(bootstrap):
         assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE_S) == (0, 1)
     finally:
         c.close()
+
+
+# --- timers ---------------------------------------------------------------------------------
+
+
+def test_retention_check_runs_on_its_interval(tmp_path):
+    """Old segments are deleted by the periodic retention check (log.retention.check.interval.ms)."""
+    from pyspark_kafka.broker import EmbeddedBroker
+
+    with EmbeddedBroker(data_dir=tmp_path / "data", config={"log.retention.check.interval.ms": "50"}) as b:
+        admin = _admin(b.bootstrap_servers)
+        topic = "retained"
+        admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "1024", "retention.ms": "1000"})]
+                            )[topic].result(DEADLINE_S)
+        old = int(time.time() * 1000) - 60_000  # CreateTime a minute ago: past retention.ms
+        _produce(b.bootstrap_servers, topic, [b"x" * 600] * 6, timestamps=[old] * 6)
+        c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "ret"})
+        try:
+            _wait_until(lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE_S)[0] > 0,
+                        "retention to move the log start offset")
+            low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE_S)
+        finally:
+            c.close()
+        assert high == 6 and 0 < low <= 6

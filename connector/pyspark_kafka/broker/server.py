@@ -88,10 +88,8 @@ class Broker:
 
     def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with ``topic_id`` (None when unknown)."""
-        for name, info in self.logs.topics().items():
-            if info.topic_id == topic_id:
-                return name
-        return None
+        info = self.logs.topic_by_id(topic_id)
+        return None if info is None else info.name
 
     def auto_create(self, name: str) -> bool:
         """Create ``name`` with ``num.partitions`` when ``auto.create.topics.enable``; True if it exists now.
@@ -225,6 +223,24 @@ async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer:
 
 # --- timers -----------------------------------------------------------------------------------
 
+DEFAULT_FLUSH_CHECK_MS = 1000
+LONG_MAX = 2**63 - 1
+
+
+def flush_check_interval_ms(config: BrokerConfig) -> int:
+    """How often the time-based flush policy (``flush.ms`` / ``log.flush.interval.ms``) is checked, in ms.
+
+    ``log.flush.scheduler.interval.ms`` when set (Kafka's name for this period), else
+    ``log.flush.interval.ms`` when set, else 1000 ms (topics may set ``flush.ms``).
+    """
+    scheduler = config.get_int("log.flush.scheduler.interval.ms")
+    if scheduler is not None and scheduler < LONG_MAX:
+        return max(1, scheduler)
+    flush_ms = config.get_int("log.flush.interval.ms")
+    if flush_ms is not None and flush_ms > 0:
+        return min(flush_ms, DEFAULT_FLUSH_CHECK_MS)
+    return DEFAULT_FLUSH_CHECK_MS
+
 
 async def _every(interval_ms: int, action: Callable[[], Any], what: str) -> None:
     while True:
@@ -242,8 +258,8 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     """Load the logs, listen on ``broker.host:port`` until ``stop`` is set, then close the logs.
 
     ``ready("host:port")`` is called once listening (port 0 → the bound port). The retention
-    check runs every ``log.retention.check.interval.ms``; when ``log.flush.interval.ms`` is set,
-    all logs are flushed on that period.
+    check runs every ``log.retention.check.interval.ms``; logs whose ``flush.ms`` has passed
+    are flushed on the period of :func:`flush_check_interval_ms`.
     """
     load_handlers()
     broker.logs.load()
@@ -266,9 +282,9 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
             _every(broker.config.get_int("log.retention.check.interval.ms"), lambda: broker.logs.run_retention(now_ms()), "retention check")
         )
     ]
-    flush_ms = broker.config.get_int("log.flush.interval.ms")
-    if flush_ms is not None and flush_ms > 0:
-        timers.append(asyncio.create_task(_every(flush_ms, broker.logs.flush_all, "log flush")))
+    timers.append(asyncio.create_task(
+        _every(flush_check_interval_ms(broker.config), lambda: broker.logs.flush_due(now_ms()), "log flush")
+    ))
     bootstrap = f"{broker.host}:{broker.port}"
     log.info("pyspark-kafka broker listening on %s (data dir %s)", bootstrap, broker.data_dir)
     try:
