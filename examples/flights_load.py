@@ -213,8 +213,8 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
 
 
 PRODUCER_CONFIG = {
-    # Idempotence: no duplicate and no reordering inside a partition on retries
-    # (KIP-98), so a killed load leaves a prefix of each partition's list.
+    # Idempotence (KIP-98): retries neither duplicate nor reorder records inside a
+    # partition, so a killed load leaves a prefix of each partition's list.
     "enable.idempotence": True,
     "acks": "all",
     "linger.ms": 20,
@@ -236,16 +236,16 @@ def load_flights(
 
     Creates the topic if missing (:func:`ensure_topic`), compares each partition's log
     end offset with its planned record count (:func:`resume_offsets`) and produces only
-    the missing suffix of each partition, in row order, with explicit partitions.
-    Shows a tqdm progress bar when ``progress``. Raises LoadError when a record is not
-    delivered or when the end offsets after the load differ from the plan.
+    the missing suffix of each partition, in row order, with explicit partitions, with
+    an idempotent producer (Kafka >= 0.11). Shows a tqdm progress bar when ``progress``.
+    Raises LoadError when a record is not delivered or when the end offsets after the
+    load differ from the plan.
     """
     ensure_topic(bootstrap, topic, partitions, replication_factor)
     parts = carrier_partitions(df["carrier"].tolist(), partitions)
     expected = expected_end_offsets(parts, partitions)
     start = resume_offsets(expected, end_offsets(bootstrap, topic, partitions), topic)
     todo = np.nonzero(rank_in_partition(parts) >= np.array([start[p] for p in parts], dtype=np.int64))[0]
-    already = len(df) - len(todo)
     if len(todo):
         _produce(bootstrap, topic, df.iloc[todo], parts[todo], progress)
     after = end_offsets(bootstrap, topic, partitions)
@@ -254,7 +254,7 @@ def load_flights(
             f"topic '{topic}' end offsets after the load are {after}, expected {expected}: another producer "
             "is writing to it; give the pipeline a topic of its own with --topic"
         )
-    return LoadResult(sent=len(todo), already_present=already, end_offsets=after)
+    return LoadResult(sent=len(todo), already_present=len(df) - len(todo), end_offsets=after)
 
 
 def _produce(bootstrap: str, topic: str, rows: pd.DataFrame, parts: np.ndarray, progress: bool) -> None:
