@@ -45,13 +45,10 @@ def _partition_data(index: int, error_code: int, plog=None, records=b"", read_co
     }
 
 
-def _resolve(broker, topic) -> tuple[str | None, int]:
-    """(topic name, error code for a missing topic) of a request's FetchTopic."""
+def _resolve(broker, topic) -> str | None:
+    """The topic name of a request's FetchTopic (by name, or by topic id from v13); None if unknown."""
     name = getattr(topic, "topic", None)
-    if name is None:
-        name = broker.topic_by_id(topic.topic_id)
-        return name, UNKNOWN_TOPIC_ID
-    return name, UNKNOWN_TOPIC_OR_PARTITION
+    return broker.topic_by_id(topic.topic_id) if name is None else name
 
 
 def collect(broker, request) -> tuple[list[dict], int, bool]:
@@ -62,7 +59,8 @@ def collect(broker, request) -> tuple[list[dict], int, bool]:
     has_error = False
     responses = []
     for topic in request.topics:
-        name, missing_code = _resolve(broker, topic)
+        name = _resolve(broker, topic)
+        missing_code = UNKNOWN_TOPIC_ID if name is None else UNKNOWN_TOPIC_OR_PARTITION
         partitions = []
         for p in topic.partitions:
             plog = broker.logs.get_log(name, p.partition) if name is not None else None
@@ -91,7 +89,7 @@ def collect(broker, request) -> tuple[list[dict], int, bool]:
 def _wanted(request, broker) -> list[tuple[str, int]]:
     keys = []
     for topic in request.topics:
-        name, _ = _resolve(broker, topic)
+        name = _resolve(broker, topic)
         if name is not None:
             keys.extend((name, p.partition) for p in topic.partitions)
     return keys
