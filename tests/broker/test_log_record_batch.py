@@ -12,7 +12,6 @@ from pyspark_kafka.broker.log.errors import CorruptRecordError, InvalidRecordErr
 from pyspark_kafka.broker.log.record_batch import (
     BATCH_HEADER_SIZE,
     iter_record_offsets_and_timestamps,
-    iter_valid_batches,
     parse_header,
     set_base_offset,
     set_log_append_time,
@@ -90,13 +89,6 @@ def test_compressed_batch_is_validated_without_decompressing():
     raw = make_batch(10, compression=GZIP)
     header = validate_batches(raw)[0]
     assert header.compression == "gzip" and header.record_count == 10
-
-
-def test_iter_valid_batches_stops_at_garbage():
-    good = make_batch(2) + make_batch(3)
-    found = list(iter_valid_batches(good + b"\x00\x01garbage" * 10))
-    assert [pos for pos, _ in found] == [0, len(make_batch(2))]
-    assert parse_header(good, found[1][0]).record_count == 3
 
 
 def test_record_timestamps_of_uncompressed_batch():

@@ -97,16 +97,6 @@ class _SparseIndex:
         with open(self.path, "wb"):
             pass
 
-    def truncate_entries(self, keep: int) -> None:
-        """Keep only the first ``keep`` entries, in memory and on disk."""
-        if keep >= len(self.keys):
-            return
-        self.close()
-        del self.keys[keep:]
-        del self.values[keep:]
-        with open(self.path, "r+b") as f:
-            f.truncate(keep * self.ENTRY_SIZE)
-
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
@@ -170,10 +160,6 @@ class OffsetIndex(_SparseIndex):
         """The largest indexed batch start ``<= position`` (0 if none): a batch boundary to scan from."""
         i = bisect_right(self.values, position) - 1
         return self.values[i] if i >= 0 else 0
-
-    def entry_for_position_below(self, position: int) -> int:
-        """Number of entries whose position is ``< position`` (to truncate at a log position)."""
-        return bisect_right(self.values, position - 1)
 
     def append(self, key: int, value: int) -> None:
         if key - self.base_offset > INT32_MAX:

@@ -236,9 +236,6 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
-    def logs(self) -> Iterable[PartitionLog]:
-        return self._logs.values()
-
     def log_config(self, topic: str) -> LogConfig:
         """The effective :class:`LogConfig` of ``topic``; UnknownTopicOrPartitionError if there is none."""
         try:

@@ -178,24 +178,6 @@ def validate_batches(buf) -> list[BatchHeader]:
     return headers
 
 
-def iter_valid_batches(buf, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
-    """Yield ``(position, header)`` for each valid batch from ``start``, stopping at the first bad or partial one.
-
-    Used by recovery: the caller truncates the log at the position after the last batch
-    yielded. Nothing is raised.
-    """
-    view = memoryview(buf)
-    end = len(view) if end is None else end
-    position = start
-    while position < end:
-        try:
-            header = check_batch(view, position, end)
-        except CorruptRecordError:
-            return
-        yield position, header
-        position += header.size
-
-
 def set_base_offset(buf: bytearray, position: int, base_offset: int) -> None:
     """Overwrite the batch's baseOffset (bytes 0..8, outside the CRC)."""
     _INT64.pack_into(buf, position, base_offset)
