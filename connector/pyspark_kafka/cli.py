@@ -249,16 +249,20 @@ def _result(future, what: str, timeout_s: float):
 
 
 def cmd_broker(args) -> int:
-    """Run the embedded broker until SIGINT/SIGTERM; print its address once listening."""
+    """Run the embedded broker until SIGINT/SIGTERM.
+
+    Its log goes to stderr; once listening it logs one line
+    ``... pyspark-kafka broker listening on HOST:PORT (data dir DIR)``.
+    """
     from pyspark_kafka.broker.server import run_broker
 
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    def ready(bootstrap: str) -> None:
-        print(f"pyspark-kafka broker listening on {bootstrap} (data dir {args.data_dir})", flush=True)
-
-    run_broker(args.data_dir, host=args.host, port=args.port, config=dict(args.config), ready=ready)
+    try:
+        run_broker(args.data_dir, host=args.host, port=args.port, config=dict(args.config))
+    except OSError as e:
+        raise CliError(f"cannot listen on {args.host}:{args.port} with data dir {args.data_dir!r}: "
+                       f"{e.strerror or e}; pick another --port (0 = any free port) or --data-dir") from None
     return 0
 
 

@@ -1,0 +1,209 @@
+"""Embedded broker benchmarks: produce and fetch throughput, offset lookup, memory.
+
+How it is measured (and why it is fair):
+
+- **Produce / fetch throughput**: each server runs in its own process (the embedded broker
+  via ``python -m pyspark_kafka broker``; the anchor, librdkafka's built-in mock cluster, in
+  a Python process that only hosts it), and the confluent-kafka client runs in this process,
+  so client and broker never share a GIL. Both servers get the same client, settings
+  (``linger.ms=5``, no compression), record sizes and record counts, one partition, and the
+  repetitions alternate between the two so background load hits both alike. On a 2-core
+  machine client and server compete for the cores in both cases. The mock cluster keeps
+  records in memory and checks nothing (no CRC, no files), so it is an upper bound for a
+  broker on this machine, not a peer. Every produce run is checked: the partition's end
+  offset must advance by exactly the number of records sent.
+- **Sequential write bandwidth** (the physical limit): the same number of bytes written to a
+  plain file in 1 MiB chunks, then ``fsync``. (The broker does not fsync per request, like
+  Kafka with its default ``flush.messages``; the figure bounds what a durable write costs.)
+- **Offset lookup latency**: the storage layer (:mod:`pyspark_kafka.broker.log`) filled
+  directly with big batches, then ``read(offset)`` of random offsets; the figure should stay
+  flat as the log grows (10^5 vs 10^6 records; 10^7 in the full run).
+- **Broker RSS**: resident memory of the broker process empty (anchor) and after storing
+  many records (10^6 quick, 10^7 full) and after a restart on that data; it should not grow
+  with the log (indexes are sparse: one 16-byte entry per 4 KiB of log).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import time
+import uuid
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from common import REPETITIONS, ServerProcess, metric, rate, rss_bytes
+
+MB = 1_000_000
+ANCHOR = "librdkafka mock cluster"
+CLIENT = {"linger.ms": 5, "compression.type": "none", "log_level": 0}
+DEADLINE_S = 300  # bound on any single produce or fetch run
+FETCH_BYTES = 3 * MB  # partition size read by fetch runs (under the mock cluster's ~5 MB retention)
+
+
+def _produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> float:
+    """Send ``count`` records of ``size`` bytes to partition 0; seconds until all are acknowledged.
+
+    Raises RuntimeError when the end offset did not advance by exactly ``count``.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **CLIENT})
+    producer.produce(topic, b"warm-up", partition=0)  # metadata and connection outside the timing
+    producer.flush(30)
+    before = _end_offset(bootstrap, topic)
+    value = random.randbytes(size)
+    started = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    left = producer.flush(DEADLINE_S)
+    seconds = time.perf_counter() - started
+    stored = _end_offset(bootstrap, topic) - before
+    if left or stored != count:
+        raise RuntimeError(f"produce to {bootstrap}: {stored} of {count} records stored, {left} unacknowledged")
+    return seconds
+
+
+def _end_offset(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "log_level": 0})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+    finally:
+        consumer.close()
+
+
+def _fetch(bootstrap: str, topic: str, passes: int) -> tuple[float, int]:
+    """Read all of partition 0 ``passes`` times with a fresh consumer; ``(seconds, records read)``.
+
+    ``fetch.wait.max.ms`` is short so that the long poll left open at the end of a pass does
+    not delay the seek back to the start.
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 10, "log_level": 0})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        got = 0
+        started = time.perf_counter()
+        end = time.monotonic() + DEADLINE_S
+        for _ in range(passes):
+            consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+            target = got + high - low
+            while got < target and time.monotonic() < end:
+                batch = consumer.consume(min(10_000, target - got), 1.0)
+                got += sum(1 for m in batch if not m.error())
+        seconds = time.perf_counter() - started
+    finally:
+        consumer.close()
+    if got < passes * (high - low):
+        raise RuntimeError(f"fetch from {bootstrap}: {got} of {passes * (high - low)} records within {DEADLINE_S} s")
+    return seconds, got
+
+
+def _disk_write(directory: str, nbytes: int) -> float:
+    """Seconds to write ``nbytes`` sequentially in 1 MiB chunks and fsync (a plain file)."""
+    chunk = random.randbytes(1 << 20)
+    path = os.path.join(directory, f"seq-{uuid.uuid4().hex}")
+    try:
+        started = time.perf_counter()
+        with open(path, "wb", buffering=0) as f:
+            left = nbytes
+            while left > 0:
+                left -= f.write(chunk[: min(left, len(chunk))])
+            os.fsync(f.fileno())
+        return time.perf_counter() - started
+    finally:
+        os.unlink(path)
+
+
+def throughput(quick: bool, workdir: str) -> list[dict]:
+    """Produce (100 B and 1 KiB, acks=1 and all) and fetch throughput vs the mock cluster."""
+    total = (16 if quick else 128) * MB  # value bytes per produce run and per fetch run
+    rows = []
+    with ServerProcess.embedded_broker(os.path.join(workdir, "broker")) as ours, ServerProcess.mock_cluster() as mock:
+        servers = (("ours", ours), ("mock", mock))
+        for size in (100, 1024):
+            count = total // size
+            label = f"{size} B" if size < 1024 else "1 KiB"
+            produced = {(who, acks): [] for who, _ in servers for acks in ("1", "all")}
+            fetched = {who: [] for who, _ in servers}
+            disk = []
+            # The mock cluster keeps only the last ~5 MB of a partition: fetch runs read a
+            # 3 MB partition several times over, on both servers.
+            for who, server in servers:
+                _produce(server.bootstrap, f"fetch-{size}", FETCH_BYTES // size, size, "1")
+            passes = max(1, total // FETCH_BYTES)
+            for rep in range(REPETITIONS):
+                for acks in ("1", "all"):
+                    for who, server in servers:
+                        topic = f"produce-{size}-{acks}-{rep}"
+                        produced[(who, acks)].append(_produce(server.bootstrap, topic, count, size, acks))
+                for who, server in servers:
+                    seconds, records = _fetch(server.bootstrap, f"fetch-{size}", passes)
+                    fetched[who].append((seconds, records))
+                disk.append(_disk_write(workdir, count * size))
+            note = f"{count:,} records of {label} per run, one partition"
+            for acks in ("1", "all"):
+                ours_s, mock_s = produced[("ours", acks)], produced[("mock", acks)]
+                rows.append(metric(f"produce {label} acks={acks}", "records/s", [rate(count, s) for s in ours_s],
+                                   [rate(count, s) for s in mock_s], ANCHOR, note=note))
+                rows.append(metric(f"produce {label} acks={acks}", "MB/s", [rate(count * size / MB, s) for s in ours_s],
+                                   [rate(count * size / MB, s) for s in mock_s], ANCHOR, note=note))
+            fetch_note = f"{passes} passes over {FETCH_BYTES // size:,} records of {label}, one partition"
+            for unit, scale in (("records/s", 1), ("MB/s", size / MB)):
+                rows.append(metric(f"fetch {label}", unit, [rate(n * scale, s) for s, n in fetched["ours"]],
+                                   [rate(n * scale, s) for s, n in fetched["mock"]], ANCHOR, note=fetch_note))
+            rows.append(metric(f"sequential file write + fsync ({count * size // MB} MB)", "MB/s",
+                               [rate(count * size / MB, s) for s in disk],
+                               note="physical limit: plain file, 1 MiB writes, one fsync"))
+    return rows
+
+
+def _fill_with_client(bootstrap: str, topic: str, count: int, size: int) -> None:
+    """Store ``count`` records of ``size`` bytes in partition 0 (big batches, acks=1)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 50,
+                         "batch.size": 1_000_000, "batch.num.messages": 100_000, "log_level": 0})
+    value = bytes(size)
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(DEADLINE_S):
+        raise RuntimeError(f"filling {topic}: records not acknowledged within {DEADLINE_S} s")
+
+
+def memory(quick: bool, workdir: str) -> list[dict]:
+    """Broker RSS empty (anchor) vs after storing ``count`` records and after a restart on them."""
+    count = 10**6 if quick else 10**7
+    empty, full, restarted = [], [], []
+    for rep in range(REPETITIONS):
+        data_dir = os.path.join(workdir, f"rss-{rep}")
+        with ServerProcess.embedded_broker(data_dir) as broker:
+            _end_offset(broker.bootstrap, "rss")  # metadata request: the topic is auto-created
+            empty.append(rss_bytes(broker.pid) / MB)
+            _fill_with_client(broker.bootstrap, "rss", count, 16)
+            _fetch(broker.bootstrap, "rss", 1)  # read the whole log once
+            full.append(rss_bytes(broker.pid) / MB)
+        with ServerProcess.embedded_broker(data_dir) as broker:
+            if _end_offset(broker.bootstrap, "rss") != count:
+                raise RuntimeError(f"restarted broker does not have the {count} records stored before")
+            restarted.append(rss_bytes(broker.pid) / MB)
+    note = f"{count:,} records of 16 B in one partition; anchor = the same broker empty"
+    return [
+        metric(f"broker RSS with {count:,} records", "MB", full, empty, "same broker, empty",
+               higher_is_better=False, note=note),
+        metric(f"broker RSS after restart on {count:,} records", "MB", restarted, empty, "same broker, empty",
+               higher_is_better=False, note=note),
+    ]
+
+
+def run(quick: bool) -> list[dict]:
+    """All broker benchmarks (see the module docstring); rows as :func:`common.metric` builds them."""
+    with tempfile.TemporaryDirectory(prefix="broker-bench-") as workdir:
+        return throughput(quick, workdir) + memory(quick, workdir)
