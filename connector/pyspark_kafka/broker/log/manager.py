@@ -303,16 +303,8 @@ class LogManager:
         for partition in range(info.num_partitions):
             partition_log = self._logs.pop((name, partition), None)
             self.recovery_stats.pop((name, partition), None)
-            if partition_log is None:
-                continue
-            for segment in partition_log.segments:
-                segment.close()
-            doomed = partition_log.dir.with_name(f"{partition_log.dir.name}.{uuid.uuid4().hex}-delete")
-            try:
-                os.replace(partition_log.dir, doomed)
-            except OSError:
-                doomed = partition_log.dir
-            shutil.rmtree(doomed, ignore_errors=True)
+            if partition_log is not None:
+                partition_log.delete()
         log.info("deleted topic %s", name)
 
     def create_partitions(self, name: str, new_total: int, validate_only: bool = False) -> TopicInfo:

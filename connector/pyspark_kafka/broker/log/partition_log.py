@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +34,12 @@ from pyspark_kafka.broker.log.errors import (
     RecordTooLargeError,
 )
 from pyspark_kafka.broker.log.record_batch import (
+    TIMESTAMP_TYPE_BIT,
     iter_record_offsets_and_timestamps,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
     validate_batches,
-    TIMESTAMP_TYPE_BIT,
 )
 from pyspark_kafka.broker.log.segment import (
     INDEX_SUFFIX,
@@ -531,10 +532,19 @@ class PartitionLog:
             segment.close()
 
     def delete(self) -> None:
-        """Close and remove the whole partition directory."""
+        """Close and remove the whole partition directory.
+
+        The directory is first renamed to ``<topic>-<partition>.<id>-delete`` (as Kafka does), so a
+        crash during removal leaves a name that the next load recognises and removes.
+        """
         for segment in self.segments:
             segment.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        doomed = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}-delete")
+        try:
+            os.replace(self.dir, doomed)
+        except OSError:
+            doomed = self.dir
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _wall_ms() -> int:
