@@ -53,6 +53,8 @@ def test_log_config_topic_overrides_beat_broker_defaults():
     config = LogConfig.from_configs(broker, {"segment.bytes": "2048", "message.timestamp.type": "logappendtime"})
     assert (config.segment_bytes, config.retention_ms) == (2048, 1000)
     assert config.log_append_time and config.flush_ms == LONG_MAX and config.deletes
+    both = LogConfig.from_configs(broker, {"cleanup.policy": "Compact, Delete"})
+    assert both.cleanup_policy == "compact,delete" and both.deletes
 
 
 @pytest.mark.parametrize(

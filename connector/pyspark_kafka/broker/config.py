@@ -213,7 +213,7 @@ def _check_value(name: str, value: str | None, *, where: str) -> str | None:
         return value
     choices = _CHOICES.get(name)
     if choices is not None:
-        canonical = {c.lower(): c for c in choices}.get(value.strip().lower())
+        canonical = {c.lower(): c for c in choices}.get(value.replace(" ", "").lower())
         if canonical is None:
             raise InvalidConfigError(
                 f"{where} {name}={value!r} is not supported: use one of {', '.join(choices)}"
