@@ -95,19 +95,30 @@ def decode_request(frame: bytes, api_key: int, version: int) -> tuple[RequestHea
 # --- building kio entities from plain values ---------------------------------------------
 
 
-def _field_plan(cls: type) -> list[tuple[str, str | None, Any, bool]]:
+@dataclass(frozen=True)
+class _FieldPlan:
+    name: str
+    kafka_type: str | None
+    entity: type | None  # nested kio entity class, if any
+    is_tuple: bool
+    has_default: bool
+
+
+_PLANS: dict[type, list[_FieldPlan]] = {}
+
+
+def _field_plan(cls: type) -> list[_FieldPlan]:
+    """How to build each field of kio entity ``cls`` (computed once per class)."""
     plan = _PLANS.get(cls)
     if plan is None:
         plan = []
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-            plan.append((f.name, f.metadata.get("kafka_type"), hints[f.name], has_default))
+            entity, is_tuple = _entity_type(hints[f.name])
+            plan.append(_FieldPlan(f.name, f.metadata.get("kafka_type"), entity, is_tuple, has_default))
         _PLANS[cls] = plan
     return plan
-
-
-_PLANS: dict[type, list] = {}
 
 
 def _entity_type(tp: Any) -> tuple[type | None, bool]:
@@ -130,7 +141,8 @@ def _entity_type(tp: Any) -> tuple[type | None, bool]:
     return (tp if dataclasses.is_dataclass(tp) else None), False
 
 
-def _convert(value: Any, kafka_type: str | None, tp: Any, slices: list) -> Any:
+def _convert(value: Any, field: _FieldPlan, slices: list) -> Any:
+    kafka_type = field.kafka_type
     if value is None:
         return None
     if kafka_type == "error_code":
@@ -151,12 +163,11 @@ def _convert(value: Any, kafka_type: str | None, tp: Any, slices: list) -> Any:
         return token
     if kafka_type == "uuid":
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
-    sub, is_tuple = _entity_type(tp)
-    if sub is not None:
-        if is_tuple:
-            return tuple(_build(sub, v, slices) for v in value)
-        return _build(sub, value, slices)
-    if is_tuple:
+    if field.entity is not None:
+        if field.is_tuple:
+            return tuple(_build(field.entity, v, slices) for v in value)
+        return _build(field.entity, value, slices)
+    if field.is_tuple:
         return tuple(value)
     return value
 
@@ -165,11 +176,11 @@ def _build(cls: type, data: Any, slices: list) -> Any:
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
         return data
     kwargs = {}
-    for name, kafka_type, tp, has_default in _field_plan(cls):
-        if name in data:
-            kwargs[name] = _convert(data[name], kafka_type, tp, slices)
-        elif not has_default:
-            raise KeyError(f"{cls.__module__}.{cls.__name__} needs field {name!r}")
+    for field in _field_plan(cls):
+        if field.name in data:
+            kwargs[field.name] = _convert(data[field.name], field, slices)
+        elif not field.has_default:
+            raise KeyError(f"{cls.__module__}.{cls.__name__} needs field {field.name!r}")
     return cls(**kwargs)
 
 
@@ -265,15 +276,15 @@ def encode_error_response(api_key: int, version: int, correlation_id: int, error
     except Exception:
         return None
     data: dict = {}
-    for name, kafka_type, tp, has_default in _field_plan(schema):
-        if kafka_type == "error_code":
-            data[name] = error_code
-        elif has_default:
+    for field in _field_plan(schema):
+        if field.kafka_type == "error_code":
+            data[field.name] = error_code
+        elif field.has_default:
             continue
-        elif kafka_type in ("timedelta_i32", "timedelta_i64", "int32", "int64", "int16"):
-            data[name] = 0
-        elif _entity_type(tp)[1]:
-            data[name] = []
+        elif field.kafka_type in ("timedelta_i32", "timedelta_i64", "int32", "int64", "int16"):
+            data[field.name] = 0
+        elif field.is_tuple:
+            data[field.name] = []
         else:
             return None
     try:
