@@ -140,7 +140,7 @@ def test_corrupt_segment_after_recovery_point_drops_later_segments(tmp_path):
     assert log.append(make_batch(1)).base_offset == log.log_end_offset - 1
 
 
-@pytest.mark.parametrize("damage", ["deleted", "odd size", "decreasing", "past the log", "garbage"])
+@pytest.mark.parametrize("damage", ["deleted", "odd size", "decreasing", "past the log", "garbage", "past the end"])
 def test_damaged_indexes_are_rebuilt_after_clean_shutdown(tmp_path, damage):
     manager = reopen(tmp_path)
     manager.create_topic(TOPIC, 1, {"index.interval.bytes": "150"})
@@ -164,6 +164,9 @@ def test_damaged_indexes_are_rebuilt_after_clean_shutdown(tmp_path, damage):
                           + (100).to_bytes(4, "big"))
     elif damage == "past the log":
         index.write_bytes((5).to_bytes(4, "big") + (log_size + 10).to_bytes(4, "big"))
+    elif damage == "past the end":  # a well-formed time index entry for offset 500 of a 120-offset log
+        with open(timeindex, "ab") as f:
+            f.write((T0 + 10**6).to_bytes(8, "big") + (500).to_bytes(4, "big"))
     else:
         timeindex.write_bytes(b"\xff" * 36)
     manager = reopen(tmp_path)

@@ -321,8 +321,11 @@ class LogSegment:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = header.last_offset
             last_end = position + header.size
-        if last_end != self.size:  # trailing bytes that are not a batch: not a flushed segment after all
+        beyond = [i.keys[-1] if i is index else i.values[-1] for i in (index, self._time_index) if len(i)]
+        if last_end != self.size or any(offset >= next_offset for offset in beyond):
+            # trailing bytes that are not a batch, or index entries past the end: rebuild
             self.recover()
+            self.indexes_rebuilt = True
             return
         self.next_offset = next_offset
         self.bytes_since_last_index_entry = self.size - start
