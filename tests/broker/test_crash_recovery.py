@@ -158,3 +158,25 @@ def test_sigkill_then_damaged_tail_recovers_acknowledged_batches(tmp_path, damag
         assert read_all(broker.bootstrap, topic, survivors + 3)[-1] == (survivors + 2, b"k102")
     finally:
         broker.kill()
+
+
+def test_sigterm_closes_the_logs_and_exits_cleanly(tmp_path):
+    data_dir = tmp_path / "data"
+    broker = BrokerProcess(data_dir)
+    try:
+        create_topic(broker.bootstrap, "clean", partitions=1)
+        assert produce_batches(broker.bootstrap, "clean", 0, 3) == [0, 1, 2]
+        broker.proc.send_signal(signal.SIGTERM)
+        assert broker.proc.wait(DEADLINE_S) == 0
+    finally:
+        broker.kill()
+    output = []
+    while (line := broker.lines.get(timeout=DEADLINE_S)) != "":
+        output.append(line)
+    assert any("logs closed" in line for line in output), "".join(output)
+
+    broker = BrokerProcess(data_dir)
+    try:
+        assert read_all(broker.bootstrap, "clean", 3) == [(0, b"k0"), (1, b"k1"), (2, b"k2")]
+    finally:
+        broker.kill()

@@ -59,8 +59,14 @@ class EmbeddedBroker:
         if self._error is not None:
             self._thread.join(STOP_TIMEOUT_S)
             self._thread = None
-            raise self._error
+            error, self._error = self._error, None
+            self._remove_own_dir()
+            raise error
         return self
+
+    def _remove_own_dir(self) -> None:
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def _run(self) -> None:
         from pyspark_kafka.broker.server import Broker, serve
@@ -96,8 +102,7 @@ class EmbeddedBroker:
             thread.join(STOP_TIMEOUT_S)
             if thread.is_alive():
                 raise TimeoutError(f"embedded broker did not stop within {STOP_TIMEOUT_S:g} s")
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
+        self._remove_own_dir()
         if self._error is not None:
             error, self._error = self._error, None
             raise error
