@@ -253,3 +253,32 @@ def test_retention_check_runs_on_its_interval(tmp_path):
         finally:
             c.close()
         assert high == 6 and 0 < low <= 6
+
+
+def test_log_append_time_topic_reports_the_broker_timestamp(bootstrap, make_topic):
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    from wire import record_batch
+
+    topic = make_topic(partitions=1, config={"message.timestamp.type": "LogAppendTime"})
+    with WireClient(bootstrap) as w:
+        resp = w.request(ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
+                                        topic_data=(TopicProduceData(name=topic, partition_data=(
+                                            PartitionProduceData(index=0, records=record_batch(
+                                                [b"a", b"b"], timestamp_ms=1_000)),)),)))
+    part = resp.responses[0].partition_responses[0]
+    assert part.error_code == 0 and part.base_offset == 0 and part.log_start_offset == 0
+    append_ms = int(part.log_append_time.timestamp() * 1000)
+    assert append_ms > 1_000
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lat", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        msgs = []
+        for _ in range(200):
+            msgs += [m for m in c.consume(2, timeout=0.1) if m.error() is None]
+            if len(msgs) == 2:
+                break
+    finally:
+        c.close()
+    assert [m.timestamp() for m in msgs] == [(TIMESTAMP_LOG_APPEND_TIME, append_ms)] * 2
