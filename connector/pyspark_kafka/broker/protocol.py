@@ -201,9 +201,9 @@ def build(cls: type, data: dict) -> Any:
 
 @dataclass(frozen=True)
 class FileChunk:
-    """``length`` bytes of an open file descriptor starting at ``position`` (for sendfile)."""
+    """A record set to send from a segment file: ``slice.length`` bytes of ``slice.path`` at ``slice.position``."""
 
-    slice: Any  # FetchSlice: .path or .fd, .position, .length, .read_bytes()
+    slice: Any  # PartitionLog.read()'s FetchSlice
 
     @property
     def length(self) -> int:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import os
 import signal
 import uuid
 from pathlib import Path
@@ -154,12 +153,7 @@ def _open_file_chunks(chunks: list) -> list:
     for chunk in chunks:
         if isinstance(chunk, protocol.FileChunk):
             s = chunk.slice
-            path = getattr(s, "path", None)
-            if path is not None:
-                f = open(path, "rb")
-            else:
-                f = os.fdopen(os.dup(s.fd), "rb")
-            out.append((f, s.position, s.length))
+            out.append((open(s.path, "rb"), s.position, s.length))
         else:
             out.append(chunk)
     return out
