@@ -24,6 +24,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional
 
+from pyspark.sql.datasource import WriterCommitMessage
+
 from pyspark_kafka.errors import OptionError, PySparkKafkaError
 from pyspark_kafka.options import get_option
 
@@ -131,7 +133,7 @@ def require_streaming_for_batch_mode(config: SinkConfig, streaming: bool) -> Non
 
 
 @dataclass
-class StagedWrite:
+class StagedWrite(WriterCommitMessage):
     """Commit message of one task attempt (picklable; a Spark ``WriterCommitMessage``).
 
     - ``attempt_id``: unique id of the task attempt, the staging tag.

@@ -272,26 +272,24 @@ class SqlStore:
             self._prepare()
         self._target = None
 
-    @property
-    def target(self):
-        """The target table, reflected from the database on first use (driver only)."""
+    def target(self, conn):
+        """The target table, reflected through ``conn`` on first use (driver only)."""
         import sqlalchemy as sa
 
         if self._target is None:
-            self._target = sa.Table(self.spec.table, sa.MetaData(), autoload_with=self.engine)
+            self._target = sa.Table(self.spec.table, sa.MetaData(), autoload_with=conn)
         return self._target
 
     def _prepare(self) -> None:
         import sqlalchemy as sa
 
-        insp = sa.inspect(self.engine)
-        if insp.has_table(self.spec.staging_table):
-            have = [c["name"] for c in insp.get_columns(self.spec.staging_table)]
-            if have != [SINK_COL, ATTEMPT_COL, *self.columns]:
-                # staged rows are uncommitted by definition: a new schema replaces them
-                with self.engine.begin() as conn:
+        with self.engine.begin() as conn:  # one connection: SQLite allows one writer
+            insp = sa.inspect(conn)
+            if insp.has_table(self.spec.staging_table):
+                have = [c["name"] for c in insp.get_columns(self.spec.staging_table)]
+                if have != [SINK_COL, ATTEMPT_COL, *self.columns]:
+                    # staged rows are uncommitted by definition: a new schema replaces them
                     self.stage.drop(conn)
-        with self.engine.begin() as conn:
             self.md.create_all(conn, checkfirst=True)
             if not insp.has_table(self.spec.table):
                 if not self.spec.create_table:
@@ -301,7 +299,7 @@ class SqlStore:
                     )
                 cols = [sa.Column(f.name, spark_to_sql_type(f.dataType)) for f in self.spec.schema.fields]
                 sa.Table(self.spec.table, sa.MetaData(), *cols).create(conn)
-        have = {c["name"] for c in sa.inspect(self.engine).get_columns(self.spec.table)}
+            have = {c["name"] for c in sa.inspect(conn).get_columns(self.spec.table)}
         missing = [c for c in self.columns if c not in have]
         if missing:
             raise SinkError(
@@ -370,7 +368,7 @@ class SqlStore:
             moved = 0
             if not skip:
                 if overwrite:
-                    conn.execute(self.target.delete())
+                    conn.execute(self.target(conn).delete())
                     conn.execute(o.delete().where(o.c.sink_id == spec.sink_id))
                 if attempts:
                     moved = self._move_staged(conn, attempts)
@@ -405,7 +403,7 @@ class SqlStore:
             )
             cond.append(~already)
         select = sa.select(*[st.c[c] for c in self.columns]).where(*cond)
-        result = conn.execute(self.target.insert().from_select(self.columns, select))
+        result = conn.execute(self.target(conn).insert().from_select(self.columns, select))
         return max(result.rowcount or 0, 0)
 
     def _advance_offsets(self, conn, span, batch_id, now) -> None:
@@ -546,10 +544,10 @@ def stored_offsets(
         raise OptionError("give sink_id (or table, the default sink id) to read the stored offsets")
     engine = open_engine(url or default_url())
     try:
-        if not sa.inspect(engine).has_table(offsets_table):
-            return {}
         o, _ = _bookkeeping_tables(sa.MetaData(), offsets_table)
         with engine.connect() as conn:
+            if not sa.inspect(conn).has_table(offsets_table):
+                return {}
             rows = conn.execute(sa.select(o.c.topic, o.c.partition, o.c.next_offset).where(o.c.sink_id == sid))
             return {(r.topic, int(r.partition)): int(r.next_offset) for r in rows}
     finally:
