@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import tempfile
 import time
 import uuid
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from common import REPETITIONS, ServerProcess, metric, rate, rss_bytes
 
@@ -185,7 +187,8 @@ def memory(quick: bool, workdir: str) -> list[dict]:
     for rep in range(REPETITIONS):
         data_dir = os.path.join(workdir, f"rss-{rep}")
         with ServerProcess.embedded_broker(data_dir) as broker:
-            _end_offset(broker.bootstrap, "rss")  # metadata request: the topic is auto-created
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+            admin.create_topics([NewTopic("rss", 1, 1)])["rss"].result(timeout=30)
             empty.append(rss_bytes(broker.pid) / MB)
             _fill_with_client(broker.bootstrap, "rss", count, 16)
             _fetch(broker.bootstrap, "rss", 1)  # read the whole log once
@@ -203,7 +206,50 @@ def memory(quick: bool, workdir: str) -> list[dict]:
     ]
 
 
+def _lookup_latencies_us(directory: str, counts: list[int], lookups: int) -> dict[int, list[float]]:
+    """Fill one partition log in steps up to each of ``counts`` records; at each step the median
+    latency (µs) of ``lookups`` reads of random offsets, measured :data:`REPETITIONS` times.
+    """
+    from pyspark_kafka.broker.config import LogConfig
+    from pyspark_kafka.broker.log.partition_log import PartitionLog
+    from pyspark_kafka.broker.log.testing import make_batch
+
+    batch_records = 10_000
+    batch = make_batch([b"v" * 10] * batch_records)
+    log = PartitionLog("lookup", 0, os.path.join(directory, "lookup-0"), LogConfig())
+    rng = random.Random(42)
+    out: dict[int, list[float]] = {}
+    try:
+        for count in sorted(counts):
+            while log.log_end_offset < count:
+                log.append(batch)
+            out[count] = []
+            for _ in range(REPETITIONS):
+                offsets = [rng.randrange(count) for _ in range(lookups)]
+                times = []
+                for offset in offsets:
+                    started = time.perf_counter()
+                    log.read(offset, 1)
+                    times.append(time.perf_counter() - started)
+                out[count].append(statistics.median(times) * 1e6)
+    finally:
+        log.close()
+    return out
+
+
+def offset_lookup(quick: bool, workdir: str) -> list[dict]:
+    """Latency of locating a random offset (``PartitionLog.read``) as the log grows."""
+    counts = [10**5, 10**6] if quick else [10**5, 10**6, 10**7]
+    lat = _lookup_latencies_us(workdir, counts, lookups=2000)
+    base = counts[0]
+    note = ("storage layer directly: batches of 10,000 records, one 1 GiB-segment partition, median of "
+            "2,000 random reads per repetition (sparse index binary search + batch header scan)")
+    return [metric(f"offset lookup at {count:,} records", "µs", lat[count], lat[base] if count != base else None,
+                   f"same log at {base:,} records" if count != base else None, higher_is_better=False, note=note)
+            for count in counts]
+
+
 def run(quick: bool) -> list[dict]:
     """All broker benchmarks (see the module docstring); rows as :func:`common.metric` builds them."""
     with tempfile.TemporaryDirectory(prefix="broker-bench-") as workdir:
-        return throughput(quick, workdir) + memory(quick, workdir)
+        return throughput(quick, workdir) + offset_lookup(quick, workdir) + memory(quick, workdir)

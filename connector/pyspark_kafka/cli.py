@@ -289,6 +289,22 @@ def cmd_topics_list(args) -> int:
     return 0
 
 
+def topic_overrides(admin, names: list[str], timeout_s: float) -> dict[str, dict[str, str]]:
+    """Topic configs set on each topic (DescribeConfigs, source DYNAMIC_TOPIC_CONFIG), as Kafka's tool shows."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource
+
+    if not names:
+        return {}
+    futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, n) for n in names],
+                                     request_timeout=timeout_s)
+    out = {}
+    for resource, fut in futures.items():
+        entries = _result(fut, f"describing configs of {resource.name}", timeout_s + 5)
+        out[resource.name] = {k: e.value for k, e in entries.items()
+                              if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+    return out
+
+
 def cmd_topics_describe(args) -> int:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import OffsetSpec
@@ -306,10 +322,12 @@ def cmd_topics_describe(args) -> int:
         for tp, fut in futures.items():
             offsets[(tp.topic, tp.partition, label)] = _result(
                 fut, f"listing {label} offsets of {tp.topic}-{tp.partition}", timeout_s + 5).offset
+    configs = topic_overrides(admin, names, timeout_s)
     for name in names:
         tm = metadata.topics[name]
         rf = max((len(pm.replicas) for pm in tm.partitions.values()), default=0)
-        print(f"Topic: {name}\tPartitionCount: {len(tm.partitions)}\tReplicationFactor: {rf}")
+        print(f"Topic: {name}\tPartitionCount: {len(tm.partitions)}\tReplicationFactor: {rf}"
+              f"\tConfigs: {','.join(f'{k}={v}' for k, v in sorted(configs[name].items()))}")
         for pid in sorted(tm.partitions):
             pm = tm.partitions[pid]
             print(f"\tTopic: {name}\tPartition: {pid}\tLeader: {pm.leader}"
