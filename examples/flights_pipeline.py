@@ -35,6 +35,7 @@ import os
 import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -253,7 +254,8 @@ def run_stream(args: argparse.Namespace, bootstrap: str, db_path: Path) -> int:
 
     from pyspark.errors import StreamingQueryException
 
-    spark = get_spark("flights-pipeline")
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    spark = get_spark("flights-pipeline", conf={"spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     try:
         query = start_query(
