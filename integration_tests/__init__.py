@@ -1,0 +1,1 @@
+"""End-to-end suite on every Kafka backend, and the client conformance matrix (docs/testing.md)."""

@@ -1,0 +1,56 @@
+"""Fixtures of the integration suite.
+
+- ``kafka_cluster``: a :class:`~integration_tests.clusters.Cluster`, parametrized over the
+  backends ``embedded`` (always), ``apache-kafka`` (testcontainers, when Docker answers) and
+  ``env`` (``KAFKA_BOOTSTRAP_SERVERS``). A backend that cannot start skips its tests with
+  the reason. Session-scoped: each backend starts once; pytest groups tests by backend.
+- ``embedded_cluster``: the embedded backend only (conformance matrix).
+- ``spark``: the shared ``local[2]`` SparkSession (``getOrCreate``: the same one as ``tests/``).
+- ``checkpoint_dir``: a fresh checkpoint path per test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from integration_tests import clusters
+
+
+def _start(backend: str, stack: contextlib.ExitStack, tmp_path_factory) -> clusters.Cluster:
+    if backend == "embedded":
+        return stack.enter_context(clusters.embedded(tmp_path_factory.mktemp("embedded-broker")))
+    if backend == "apache-kafka":
+        return stack.enter_context(clusters.apache_kafka())
+    return stack.enter_context(clusters.from_env())
+
+
+@pytest.fixture(scope="session", params=clusters.BACKENDS)
+def kafka_cluster(request, tmp_path_factory):
+    with contextlib.ExitStack() as stack:
+        try:
+            cluster = _start(request.param, stack, tmp_path_factory)
+        except clusters.BackendUnavailable as e:
+            pytest.skip(f"backend {request.param} unavailable: {e}")
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def embedded_cluster(tmp_path_factory):
+    with clusters.embedded(tmp_path_factory.mktemp("conformance-broker")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark_kafka.spark import get_spark
+
+    session = get_spark("pyspark-kafka-integration", conf={"spark.default.parallelism": "2"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def checkpoint_dir(tmp_path):
+    return str(tmp_path / "checkpoint")
