@@ -1,0 +1,236 @@
+"""Structured Streaming reads (spark.readStream.format("pykafka")) against the embedded broker.
+
+Reader-level tests call KafkaStreamReader's methods directly (real broker, no Spark) for the
+admission-control rules; a few Spark queries check the engine sees the same.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+from pyspark_kafka.reader import KafkaStreamReader, kafka_schema
+
+
+def produce(bootstrap: str, topic: str, n: int, partition: int | None = None, prefix: str = "v") -> list[bytes]:
+    """Produce ``n`` values ``prefix-i`` (round robin over partitions unless ``partition``); return them."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    values = [f"{prefix}-{i}".encode() for i in range(n)]
+    for i, v in enumerate(values):
+        kwargs = {"partition": partition} if partition is not None else {}
+        producer.produce(topic, value=v, key=str(i).encode(), **kwargs)
+    assert producer.flush(30) == 0
+    return values
+
+
+def add_partition(bootstrap: str, topic: str, total: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # keep a reference until the result arrives
+    admin.create_partitions([NewPartitions(topic, total)])[topic].result(20)
+
+
+def stream_reader(bootstrap: str, **options) -> KafkaStreamReader:
+    return KafkaStreamReader({"kafka.bootstrap.servers": bootstrap, **options}, kafka_schema(False))
+
+
+def wait_until(condition, timeout_s: float, what: str):
+    """Poll ``condition`` every 0.2 s until true; fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+class Collector:
+    """foreachBatch sink that keeps (batch_id, rows) in the driver, thread-safe."""
+
+    def __init__(self):
+        self.batches: list[tuple[int, list]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, df, batch_id):
+        got = [(r.partition, r.offset, r.value, r.topic) for r in df.select("partition", "offset", "value", "topic").collect()]
+        with self._lock:
+            self.batches.append((batch_id, got))
+
+    @property
+    def rows(self) -> list:
+        with self._lock:
+            return [r for _, rows in self.batches for r in rows]
+
+
+def start(spark, bootstrap, collector, checkpoint, trigger, **options):
+    reader = spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    writer = reader.load().writeStream.foreachBatch(collector).option("checkpointLocation", checkpoint)
+    return writer.trigger(**trigger).start()
+
+
+# --------------------------------------------------------------------------- reader level (no Spark)
+
+
+def test_max_offsets_per_trigger_is_spread_by_backlog(bootstrap, make_topic):
+    topic = make_topic(partitions=2)
+    produce(bootstrap, topic, 90, partition=0, prefix="p0")
+    produce(bootstrap, topic, 10, partition=1, prefix="p1")
+    reader = stream_reader(bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="50")
+    try:
+        start = reader.initialOffset()
+        assert start == {topic: {"0": 0, "1": 0}}
+        assert reader.getDefaultReadLimit() == ReadMaxRows(50)
+        end = reader.latestOffset(start, ReadMaxRows(50))
+        assert end == {topic: {"0": 45, "1": 5}}  # 50 * 90/100 and 50 * 10/100
+        assert reader.reportLatestOffset() == {topic: {"0": 90, "1": 10}}  # the backlog, for query progress
+        # ReadAllAvailable (e.g. Trigger.Once) ignores the option
+        assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 90, "1": 10}}
+        parts = reader.partitions(start, end)
+        assert [(p.range.partition, p.range.from_offset, p.range.until_offset) for p in parts] == [(0, 0, 45), (1, 0, 5)]
+        values = [v for p in parts for batch in reader.read(p) for v in batch.column("value").to_pylist()]
+        assert len(values) == 50 and len(set(values)) == 50
+    finally:
+        reader.stop()
+
+
+def test_min_offsets_per_trigger_waits_for_records_or_max_trigger_delay(bootstrap, make_topic):
+    topic = make_topic(partitions=1)
+    produce(bootstrap, topic, 10)
+    reader = stream_reader(
+        bootstrap, subscribe=topic, startingOffsets="earliest", minOffsetsPerTrigger="30", maxTriggerDelay="1h"
+    )
+    try:
+        assert reader.getDefaultReadLimit() == ReadMinRows(30)
+        start = reader.initialOffset()
+        # the first trigger always runs (Spark's delayBatch: maxTriggerDelay since the epoch has passed)
+        first = reader.latestOffset(start, ReadMinRows(30))
+        assert first == {topic: {"0": 10}}
+        produce(bootstrap, topic, 10)
+        assert reader.latestOffset(first, ReadMinRows(30)) == first  # 10 < 30 available: skip this trigger
+        produce(bootstrap, topic, 25)
+        assert reader.latestOffset(first, ReadMinRows(30)) == {topic: {"0": 45}}
+    finally:
+        reader.stop()
+    impatient = stream_reader(
+        bootstrap, subscribe=topic, startingOffsets="earliest", minOffsetsPerTrigger="1000", maxTriggerDelay="0s"
+    )
+    try:
+        assert impatient.latestOffset({topic: {"0": 40}}, ReadMinRows(1000)) == {topic: {"0": 45}}
+    finally:
+        impatient.stop()
+
+
+def test_available_now_fixes_the_target_at_the_first_trigger(bootstrap, make_topic):
+    topic = make_topic(partitions=1)
+    produce(bootstrap, topic, 20)
+    reader = stream_reader(bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="15")
+    try:
+        reader.prepareForTriggerAvailableNow()
+        start = reader.initialOffset()
+        first = reader.latestOffset(start, ReadMaxRows(15))
+        assert first == {topic: {"0": 15}}
+        produce(bootstrap, topic, 50)  # arrives after the target: not part of this run
+        second = reader.latestOffset(first, ReadMaxRows(15))
+        assert second == {topic: {"0": 20}}
+        assert reader.latestOffset(second, ReadMaxRows(15)) == second  # done: the engine stops
+    finally:
+        reader.stop()
+
+
+def test_new_partitions_start_from_earliest(bootstrap, make_topic):
+    topic = make_topic(partitions=1)
+    produce(bootstrap, topic, 5)
+    reader = stream_reader(bootstrap, subscribe=topic)  # streaming default: latest
+    try:
+        start = reader.initialOffset()
+        assert start == {topic: {"0": 5}}
+        add_partition(bootstrap, topic, 2)
+        produce(bootstrap, topic, 3, partition=1)
+        end = reader.latestOffset(start, ReadAllAvailable())
+        assert end == {topic: {"0": 5, "1": 3}}
+        parts = reader.partitions(start, end)
+        assert [(p.range.partition, p.range.from_offset, p.range.until_offset) for p in parts] == [(1, 0, 3)]
+    finally:
+        reader.stop()
+
+
+# --------------------------------------------------------------------------- Spark queries
+
+
+def test_available_now_with_max_offsets_runs_several_batches_and_stops(spark, bootstrap, make_topic, checkpoint_dir):
+    topic = make_topic(partitions=2)
+    produced = produce(bootstrap, topic, 150, partition=0, prefix="p0") + produce(bootstrap, topic, 150, partition=1, prefix="p1")
+    collector = Collector()
+    query = start(
+        spark, bootstrap, collector, checkpoint_dir, {"availableNow": True},
+        subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="100",
+    )
+    try:
+        assert query.awaitTermination(180), "AvailableNow query did not stop by itself"
+        assert query.exception() is None
+    finally:
+        query.stop()
+    sizes = [len(rows) for _, rows in collector.batches if rows]
+    assert sizes == [100, 100, 100]
+    assert sorted(r[2] for r in collector.rows) == sorted(produced)
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    assert [p["numInputRows"] for p in progress] == [100, 100, 100]
+    assert json.loads(progress[-1]["sources"][0]["latestOffset"]) == {topic: {"0": 150, "1": 150}}  # the backlog
+
+
+def test_restart_from_checkpoint_continues_without_loss_or_repeat(spark, bootstrap, make_topic, checkpoint_dir):
+    topic = make_topic(partitions=2)
+    first = produce(bootstrap, topic, 40, prefix="a")
+    collector = Collector()
+    options = dict(subscribe=topic, startingOffsets="earliest")
+    q = start(spark, bootstrap, collector, checkpoint_dir, {"availableNow": True}, **options)
+    try:
+        assert q.awaitTermination(180)
+    finally:
+        q.stop()
+    assert sorted(r[2] for r in collector.rows) == sorted(first)
+
+    second = produce(bootstrap, topic, 30, prefix="b")
+    collector_2 = Collector()
+    # startingOffsets only applies to a new query: the checkpoint decides where a restart begins
+    q = start(spark, bootstrap, collector_2, checkpoint_dir, {"availableNow": True}, **options)
+    try:
+        assert q.awaitTermination(180)
+    finally:
+        q.stop()
+    assert sorted(r[2] for r in collector_2.rows) == sorted(second)
+    keys = [(r[0], r[1]) for r in collector.rows + collector_2.rows]
+    assert len(keys) == len(set(keys)) == 70
+
+
+def test_running_query_picks_up_new_partitions_and_pattern_topics(spark, bootstrap, make_topic, checkpoint_dir):
+    prefix = f"pat-{time.monotonic_ns()}"
+    topic_a = make_topic(partitions=1, name=f"{prefix}-a")
+    produce(bootstrap, topic_a, 10, prefix="a0")
+    collector = Collector()
+    query = start(
+        spark, bootstrap, collector, checkpoint_dir, {"processingTime": "1 second"},
+        subscribePattern=f"{prefix}-.*", startingOffsets="earliest",
+    )
+    try:
+        wait_until(lambda: len(collector.rows) >= 10, 120, "the first 10 records")
+        add_partition(bootstrap, topic_a, 2)
+        produce(bootstrap, topic_a, 5, partition=1, prefix="a1")
+        topic_b = make_topic(partitions=1, name=f"{prefix}-b")
+        produce(bootstrap, topic_b, 5, prefix="b0")
+        wait_until(lambda: len(collector.rows) >= 20, 120, "records of the new partition and the new topic")
+        assert query.exception() is None
+    finally:
+        query.stop()
+    seen = sorted((r[3], r[0], r[2]) for r in collector.rows)
+    expected = sorted(
+        [(topic_a, 0, f"a0-{i}".encode()) for i in range(10)]
+        + [(topic_a, 1, f"a1-{i}".encode()) for i in range(5)]
+        + [(topic_b, 0, f"b0-{i}".encode()) for i in range(5)]
+    )
+    assert seen == expected
