@@ -1,0 +1,492 @@
+"""The ``__consumer_offsets`` store: committed offsets and group metadata, kept in a compacted topic.
+
+As in Kafka, every change is a record appended to the internal topic ``__consumer_offsets``
+(``cleanup.policy=compact``; ``offsets.topic.num.partitions`` partitions, ``segment.bytes`` from
+``offsets.topic.segment.bytes``). A group lives in partition ``abs(javaHashCode(group_id)) %
+partitions`` (Kafka's ``GroupCoordinator.partitionFor``). The in-memory cache is rebuilt by
+replaying the topic when the store is loaded, so commits survive a ``kill -9`` (records are in
+the OS page cache after ``pwrite``; a crash of the machine itself loses what was not flushed,
+as with a single Kafka broker).
+
+Record layouts (Kafka's own ``GroupCoordinatorRecordSerde`` formats, big-endian, strings are
+int16-length UTF-8, bytes are int32-length; a null value is a tombstone)::
+
+    OffsetCommitKey   (key version 1):   group string, topic string, partition int32
+    OffsetCommitValue (value version 3): offset int64, leader_epoch int32, metadata string,
+                                         commit_timestamp int64
+                      (value version 1, used when an expire timestamp is set: offset int64,
+                                         metadata string, commit_timestamp int64, expire_timestamp int64)
+    GroupMetadataKey  (key version 2):   group string
+    GroupMetadataValue(value version 3): protocol_type string, generation int32, protocol string?,
+                                         leader string?, current_state_timestamp int64,
+                                         members [member_id string, group_instance_id string?,
+                                         client_id string, client_host string, rebalance_timeout int32,
+                                         session_timeout int32, subscription bytes, assignment bytes]
+
+Transactional offset commits (KIP-98), for the transaction coordinator (``coordinator/txn.py``):
+
+- :meth:`OffsetStore.stage_txn_offsets` ``(producer_id, producer_epoch, group_id, offsets)`` appends
+  the offsets as a *transactional* batch (attributes bit 4, the producer's id and epoch) to the
+  group's partition and keeps them pending: OffsetFetch does not see them (with
+  ``require_stable`` it answers UNSTABLE_OFFSET_COMMIT for those partitions).
+- :meth:`OffsetStore.complete_txn` ``(producer_id, commit)`` writes a COMMIT or ABORT marker
+  (``PartitionLog.append_marker``: a control batch) to every ``__consumer_offsets`` partition the
+  producer staged offsets in; on commit the pending offsets become the group's committed offsets.
+
+On load, transactional offsets are applied only when their COMMIT marker follows; those still
+open stay pending until :meth:`~OffsetStore.complete_txn`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import logging
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Mapping
+
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
+from kio.serial.readers import (
+    read_int16,
+    read_int32,
+    read_int64,
+    read_legacy_bytes,
+    read_legacy_string,
+    read_nullable_legacy_string,
+)
+from kio.serial.writers import (
+    write_int16,
+    write_int32,
+    write_int64,
+    write_legacy_bytes,
+    write_legacy_string,
+    write_nullable_legacy_string,
+)
+
+from pyspark_kafka.broker.log.errors import KafkaError, RecordBatchTooLargeError, RecordTooLargeError
+from pyspark_kafka.broker.log.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+DEFAULT_OFFSETS_SEGMENT_BYTES = 104857600  # Kafka's offsets.topic.segment.bytes
+
+OFFSET_KEY_VERSION = 1
+GROUP_KEY_VERSION = 2
+OFFSET_VALUE_VERSION = 3
+OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_VALUE_VERSION = 3
+
+CONTROL_COMMIT = 1
+
+INVALID_COMMIT_OFFSET_SIZE = 28
+COORDINATOR_NOT_AVAILABLE = 15
+
+
+class CommitSizeError(KafkaError):
+    """The commit's records exceed the offsets topic's ``max.message.bytes`` (INVALID_COMMIT_OFFSET_SIZE)."""
+
+    error_code = INVALID_COMMIT_OFFSET_SIZE
+
+
+class OffsetsStorageError(KafkaError):
+    """``__consumer_offsets`` could not be written (COORDINATOR_NOT_AVAILABLE, clients retry)."""
+
+    error_code = COORDINATOR_NOT_AVAILABLE
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    """One committed offset: the next offset to consume, its leader epoch (-1 unknown), the client's
+    metadata string, the commit time and an explicit expiry time (ms since the epoch; -1 none)."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp_ms: int = -1
+    expire_timestamp_ms: int = -1
+
+
+@dataclass(frozen=True)
+class MemberRecord:
+    """A group member as persisted in GroupMetadataValue (timeouts in ms)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """A group's persisted state: protocol type, generation, chosen protocol, leader, members."""
+
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    state_timestamp_ms: int
+    members: tuple[MemberRecord, ...] = ()
+
+
+TopicPartition = tuple[str, int]
+
+
+# --- record keys and values (pure functions) -------------------------------------------------
+
+
+def _encode(*parts: tuple) -> bytes:
+    buf = io.BytesIO()
+    for writer, value in parts:
+        writer(buf, value)
+    return buf.getvalue()
+
+
+def offset_key(group_id: str, topic: str, partition: int) -> bytes:
+    """OffsetCommitKey v1 bytes for ``group_id``/``topic``/``partition``."""
+    return _encode((write_int16, OFFSET_KEY_VERSION), (write_legacy_string, group_id),
+                   (write_legacy_string, topic), (write_int32, partition))
+
+
+def group_key(group_id: str) -> bytes:
+    """GroupMetadataKey v2 bytes for ``group_id``."""
+    return _encode((write_int16, GROUP_KEY_VERSION), (write_legacy_string, group_id))
+
+
+def offset_value(value: OffsetAndMetadata) -> bytes:
+    """OffsetCommitValue bytes: v3, or v1 when ``expire_timestamp_ms`` is set (Kafka's choice)."""
+    if value.expire_timestamp_ms >= 0:
+        return _encode((write_int16, OFFSET_VALUE_VERSION_WITH_EXPIRY), (write_int64, value.offset),
+                       (write_legacy_string, value.metadata), (write_int64, value.commit_timestamp_ms),
+                       (write_int64, value.expire_timestamp_ms))
+    return _encode((write_int16, OFFSET_VALUE_VERSION), (write_int64, value.offset), (write_int32, value.leader_epoch),
+                   (write_legacy_string, value.metadata), (write_int64, value.commit_timestamp_ms))
+
+
+def group_value(group: GroupRecord) -> bytes:
+    """GroupMetadataValue v3 bytes."""
+    parts: list[tuple] = [
+        (write_int16, GROUP_VALUE_VERSION), (write_legacy_string, group.protocol_type), (write_int32, group.generation),
+        (write_nullable_legacy_string, group.protocol), (write_nullable_legacy_string, group.leader),
+        (write_int64, group.state_timestamp_ms), (write_int32, len(group.members)),
+    ]
+    for m in group.members:
+        parts += [
+            (write_legacy_string, m.member_id), (write_nullable_legacy_string, m.group_instance_id),
+            (write_legacy_string, m.client_id), (write_legacy_string, m.client_host),
+            (write_int32, m.rebalance_timeout_ms), (write_int32, m.session_timeout_ms),
+            (write_legacy_bytes, m.subscription), (write_legacy_bytes, m.assignment),
+        ]
+    return _encode(*parts)
+
+
+class _Cursor:
+    """Sequential reads of kio primitives from ``data``."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.pos = 0
+
+    def read(self, reader):
+        value, size = reader(self.data, self.pos)
+        self.pos += size
+        return value
+
+
+def parse_key(data: bytes) -> tuple:
+    """``("offset", group, topic, partition)`` or ``("group", group)``; ValueError for other versions."""
+    c = _Cursor(data)
+    version = c.read(read_int16)
+    if version in (0, 1):
+        return "offset", c.read(read_legacy_string), c.read(read_legacy_string), c.read(read_int32)
+    if version == GROUP_KEY_VERSION:
+        return "group", c.read(read_legacy_string)
+    raise ValueError(f"unknown __consumer_offsets key version {version}")
+
+
+def parse_offset_value(data: bytes) -> OffsetAndMetadata:
+    """OffsetCommitValue v0..v3 → :class:`OffsetAndMetadata`."""
+    c = _Cursor(data)
+    version = c.read(read_int16)
+    offset = c.read(read_int64)
+    epoch = c.read(read_int32) if version >= 3 else -1
+    metadata = c.read(read_legacy_string)
+    commit_ts = c.read(read_int64)
+    expire_ts = c.read(read_int64) if version == 1 else -1
+    return OffsetAndMetadata(offset, epoch, metadata, commit_ts, expire_ts)
+
+
+def parse_group_value(data: bytes) -> GroupRecord:
+    """GroupMetadataValue v3 → :class:`GroupRecord` (other versions: ValueError)."""
+    c = _Cursor(data)
+    version = c.read(read_int16)
+    if version != GROUP_VALUE_VERSION:
+        raise ValueError(f"unsupported GroupMetadataValue version {version}")
+    protocol_type = c.read(read_legacy_string)
+    generation = c.read(read_int32)
+    protocol = c.read(read_nullable_legacy_string)
+    leader = c.read(read_nullable_legacy_string)
+    state_ts = c.read(read_int64)
+    members = []
+    for _ in range(c.read(read_int32)):
+        members.append(MemberRecord(
+            c.read(read_legacy_string), c.read(read_nullable_legacy_string), c.read(read_legacy_string),
+            c.read(read_legacy_string), c.read(read_int32), c.read(read_int32), c.read(read_legacy_bytes),
+            c.read(read_legacy_bytes),
+        ))
+    return GroupRecord(protocol_type, generation, protocol, leader, state_ts, tuple(members))
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (signed 32-bit, over UTF-16 code units)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of ``group_id`` (Kafka: ``Utils.abs(hashCode) % n``)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(2**31) else abs(h)) % num_partitions
+
+
+def encode_batch(records: list[tuple[bytes, bytes | None]], now_ms: int, *, producer_id: int = -1,
+                 producer_epoch: int = -1, attributes: int = 0) -> bytes:
+    """One uncompressed RecordBatch v2 (offsets from 0) of ``(key, value)`` records, written by kio."""
+    ts = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.timezone.utc)
+    batch = NewRecordBatch(
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1, attributes=attributes,
+        records=tuple(Record(attributes=0, timestamp=ts, offset=i, key=k, value=v, headers=())
+                      for i, (k, v) in enumerate(records)),
+    )
+    buf = io.BytesIO()
+    write_new_batch(buf, batch)
+    return buf.getvalue()
+
+
+def is_expired(value: OffsetAndMetadata, now_ms: int, retention_ms: int, empty_since_ms: int) -> bool:
+    """KIP-211: an offset of an Empty group expires ``retention_ms`` after the later of the commit and
+    the moment the group became empty; an explicit expire timestamp (OffsetCommit v2-v4
+    ``retention_time``) wins when set."""
+    if value.expire_timestamp_ms >= 0:
+        return now_ms >= value.expire_timestamp_ms
+    return now_ms >= max(value.commit_timestamp_ms, empty_since_ms) + retention_ms
+
+
+# --- the store --------------------------------------------------------------------------------
+
+
+@dataclass
+class _PendingTxn:
+    producer_epoch: int
+    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
+
+
+class OffsetStore:
+    """Committed offsets and group metadata of all groups, backed by ``__consumer_offsets``.
+
+    ``OffsetStore(logs, config)`` with the broker's LogManager and BrokerConfig; call :meth:`load`
+    once (creates the topic when missing, replays it). Used from the broker's event loop thread
+    only. Write methods append first and update the cache only after the append succeeded, so a
+    failed write never changes what OffsetFetch returns. They raise :class:`CommitSizeError`
+    (INVALID_COMMIT_OFFSET_SIZE) when the records exceed the topic's ``max.message.bytes`` and
+    :class:`OffsetsStorageError` (COORDINATOR_NOT_AVAILABLE) when the log cannot be written.
+    """
+
+    def __init__(self, logs, config) -> None:
+        self.logs = logs
+        self.config = config
+        self.num_partitions = 0
+        self.loaded_groups: dict[str, GroupRecord] = {}  # group metadata found by load()
+        self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self._pending: dict[int, _PendingTxn] = {}
+
+    # -- loading ------------------------------------------------------------------------------
+    def ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` (compacted) when missing; learn its partition count."""
+        info = self.logs.topic(OFFSETS_TOPIC)
+        if info is None:
+            segment_bytes = self.config.get_int("offsets.topic.segment.bytes") or DEFAULT_OFFSETS_SEGMENT_BYTES
+            info = self.logs.create_topic(
+                OFFSETS_TOPIC, self.config.get_int("offsets.topic.num.partitions"),
+                {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)},
+            )
+        self.num_partitions = info.num_partitions
+
+    def load(self) -> None:
+        """Replay every ``__consumer_offsets`` partition into the cache (groups into :attr:`loaded_groups`)."""
+        self.ensure_topic()
+        self._offsets.clear()
+        self._pending.clear()
+        self.loaded_groups.clear()
+        count = 0
+        for partition in range(self.num_partitions):
+            for batch in self._read_batches(partition):
+                self._replay(batch)
+                count += len(batch.records)
+        log.info("loaded %d records of %s: %d groups with offsets, %d with metadata, %d open transactions",
+                 count, OFFSETS_TOPIC, len(self._offsets), len(self.loaded_groups), len(self._pending))
+
+    def _read_batches(self, partition: int) -> Iterator:
+        plog = self.logs.get_log(OFFSETS_TOPIC, partition)
+        for segment in list(plog.segments):
+            for position, header in segment.iter_headers():
+                if header.last_offset < plog.log_start_offset:
+                    continue
+                yield read_batch(segment.read_batch(position, header.size), 0)[0]
+
+    def _replay(self, batch) -> None:
+        attributes = batch.attributes
+        if attributes & CONTROL_BIT:
+            for record in batch.records:
+                c = _Cursor(record.key)
+                c.read(read_int16)
+                self._resolve(batch.producer_id, c.read(read_int16) == CONTROL_COMMIT)
+            return
+        for record in batch.records:
+            try:
+                key = parse_key(record.key)
+            except (ValueError, TypeError) as e:
+                log.warning("skipping unreadable %s record at offset %d: %s", OFFSETS_TOPIC, record.offset, e)
+                continue
+            if key[0] == "group":
+                if record.value is None:
+                    self.loaded_groups.pop(key[1], None)
+                else:
+                    self.loaded_groups[key[1]] = parse_group_value(record.value)
+                continue
+            _, group_id, topic, partition = key
+            value = None if record.value is None else parse_offset_value(record.value)
+            if attributes & TRANSACTIONAL_BIT:
+                pending = self._pending.setdefault(batch.producer_id, _PendingTxn(batch.producer_epoch))
+                pending.offsets.setdefault(group_id, {})[(topic, partition)] = value
+            else:
+                self._apply(group_id, {(topic, partition): value})
+
+    def _apply(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | None]) -> None:
+        group = self._offsets.setdefault(group_id, {})
+        for tp, value in offsets.items():
+            if value is None:
+                group.pop(tp, None)
+            else:
+                group[tp] = value
+        if not group:
+            del self._offsets[group_id]
+
+    def _resolve(self, producer_id: int, commit: bool) -> None:
+        pending = self._pending.pop(producer_id, None)
+        if pending is not None and commit:
+            for group_id, offsets in pending.offsets.items():
+                self._apply(group_id, offsets)
+
+    # -- writing ------------------------------------------------------------------------------
+    def partition_of(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition holding ``group_id``."""
+        return partition_for(group_id, self.num_partitions)
+
+    def _append(self, group_id: str, batch: bytes, now_ms: int) -> None:
+        plog = self.logs.get_log(OFFSETS_TOPIC, self.partition_of(group_id))
+        if plog is None:
+            raise OffsetsStorageError(f"{OFFSETS_TOPIC} partition {self.partition_of(group_id)} is missing")
+        try:
+            plog.append(batch, now_ms=now_ms)
+        except (RecordTooLargeError, RecordBatchTooLargeError) as e:
+            raise CommitSizeError(
+                f"the commit for group {group_id!r} is {len(batch)} bytes, more than {OFFSETS_TOPIC} accepts "
+                f"({e}); commit fewer partitions or shorter metadata per request"
+            ) from None
+        except KafkaError as e:
+            raise OffsetsStorageError(f"cannot write {OFFSETS_TOPIC} for group {group_id!r}: {e}") from e
+
+    def commit(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata], now_ms: int) -> None:
+        """Persist ``{(topic, partition): OffsetAndMetadata}`` for ``group_id`` in one batch, then cache it."""
+        if not offsets:
+            return
+        records = [(offset_key(group_id, t, p), offset_value(v)) for (t, p), v in offsets.items()]
+        self._append(group_id, encode_batch(records, now_ms), now_ms)
+        self._apply(group_id, offsets)
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition], now_ms: int) -> None:
+        """Write tombstones for the committed offsets of ``partitions`` that exist, then drop them."""
+        committed = self._offsets.get(group_id, {})
+        doomed = [tp for tp in partitions if tp in committed]
+        if not doomed:
+            return
+        self._append(group_id, encode_batch([(offset_key(group_id, t, p), None) for t, p in doomed], now_ms), now_ms)
+        self._apply(group_id, {tp: None for tp in doomed})
+
+    def store_group(self, group_id: str, group: GroupRecord | None, now_ms: int) -> None:
+        """Persist the group's metadata (None: a tombstone, the group is gone)."""
+        value = None if group is None else group_value(group)
+        self._append(group_id, encode_batch([(group_key(group_id), value)], now_ms), now_ms)
+
+    def delete_group(self, group_id: str, now_ms: int) -> None:
+        """Tombstones for all of the group's offsets and its metadata, in one batch."""
+        committed = self._offsets.get(group_id, {})
+        records = [(offset_key(group_id, t, p), None) for t, p in committed]
+        records.append((group_key(group_id), None))
+        self._append(group_id, encode_batch(records, now_ms), now_ms)
+        self._offsets.pop(group_id, None)
+
+    # -- reading ------------------------------------------------------------------------------
+    def committed(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
+        """All committed offsets of ``group_id`` (a copy; empty when none)."""
+        return dict(self._offsets.get(group_id, {}))
+
+    def group_ids(self) -> set[str]:
+        """Groups that have committed offsets."""
+        return set(self._offsets)
+
+    def has_pending(self, group_id: str, tp: TopicPartition) -> bool:
+        """True when an open transaction staged an offset for ``tp`` in ``group_id``."""
+        return any(tp in p.offsets.get(group_id, ()) for p in self._pending.values())
+
+    def expired(self, group_id: str, now_ms: int, retention_ms: int, empty_since_ms: int) -> list[TopicPartition]:
+        """The partitions of ``group_id`` whose offsets expired (see :func:`is_expired`)."""
+        return [tp for tp, v in self._offsets.get(group_id, {}).items()
+                if is_expired(v, now_ms, retention_ms, empty_since_ms)]
+
+    # -- transactions (KIP-98) ----------------------------------------------------------------
+    def stage_txn_offsets(self, producer_id: int, producer_epoch: int, group_id: str,
+                          offsets: Mapping[TopicPartition, OffsetAndMetadata], now_ms: int) -> None:
+        """Append ``offsets`` as a transactional batch of ``producer_id``/``producer_epoch``; keep them pending.
+
+        They become committed offsets only through ``complete_txn(producer_id, commit=True)``.
+        Raises CommitSizeError or OffsetsStorageError (nothing staged then).
+        """
+        if not offsets:
+            return
+        records = [(offset_key(group_id, t, p), offset_value(v)) for (t, p), v in offsets.items()]
+        batch = encode_batch(records, now_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+                             attributes=TRANSACTIONAL_BIT)
+        self._append(group_id, batch, now_ms)
+        pending = self._pending.setdefault(producer_id, _PendingTxn(producer_epoch))
+        pending.producer_epoch = producer_epoch
+        pending.offsets.setdefault(group_id, {}).update(offsets)
+
+    def complete_txn(self, producer_id: int, commit: bool, now_ms: int, coordinator_epoch: int = 0) -> bool:
+        """End ``producer_id``'s transaction on ``__consumer_offsets``: write a COMMIT/ABORT marker to each
+        partition it staged offsets in; on commit, its offsets become visible to OffsetFetch.
+
+        Returns False (and writes nothing) when the producer has no pending offsets.
+        Raises OffsetsStorageError when a marker cannot be written (the offsets stay pending).
+        """
+        pending = self._pending.get(producer_id)
+        if pending is None:
+            return False
+        for partition in sorted({self.partition_of(g) for g in pending.offsets}):
+            plog = self.logs.get_log(OFFSETS_TOPIC, partition)
+            try:
+                plog.append_marker(producer_id, pending.producer_epoch, commit, coordinator_epoch, now_ms=now_ms)
+            except KafkaError as e:
+                raise OffsetsStorageError(f"cannot write a transaction marker to {OFFSETS_TOPIC}-{partition}: {e}") from e
+        self._resolve(producer_id, commit)
+        return True
