@@ -178,8 +178,9 @@ def open_engine(url: str, busy_timeout_ms: int = 60_000):
             conn.exec_driver_sql("SELECT 1")
     except Exception as e:
         engine.dispose()
+        reason = " ".join(str(getattr(e, "orig", None) or e).split())
         raise SinkUnavailableError(
-            f"cannot connect to the database {safe_url(url)}: {getattr(e, 'orig', None) or e}. Fix: check that "
+            f"cannot connect to the database {safe_url(url)}: {reason}. Fix: check that "
             "the server runs and accepts connections from this host (or, for SQLite, that the directory exists "
             "and is writable), and the URL in option 'url'."
         ) from e

@@ -1,0 +1,86 @@
+"""Pure rules of the exactly-once sinks (no Spark, no I/O)."""
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from pyspark_kafka.errors import OptionError
+from pyspark_kafka.sinks.common import (
+    SinkColumns,
+    SinkError,
+    SinkMismatchError,
+    advance,
+    check_offset_columns,
+    check_topics,
+    classify_span,
+    merge_spans,
+    offsets_json,
+    parse_sink_config,
+    span_of_arrow,
+)
+
+
+@pytest.mark.parametrize(
+    "lo,hi,stored,expected",
+    [
+        (0, 9, None, "new"),
+        (10, 19, 10, "new"),
+        (0, 9, 10, "old"),
+        (5, 14, 10, "mixed"),
+        (9, 9, 10, "old"),
+        (10, 10, 10, "new"),
+    ],
+)
+def test_classify_span(lo, hi, stored, expected):
+    assert classify_span(lo, hi, stored) == expected
+
+
+def test_advance_never_moves_backwards():
+    stored = {("t", 0): 50, ("t", 1): 5}
+    span = {("t", 0): (10, 20), ("t", 1): (5, 9), ("u", 0): (0, 0)}
+    assert advance(stored, span) == {("t", 0): 50, ("t", 1): 10, ("u", 0): 1}
+
+
+def test_merge_spans():
+    a = {("t", 0): (3, 7)}
+    b = {("t", 0): (0, 4), ("t", 1): (9, 9)}
+    assert merge_spans([a, b, {}]) == {("t", 0): (0, 7), ("t", 1): (9, 9)}
+
+
+def test_span_of_arrow_and_nulls():
+    batch = pa.record_batch(
+        {"topic": ["a", "a", "b"], "partition": [0, 0, 2], "offset": [7, 3, 11], "v": [1, 2, 3]}
+    )
+    assert span_of_arrow(batch, SinkColumns()) == {("a", 0): (3, 7), ("b", 2): (11, 11)}
+    bad = pa.record_batch({"topic": ["a"], "partition": [0], "offset": pa.array([None], pa.int64())})
+    with pytest.raises(SinkError, match="column 'offset' has null values"):
+        span_of_arrow(bad, SinkColumns())
+
+
+def test_offsets_json_fills_earliest_and_filters():
+    stored = {("t", 1): 42, ("old", 0): 9}
+    assert json.loads(offsets_json(stored, {"t": [0, 1, 2]})) == {"t": {"0": -2, "1": 42, "2": -2}}
+    assert json.loads(offsets_json(stored)) == {"old": {"0": 9}, "t": {"1": 42}}
+    assert offsets_json({}) == "earliest"
+
+
+def test_check_topics():
+    assert check_topics("s", "db", frozenset(), None, {"a"}) == {"a"}
+    assert check_topics("s", "db", frozenset({"a"}), None, {"b"}) == {"a", "b"}
+    assert check_topics("s", "db", frozenset({"a", "b"}), frozenset({"a", "b"}), {"a"}) == {"a", "b"}
+    with pytest.raises(SinkMismatchError, match="different query"):
+        check_topics("s", "db", frozenset({"a"}), frozenset({"b"}), set())
+    with pytest.raises(SinkMismatchError, match="add them to option 'topics'"):
+        check_topics("s", "db", frozenset(), frozenset({"a"}), {"a", "c"})
+
+
+def test_parse_config_and_missing_columns():
+    cfg = parse_sink_config({"partitionColumn": "kafka_partition", "OFFSETCOLUMN": "kafka_offset", "topics": "a, b"})
+    assert cfg.columns == SinkColumns("topic", "kafka_partition", "kafka_offset")
+    assert cfg.topics == {"a", "b"}
+    with pytest.raises(OptionError, match="offsetsFrom"):
+        parse_sink_config({"offsetsFrom": "group"})
+    with pytest.raises(SinkError, match=r"no column\(s\) \['offset'\].*offsetColumn"):
+        check_offset_columns(["topic", "partition", "value"], parse_sink_config({}))
+    check_offset_columns(["value"], parse_sink_config({"offsetsFrom": "batch"}))
