@@ -205,7 +205,7 @@ class WriteSpec:
                 ".option('kafka.bootstrap.servers', 'host1:9092,host2:9092')"
             )
         timeout_ms = delivery_timeout_ms(conf)
-        new_producer(conf)  # unknown or malformed kafka.* settings fail here, on the driver
+        new_producer(conf).close()  # unknown or malformed kafka.* settings fail here, on the driver
         return cls(columns, topic, conf, partitioner, timeout_ms)
 
 
@@ -308,6 +308,8 @@ def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch]) -> KafkaCo
     except BaseException:
         task.abandon()
         raise
+    finally:
+        task.close()
 
 
 class _WriteTask:
@@ -316,17 +318,21 @@ class _WriteTask:
     def __init__(self, spec: WriteSpec):
         self.spec = spec
         self.router = Router(load_partitioner(spec.partitioner))
-        self.failures: list[str] = []
-        self.acked: Counter = Counter()
-        self.sent = 0
+        self.failed = 0
+        self.failures: list[str] = []  # the first few distinct delivery failures, for the message
+        self.routed: Counter = Counter()  # (topic, partition) -> records handed to the producer
         self._metadata: dict[str, tuple[int, list[int]]] = {}
-        self.producer = new_producer({**spec.producer, "on_delivery": self._on_delivery})
+        # Only failed records get a delivery report: after flush() leaves nothing queued,
+        # every record without a report was acknowledged (no per-record Python callback).
+        self.producer = new_producer(
+            {**spec.producer, "delivery.report.only.error": True, "on_delivery": self._on_failed_delivery}
+        )
 
-    def _on_delivery(self, err, msg) -> None:
-        if err is None:
-            self.acked[(msg.topic(), msg.partition())] += 1
-        elif len(self.failures) < 5:
-            self.failures.append(f"topic '{msg.topic()}' partition {msg.partition()}: {err.str()} ({err.name()})")
+    def _on_failed_delivery(self, err, msg) -> None:
+        self.failed += 1
+        reason = f"topic '{msg.topic()}' partition {msg.partition()}: {err.str()} ({err.name()})"
+        if len(self.failures) < 3 and reason not in self.failures:
+            self.failures.append(reason)
 
     # -- metadata -----------------------------------------------------------------
     def partitions_of(self, topic: str, refresh: bool = False) -> tuple[int, list[int]]:
@@ -437,7 +443,10 @@ class _WriteTask:
         num, available = self.partitions_of(topic)
         if explicit is not None:
             num, available = self._check_explicit(topic, explicit, num, available)
-        return self.router.assign(topic, n, num, keys, explicit, available)
+        partitions = self.router.assign(topic, n, num, keys, explicit, available)
+        values, counts = np.unique(partitions, return_counts=True)
+        self.routed.update({(topic, int(p)): int(c) for p, c in zip(values, counts)})
+        return partitions
 
     def _check_explicit(self, topic, explicit, num, available):
         lo, hi = pc.min_max(explicit).values()
@@ -488,7 +497,6 @@ class _WriteTask:
                 f"the producer refused a record for topic '{t}' partition {p}: {err.str()} ({err.name()})"
                 + _hint(err)
             ) from None
-        self.sent += n
 
     def _when_queue_has_room(self, enqueue) -> None:
         """librdkafka's local queue is full: serve delivery reports until ``enqueue()`` fits.
@@ -512,22 +520,25 @@ class _WriteTask:
     def _raise_on_failures(self) -> None:
         if self.failures:
             raise DeliveryError(
-                f"Kafka did not acknowledge record(s) of this task: {'; '.join(self.failures)}. "
+                f"Kafka did not acknowledge {self.failed} record(s) of this task: {'; '.join(self.failures)}. "
                 "The task fails so that nothing is lost; Spark may retry it (at-least-once)"
             )
 
     def finish(self) -> KafkaCommitMessage:
-        """Flush (bounded by ``delivery.timeout.ms`` + margin) and check every delivery report."""
+        """Flush (bounded by ``delivery.timeout.ms`` + margin) and check the delivery reports.
+
+        Returns the acknowledged counts per ``(topic, partition)``: all routed records, since
+        none failed and none is left in the queue (else DeliveryError).
+        """
         left = self.producer.flush(self.spec.timeout_ms / 1000 + FLUSH_MARGIN_S)
         self._raise_on_failures()
-        acked = sum(self.acked.values())
-        if left or acked != self.sent:
+        if left:
             raise DeliveryError(
-                f"{self.sent - acked} of {self.sent} records were not acknowledged by {self._servers()} "
+                f"{left} of {sum(self.routed.values())} records were not acknowledged by {self._servers()} "
                 f"within {self.spec.timeout_ms} ms (kafka.delivery.timeout.ms); the task fails so that "
                 "nothing is lost"
             )
-        return KafkaCommitMessage(dict(self.acked))
+        return KafkaCommitMessage(dict(self.routed))
 
     def abandon(self) -> None:
         """After a failure: drop queued records so a failed task writes nothing more."""
@@ -535,6 +546,13 @@ class _WriteTask:
             self.producer.purge()
             self.producer.poll(0)
         except Exception:  # best effort: the task is failing with the original error
+            pass
+
+    def close(self) -> None:
+        """Release the producer's connections and threads (nothing is queued any more)."""
+        try:
+            self.producer.close()
+        except Exception:  # best effort: the outcome of the task is already decided
             pass
 
 

@@ -377,3 +377,25 @@ def test_streaming_exactly_once_is_refused_at_start(spark, bootstrap, make_topic
         finally:
             query.stop()
     assert "'exactly-once' is not available yet" in spark_error(e)
+
+
+def test_broker_gone_mid_write_fails_the_task_with_the_delivery_error(tmp_path):
+    """Records the broker never acknowledges come back as failed delivery reports."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from pyspark_kafka.broker import EmbeddedBroker
+
+    with EmbeddedBroker(data_dir=tmp_path / "gone") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic("t", num_partitions=1, replication_factor=1)])["t"].result(timeout=20)
+        spec = WriteSpec.from_options(
+            opts(broker.bootstrap_servers, topic="t", **{"kafka.delivery.timeout.ms": "3000"}), VALUE_ONLY)
+
+        def batches():
+            yield pa.record_batch([pa.array(["first"])], ["value"])
+            broker.stop()  # metadata is cached by now; the next records cannot be delivered
+            yield pa.record_batch([pa.array(["second", "third"])], ["value"])
+
+        with pytest.raises(DeliveryError, match=r"Kafka did not acknowledge \d record\(s\) of this task: "
+                                                r"topic 't' partition 0: .*\(_MSG_TIMED_OUT\)"):
+            write_batches(spec, batches())
