@@ -1,0 +1,283 @@
+"""Consumer-group APIs (classic protocol), served by :mod:`pyspark_kafka.broker.coordinator.group`.
+
+FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14),
+DescribeGroups (15), ListGroups (16), OffsetCommit (8), OffsetFetch (9), DeleteGroups (42),
+OffsetDelete (47). This handler module only maps the versions' request and response fields;
+the rules (and their Kafka error codes) are in the coordinator.
+
+FindCoordinator answers this broker for groups (key type 0) and transactional ids (key type 1):
+a single broker coordinates everything. Versions: OffsetCommit v2-v9 and OffsetFetch v1-v9
+(v10 of both name topics by id, KIP-848, and are not served).
+"""
+
+from __future__ import annotations
+
+from pyspark_kafka.broker.coordinator.group import (
+    COORDINATOR_NOT_AVAILABLE,
+    DEAD,
+    GROUP_ID_NOT_FOUND,
+    INVALID_GROUP_ID,
+    NONE,
+    STABLE,
+    coordinator_for,
+)
+from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
+from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
+from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.protocol import ms
+
+INVALID_REQUEST = 42
+GROUP_KEY = 0
+TXN_KEY = 1
+NO_AUTHORIZED_OPERATIONS = -(2**31)
+
+
+def _coordinator(ctx: RequestContext):
+    """The group coordinator, or None when ``__consumer_offsets`` cannot be loaded (COORDINATOR_NOT_AVAILABLE)."""
+    try:
+        return coordinator_for(ctx.broker)
+    except KafkaError:
+        return None
+
+
+def _client_host(ctx: RequestContext) -> str:
+    return getattr(ctx, "client_host", None) or ""
+
+
+# --- FindCoordinator ------------------------------------------------------------------------
+
+
+def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
+    broker = ctx.broker
+    if key_type not in (GROUP_KEY, TXN_KEY):
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": INVALID_REQUEST,
+                "error_message": f"key type {key_type} is not 0 (group) or 1 (transaction)"}
+    if key_type == GROUP_KEY and _coordinator(ctx) is None:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": COORDINATOR_NOT_AVAILABLE,
+                "error_message": "__consumer_offsets cannot be loaded"}
+    return {"key": key, "node_id": broker.node_id, "host": broker.host, "port": broker.port, "error_code": NONE,
+            "error_message": None}
+
+
+@register(api_key=10, min_version=0, max_version=6)
+async def find_coordinator(ctx: RequestContext, request) -> dict:
+    """This broker is the coordinator of every group and transactional id."""
+    key_type = getattr(request, "key_type", GROUP_KEY)
+    if ctx.api_version >= 4:
+        return {"throttle_time": 0,
+                "coordinators": [_coordinator_entry(ctx, k, key_type) for k in request.coordinator_keys]}
+    entry = _coordinator_entry(ctx, request.key, key_type)
+    return {"throttle_time": 0, **entry}
+
+
+# --- membership --------------------------------------------------------------------------------
+
+
+@register(api_key=11, min_version=0, max_version=9)
+async def join_group(ctx: RequestContext, request) -> dict:
+    """JoinGroup: answered when the join phase completes (up to the rebalance timeout)."""
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE, "generation_id": -1,
+                "protocol_name": None, "leader": "", "member_id": request.member_id, "members": []}
+    session_ms = ms(request.session_timeout)
+    rebalance = getattr(request, "rebalance_timeout", None)
+    result = await coordinator.join_group(
+        request.group_id, request.member_id, getattr(request, "group_instance_id", None), ctx.client_id or "",
+        _client_host(ctx), session_ms, session_ms if rebalance is None else ms(rebalance), request.protocol_type,
+        [(p.name, p.metadata) for p in request.protocols], require_known_member_id=ctx.api_version >= 4,
+    )
+    return {
+        "throttle_time": 0,
+        "error_code": result.error_code,
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name if ctx.api_version >= 7 else (result.protocol_name or ""),
+        "leader": result.leader,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in result.members],
+    }
+
+
+@register(api_key=14, min_version=0, max_version=5)
+async def sync_group(ctx: RequestContext, request) -> dict:
+    """SyncGroup: the leader's assignments in, each member's assignment out."""
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE, "assignment": b""}
+    result = await coordinator.sync_group(
+        request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
+        getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
+        {a.member_id: a.assignment for a in request.assignments},
+    )
+    return {"throttle_time": 0, "error_code": result.error_code, "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name, "assignment": result.assignment}
+
+
+@register(api_key=12, min_version=0, max_version=4)
+async def heartbeat(ctx: RequestContext, request) -> dict:
+    """Heartbeat: keeps the member's session; REBALANCE_IN_PROGRESS asks it to rejoin."""
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE}
+    error = coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
+                                  getattr(request, "group_instance_id", None))
+    return {"throttle_time": 0, "error_code": error}
+
+
+@register(api_key=13, min_version=0, max_version=5)
+async def leave_group(ctx: RequestContext, request) -> dict:
+    """LeaveGroup: one member (v0-2) or a batch of members by id or instance id (v3+, KIP-345)."""
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE, "members": []}
+    if ctx.api_version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in request.members]
+    else:
+        members = [(request.member_id, None)]
+    error, errors = coordinator.leave_group(request.group_id, members)
+    if ctx.api_version < 3 and error == NONE and errors:
+        error = errors[0]
+    return {"throttle_time": 0, "error_code": error, "members": [
+        {"member_id": m, "group_instance_id": i, "error_code": e} for (m, i), e in zip(members, errors)]}
+
+
+# --- offsets -----------------------------------------------------------------------------------
+
+
+@register(api_key=8, min_version=2, max_version=9)
+async def offset_commit(ctx: RequestContext, request) -> dict:
+    """OffsetCommit: per-partition error codes; accepted offsets are durable in ``__consumer_offsets``."""
+    now = now_ms()
+    retention = getattr(request, "retention_time", -1)
+    retention_ms = ms(retention) if retention is not None else -1
+    offsets = {}
+    for t in request.topics:
+        for p in t.partitions:
+            offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
+                p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now,
+                now + retention_ms if retention_ms >= 0 else -1,
+            )
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        errors = {tp: COORDINATOR_NOT_AVAILABLE for tp in offsets}
+    else:
+        errors = coordinator.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
+                                            request.member_id, getattr(request, "group_instance_id", None), offsets)
+    return {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
+            for p in t.partitions]}
+        for t in request.topics]}
+
+
+def _fetch_group(coordinator, group_id: str, topics, require_stable: bool) -> tuple[int, list[dict]]:
+    """``(group error, topics)`` of one OffsetFetch group; ``topics`` None means all committed partitions."""
+    if coordinator is None:
+        return COORDINATOR_NOT_AVAILABLE, []
+    if not group_id:
+        return INVALID_GROUP_ID, []
+    wanted = None
+    if topics is not None:
+        wanted = [(t.name, p) for t in topics for p in (getattr(t, "partition_indexes", None) or ())]
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), value, error in coordinator.fetch_offsets(group_id, wanted, require_stable):
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": value.offset if value else -1,
+            "committed_leader_epoch": value.leader_epoch if value else -1,
+            "metadata": value.metadata if value else "",
+            "error_code": error,
+        })
+    return NONE, [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
+
+
+@register(api_key=9, min_version=1, max_version=9)
+async def offset_fetch(ctx: RequestContext, request) -> dict:
+    """OffsetFetch: committed offset, leader epoch and metadata per partition (-1 when none)."""
+    coordinator = _coordinator(ctx)
+    require_stable = getattr(request, "require_stable", False)
+    if ctx.api_version >= 8:
+        groups = []
+        for g in request.groups:
+            error, topics = _fetch_group(coordinator, g.group_id, g.topics, require_stable)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
+        return {"throttle_time": 0, "groups": groups}
+    error, topics = _fetch_group(coordinator, request.group_id, request.topics, require_stable)
+    if ctx.api_version < 2 and error:  # v1 has only per-partition errors
+        topics = [{"name": t.name, "partitions": [
+            {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": error}
+            for p in t.partition_indexes]} for t in request.topics or ()]
+    return {"throttle_time": 0, "topics": topics, "error_code": error}
+
+
+@register(api_key=47, min_version=0, max_version=0)
+async def offset_delete(ctx: RequestContext, request) -> dict:
+    """OffsetDelete (KIP-496): remove committed offsets of partitions the group no longer consumes."""
+    coordinator = _coordinator(ctx)
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    if coordinator is None:
+        error, errors = COORDINATOR_NOT_AVAILABLE, {}
+    else:
+        error, errors = coordinator.delete_offsets(request.group_id, wanted)
+    return {"error_code": error, "throttle_time": 0, "topics": [] if error else [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
+            for p in t.partitions]}
+        for t in request.topics]}
+
+
+# --- admin --------------------------------------------------------------------------------------
+
+
+@register(api_key=16, min_version=0, max_version=5)
+async def list_groups(ctx: RequestContext, request) -> dict:
+    """ListGroups: every group this coordinator knows (not Dead), with state and type filters (v4, v5)."""
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE, "groups": []}
+    groups = coordinator.list_groups(getattr(request, "states_filter", ()) or (),
+                                     getattr(request, "types_filter", ()) or ())
+    return {"throttle_time": 0, "error_code": NONE, "groups": [
+        {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state,
+         "group_type": "classic"} for g in sorted(groups, key=lambda g: g.group_id)]}
+
+
+def _describe(coordinator, group_id: str, version: int) -> dict:
+    entry = {"error_code": NONE, "error_message": None, "group_id": group_id, "group_state": DEAD,
+             "protocol_type": "", "protocol_data": "", "members": [],
+             "authorized_operations": NO_AUTHORIZED_OPERATIONS}
+    if coordinator is None:
+        return {**entry, "error_code": COORDINATOR_NOT_AVAILABLE}
+    group = coordinator.groups.get(group_id)
+    if group is None:
+        if version >= 6:  # KIP-1043: unknown groups are an error from v6 on
+            return {**entry, "error_code": GROUP_ID_NOT_FOUND, "error_message": f"Group {group_id} not found."}
+        return entry
+    stable = group.state == STABLE
+    return {**entry, "group_state": group.state, "protocol_type": group.protocol_type or "",
+            "protocol_data": group.protocol_name if stable else "",
+            "members": [{
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                "member_assignment": m.assignment if stable else b"",
+            } for m in group.members.values()]}
+
+
+@register(api_key=15, min_version=0, max_version=6)
+async def describe_groups(ctx: RequestContext, request) -> dict:
+    """DescribeGroups: state, protocol, and members with metadata and assignment (when Stable)."""
+    coordinator = _coordinator(ctx)
+    return {"throttle_time": 0, "groups": [_describe(coordinator, g, ctx.api_version) for g in request.groups]}
+
+
+@register(api_key=42, min_version=0, max_version=2)
+async def delete_groups(ctx: RequestContext, request) -> dict:
+    """DeleteGroups: only Empty groups (NON_EMPTY_GROUP otherwise); offsets and metadata are tombstoned."""
+    coordinator = _coordinator(ctx)
+    names = list(request.groups_names)
+    results = {g: COORDINATOR_NOT_AVAILABLE for g in names} if coordinator is None else \
+        coordinator.delete_groups(names)
+    return {"throttle_time": 0, "results": [{"group_id": g, "error_code": results[g]} for g in names]}
