@@ -13,8 +13,15 @@ has an error; otherwise the fetch waits — woken by appends to its partitions, 
 loop — until ``max_wait_ms`` has passed, then answers with what there is.
 
 Fetch sessions (KIP-227) are not kept: the response's ``session_id`` is 0, which tells the
-client to send full fetch requests. ``last_stable_offset`` equals the high watermark (no
-transactions yet); ``aborted_transactions`` is empty for read_committed.
+client to send full fetch requests.
+
+Transactions (KIP-98): every response carries the partition's last stable offset (LSO: the
+first offset of its oldest open transaction, else the high watermark). With
+``isolation_level=1`` (read_committed) the batches stop below the LSO and
+``aborted_transactions`` lists ``(producer_id, first_offset)`` of each aborted transaction
+overlapping the returned range, so the client drops those records (Kafka's
+``collectAbortedTransactions``). Control batches (markers) are returned like data batches;
+clients skip them, so offsets keep their gaps.
 """
 
 from __future__ import annotations
@@ -31,15 +38,16 @@ UNKNOWN_TOPIC_ID = 100
 READ_COMMITTED = 1
 
 
-def _partition_data(index: int, error_code: int, plog=None, records=b"", read_committed=False) -> dict:
-    hw = plog.high_watermark if plog is not None else -1
+def _partition_data(index: int, error_code: int, plog=None, records=b"", read_committed=False,
+                    aborted=()) -> dict:
     return {
         "partition_index": index,
         "error_code": error_code,
-        "high_watermark": hw,
-        "last_stable_offset": hw,
+        "high_watermark": plog.high_watermark if plog is not None else -1,
+        "last_stable_offset": plog.last_stable_offset if plog is not None else -1,
         "log_start_offset": plog.log_start_offset if plog is not None else -1,
-        "aborted_transactions": [] if read_committed else None,
+        "aborted_transactions": [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted]
+        if read_committed else None,
         "preferred_read_replica": -1,
         "records": records,
     }
@@ -68,11 +76,12 @@ def collect(broker, request) -> tuple[list[dict], int, bool]:
                 partitions.append(_partition_data(p.partition, missing_code))
                 has_error = True
                 continue
+            upper = plog.last_stable_offset if read_committed else plog.high_watermark
             try:
                 fetched = plog.read(
                     p.fetch_offset,
                     max(0, min(p.partition_max_bytes, remaining)),
-                    max_offset=plog.high_watermark,
+                    max_offset=upper,
                     min_one_message=total == 0,
                 )
             except KafkaError as exc:
@@ -81,7 +90,8 @@ def collect(broker, request) -> tuple[list[dict], int, bool]:
                 continue
             total += fetched.length
             remaining -= fetched.length
-            partitions.append(_partition_data(p.partition, NONE, plog, fetched, read_committed))
+            aborted = plog.aborted_transactions(p.fetch_offset, upper) if read_committed and fetched.length else ()
+            partitions.append(_partition_data(p.partition, NONE, plog, fetched, read_committed, aborted))
         responses.append({"topic": name or "", "topic_id": getattr(topic, "topic_id", None), "partitions": partitions})
     return responses, total, has_error
 

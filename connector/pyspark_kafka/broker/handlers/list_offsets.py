@@ -1,11 +1,11 @@
 """ListOffsets (key 2): offsets by timestamp, earliest and latest (Kafka's ListOffsets semantics).
 
 Special timestamps (Kafka's ``ListOffsetsRequest``): -2 EARLIEST → log start offset;
--1 LATEST → high watermark (also for read_committed: the last stable offset equals the high
-watermark until transactions exist); -3 MAX_TIMESTAMP (KIP-734) → offset and timestamp of the
+-1 LATEST → high watermark, or the last stable offset (LSO) when ``isolation_level`` is 1
+(read_committed, KIP-98); -3 MAX_TIMESTAMP (KIP-734) → offset and timestamp of the
 record with the largest timestamp; -4 EARLIEST_LOCAL (KIP-405) → log start offset (all data is
 local). A timestamp >= 0 → the first offset whose timestamp is >= it, or offset -1 and
-timestamp -1 when there is none. The ``isolation_level`` field is accepted.
+timestamp -1 when there is none.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 
 
-def resolve_offset(plog, timestamp: int) -> tuple[int, int]:
+def resolve_offset(plog, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
     """``(offset, timestamp)`` answering ListOffsets ``timestamp`` for one partition log."""
     if timestamp == LATEST:
-        return plog.high_watermark, -1
+        return (plog.last_stable_offset if read_committed else plog.high_watermark), -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP:
@@ -54,6 +54,7 @@ def _partition(index: int, error_code: int, offset: int = -1, timestamp: int = -
 async def list_offsets(ctx: RequestContext, request) -> dict:
     """One ``(offset, timestamp)`` per requested partition, or its error code."""
     broker = ctx.broker
+    read_committed = getattr(request, "isolation_level", 0) == 1
     topics = []
     for t in request.topics:
         partitions = []
@@ -63,7 +64,7 @@ async def list_offsets(ctx: RequestContext, request) -> dict:
                 partitions.append(_partition(p.partition_index, UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             try:
-                offset, ts = resolve_offset(plog, p.timestamp)
+                offset, ts = resolve_offset(plog, p.timestamp, read_committed)
             except KafkaError as exc:
                 partitions.append(_partition(p.partition_index, exc.error_code))
             except ValueError:

@@ -10,13 +10,21 @@ connection is closed when a partition failed, so the client refreshes its metada
 1 and -1 (all) → respond after the append, which already applied the flush policy
 (``flush.messages``/``log.flush.interval.messages``). Unknown topics are auto-created
 when ``auto.create.topics.enable`` is true.
+
+Idempotent and transactional producers: the partition's producer state drops duplicate
+batches (answered with the original offsets) and rejects out-of-order sequences
+(OUT_OF_ORDER_SEQUENCE_NUMBER) and old epochs (INVALID_PRODUCER_EPOCH); a transactional batch
+must go to a partition added to its producer's open transaction (INVALID_TXN_STATE otherwise).
+Control batches are refused (INVALID_RECORD): only the broker writes transaction markers.
 """
 
 from __future__ import annotations
 
 from pyspark_kafka.broker.config import validate_topic_name
 from pyspark_kafka.broker.handlers import CloseConnection, RequestContext, now_ms, register
+from pyspark_kafka.broker.coordinator.txn import coordinator
 from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, parse_header
 
 NONE = 0
 CORRUPT_MESSAGE = 2
@@ -37,6 +45,18 @@ def _partition_result(index: int, error_code: int, message: str | None = None, a
     }
 
 
+def check_transactional(broker, topic: str, partition: int, records) -> None:
+    """A transactional record set must go to a partition of its producer's open transaction (KIP-890 part 1).
+
+    Raises InvalidTxnStateError or InvalidProducerEpochError (see ``TransactionCoordinator``).
+    """
+    if len(records) < BATCH_HEADER_SIZE:
+        return  # the log's validation reports the broken batch
+    header = parse_header(records)
+    if header.is_transactional and not header.is_control:
+        coordinator(broker).check_transactional_produce(header.producer_id, header.producer_epoch, topic, partition)
+
+
 def _append(broker, topic: str | None, partition: int, records, now: int) -> dict:
     if topic is None:
         return _partition_result(partition, UNKNOWN_TOPIC_ID, "unknown topic id")
@@ -50,7 +70,8 @@ def _append(broker, topic: str | None, partition: int, records, now: int) -> dic
             return _partition_result(
                 partition, UNKNOWN_TOPIC_OR_PARTITION, f"this broker has no partition {topic}-{partition}"
             )
-        result = plog.append(records, now_ms=now)
+        check_transactional(broker, topic, partition, records)
+        result = plog.append(records, now_ms=now, from_client=True)
     except KafkaError as exc:
         return _partition_result(partition, exc.error_code, str(exc))
     broker.notify_append(topic, partition)

@@ -88,3 +88,54 @@ class InvalidRecordError(KafkaError):
     """A record batch is well formed but breaks a rule, e.g. its offset range disagrees with its count (INVALID_RECORD)."""
 
     error_code = 87
+
+
+# -- idempotent producers and transactions (KIP-98) ------------------------------------------
+
+
+class CoordinatorLoadInProgressError(KafkaError):
+    """The coordinator is still loading its state (COORDINATOR_LOAD_IN_PROGRESS); the client retries."""
+
+    error_code = 14
+
+
+class OutOfOrderSequenceError(KafkaError):
+    """A producer batch's sequence does not follow the last one (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+    error_code = 45
+
+
+class InvalidProducerEpochError(KafkaError):
+    """A producer epoch older than the current one (INVALID_PRODUCER_EPOCH)."""
+
+    error_code = 47
+
+
+class InvalidTxnStateError(KafkaError):
+    """The request does not fit the transaction's state (INVALID_TXN_STATE)."""
+
+    error_code = 48
+
+
+class InvalidProducerIdMappingError(KafkaError):
+    """The producer id does not belong to the transactional id (INVALID_PRODUCER_ID_MAPPING)."""
+
+    error_code = 49
+
+
+class InvalidTransactionTimeoutError(KafkaError):
+    """``transaction.timeout.ms`` above ``transaction.max.timeout.ms`` or not positive (INVALID_TRANSACTION_TIMEOUT)."""
+
+    error_code = 50
+
+
+class ConcurrentTransactionsError(KafkaError):
+    """The previous transaction of this transactional id is still completing (CONCURRENT_TRANSACTIONS); retry."""
+
+    error_code = 51
+
+
+class ProducerFencedError(KafkaError):
+    """A newer producer with the same transactional id exists (PRODUCER_FENCED, KIP-588)."""
+
+    error_code = 90

@@ -7,7 +7,13 @@ Kafka's ``UnifiedLog``/``LocalLog``/``LogLoader`` for a single replica:
   the LEO after every append;
 - **log start offset**: the first offset still readable; advanced when retention deletes segments;
 - **recovery point**: every offset below it is fsynced; a restart after a crash re-validates only
-  the segments at or after it (Kafka's ``recovery-point-offset-checkpoint``).
+  the segments at or after it (Kafka's ``recovery-point-offset-checkpoint``);
+- **last stable offset (LSO)**: the first offset of the oldest open transaction, else the high
+  watermark; read_committed consumers read below it (KIP-98).
+
+Producer state (idempotent sequences, open and aborted transactions) is kept by a
+:class:`~pyspark_kafka.broker.log.producer_state.ProducerStateManager`, snapshotted on roll and
+close and rebuilt on load from the newest snapshot plus the batches after it.
 
 Appends go to the active (last) segment only. A produce request's record set is validated as a
 whole first (CRC32C, magic 2, sizes): a bad batch leaves the log unchanged. Offsets are assigned by
@@ -28,6 +34,8 @@ from typing import Callable, NamedTuple
 from pyspark_kafka.broker.config import LogConfig
 from pyspark_kafka.broker.log.checkpoint import fsync_dir
 from pyspark_kafka.broker.log.errors import (
+    InvalidProducerEpochError,
+    InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -39,7 +47,16 @@ from pyspark_kafka.broker.log.record_batch import (
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
+    parse_header,
     validate_batches,
+)
+from pyspark_kafka.broker.log.producer_state import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    AbortedTxn,
+    ProducerStateManager,
+    control_batch,
+    control_type,
 )
 from pyspark_kafka.broker.log.segment import (
     INDEX_SUFFIX,
@@ -140,9 +157,11 @@ class PartitionLog:
         self.last_flush_ms = now_ms()
         self.on_flush: Callable[[], None] | None = None  # called when the recovery point advances
         self.recovery_stats = RecoveryStats(clean_shutdown=clean_shutdown)
+        self.producer_state = ProducerStateManager(self.dir, f"{topic}-{partition}")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._load(recovery_point, log_start_offset, clean_shutdown)
+            self._load_producer_state()
         except OSError as e:
             raise KafkaStorageError(f"cannot load log {self.dir}: {e}") from e
 
@@ -206,6 +225,31 @@ class PartitionLog:
                 self.topic, self.partition, stats.segments_scanned, stats.segments, stats.bytes_truncated,
                 stats.segments_deleted, self.log_end_offset,
             )
+
+    def _load_producer_state(self) -> None:
+        """Newest producer snapshot at or below the LEO, then replay the batches after it (Kafka's
+        ``rebuildProducerState``); batches without a producer id only move the position."""
+        state = self.producer_state
+        start = max(state.load_snapshot(self.log_end_offset), self.log_start_offset)
+        if start >= self.log_end_offset:
+            return
+        replayed = 0
+        for i in range(self._segment_index_for(start), len(self.segments)):
+            segment = self.segments[i]
+            found = segment.translate_offset(start)
+            if found is None:
+                continue
+            for position, header in segment.iter_headers(found[0]):
+                if header.last_offset < start:
+                    continue
+                control = None
+                if header.is_control:
+                    control = control_type(segment.read_batch(position, header.size))
+                state.on_batch(header, control)
+                replayed += 1
+        if replayed:
+            log.info("%s-%s: producer state rebuilt from offset %d (%d batches)", self.topic, self.partition,
+                     start, replayed)
 
     def _recover(self, recovery_point: int) -> None:
         """Re-validate the segments holding offsets at or after ``recovery_point`` (Kafka's ``recoverLog``).
@@ -276,12 +320,13 @@ class PartitionLog:
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
         fsync_dir(self.dir)  # the new segment's directory entry
+        self.producer_state.take_snapshot(self.log_end_offset)
         self._flush_segments(self.segments[self._segment_index_for(self.recovery_point) : -1], segment.base_offset,
                              now_ms)
         return segment
 
     # -- append -----------------------------------------------------------------------------
-    def append(self, records, now_ms: int | None = None) -> AppendResult:
+    def append(self, records, now_ms: int | None = None, *, from_client: bool = False) -> AppendResult:
         """Append one produce request's record set (1+ RecordBatch v2, any compression).
 
         All batches are validated before anything is written: CRC32C, magic 2, framing,
@@ -290,11 +335,62 @@ class PartitionLog:
         ``baseOffset``; with ``message.timestamp.type=LogAppendTime`` each batch gets the
         broker's time (maxTimestamp, attribute bit, new CRC), as Kafka's ``LogValidator`` does.
 
+        Batches with a producer id go through the producer state checks (see
+        :mod:`~pyspark_kafka.broker.log.producer_state`): a duplicate of a recent batch is
+        acknowledged with its original offsets (``record_count`` 0) and nothing is appended.
+        A control batch (transaction marker, written by the broker's coordinators) ends its
+        producer's open transaction here; ``from_client=True`` (the produce handler) refuses
+        control batches with INVALID_RECORD, as Kafka's ``LogValidator`` does.
+
         Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError,
-        RecordBatchTooLargeError (log unchanged) or KafkaStorageError.
+        RecordBatchTooLargeError, OutOfOrderSequenceError, InvalidProducerEpochError,
+        InvalidTxnStateError (log unchanged) or KafkaStorageError.
         """
         now = now_ms if now_ms is not None else _wall_ms()
         headers = validate_batches(records)
+        self._check_sizes(headers, len(records))
+        controls = []
+        position = 0
+        for header in headers:
+            if header.is_control:
+                if from_client:
+                    raise InvalidRecordError(
+                        f"a produce request to {self.topic}-{self.partition} holds a control batch: transaction "
+                        "markers are written by the broker's transaction coordinator, never by clients"
+                    )
+                self._check_marker_epoch(header.producer_id, header.producer_epoch)
+                controls.append(control_type(bytes(memoryview(records)[position : position + header.size])))
+            else:
+                controls.append(None)
+            position += header.size
+        duplicate = self.producer_state.check_batches(headers)
+        if duplicate is not None:
+            append_time = duplicate.timestamp if self.config.log_append_time else -1
+            return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time, self.log_start_offset, 0)
+        return self._append_valid(records, headers, now, controls)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0,
+                      now_ms: int | None = None) -> AppendResult:
+        """Append a transaction marker (control batch: COMMIT or ABORT) for ``producer_id`` (KIP-98).
+
+        Ends the producer's open transaction on this partition; an abort records an
+        :class:`AbortedTxn` so read_committed fetches skip its records. The LSO moves on.
+        Raises InvalidProducerEpochError when ``producer_epoch`` is older than the partition's.
+        """
+        now = now_ms if now_ms is not None else _wall_ms()
+        self._check_marker_epoch(producer_id, producer_epoch)
+        records = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
+        return self._append_valid(records, [parse_header(records)], now, [CONTROL_COMMIT if commit else CONTROL_ABORT])
+
+    def _check_marker_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        entry = self.producer_state.producers.get(producer_id)
+        if entry is not None and producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"transaction marker for producer {producer_id} with epoch {producer_epoch} on "
+                f"{self.topic}-{self.partition}: the partition has seen epoch {entry.epoch}"
+            )
+
+    def _check_sizes(self, headers, total: int) -> None:
         config = self.config
         for header in headers:
             if header.size > config.max_message_bytes:
@@ -303,12 +399,19 @@ class PartitionLog:
                     f"max.message.bytes={config.max_message_bytes}: produce smaller batches or raise the "
                     "topic's max.message.bytes"
                 )
-        total = len(records)
         if total > config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"a record set of {total} bytes to {self.topic}-{self.partition} is larger than "
                 f"segment.bytes={config.segment_bytes}: produce smaller requests or raise segment.bytes"
             )
+
+    def _append_valid(self, records, headers, now: int, controls: list) -> AppendResult:
+        """Assign offsets to validated batches, write them, update the producer state.
+
+        ``controls[i]`` is the marker type of control batch ``i`` (None for data batches).
+        """
+        config = self.config
+        total = len(records)
         buf = bytearray(records)
         append_time = now if config.log_append_time else -1
         offset = self.log_end_offset
@@ -335,6 +438,8 @@ class PartitionLog:
         segment.append(buf, assigned)
         self.log_end_offset = offset
         self.high_watermark = offset
+        for header, control in zip(assigned, controls):
+            self.producer_state.on_batch(header, control)
         self._maybe_flush(now)
         return AppendResult(first_offset, last_offset, append_time, self.log_start_offset, offset - first_offset)
 
@@ -394,6 +499,16 @@ class PartitionLog:
             if found is not None:
                 return FetchSlice(segment.log_path, found[0], found[1])
         return FetchSlice(active.log_path, active.size, 0)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset of the oldest open transaction, else the high watermark (read_committed bound)."""
+        first = self.producer_state.first_unstable_offset()
+        return self.high_watermark if first is None else min(first, self.high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions with records in ``[fetch_offset, upper_bound)`` (for read_committed fetches)."""
+        return self.producer_state.aborted_transactions(fetch_offset, upper_bound)
 
     # -- timestamps -------------------------------------------------------------------------
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
@@ -501,6 +616,7 @@ class PartitionLog:
         del self._bases[:deletable]
         if deletable:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self.producer_state.on_log_start_offset(self.log_start_offset)
         return deletable
 
     # -- truncation (for future use: DeleteRecords / replication) ---------------------------------
@@ -523,11 +639,13 @@ class PartitionLog:
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self._load_producer_state()
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
-        """Flush everything and close the files (the recovery point becomes the LEO)."""
+        """Flush everything, snapshot the producer state at the LEO and close the files."""
         self.flush()
+        self.producer_state.take_snapshot(self.log_end_offset)
         for segment in self.segments:
             segment.close()
 

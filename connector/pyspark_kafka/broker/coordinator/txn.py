@@ -1,0 +1,555 @@
+"""Transaction coordinator (KIP-98) and producer id allocation for the single embedded broker.
+
+State per ``transactional.id`` (:class:`TransactionMetadata`) lives in the internal topic
+``__transaction_state`` (``transaction.state.log.num.partitions`` partitions, compacted; the
+id's partition is ``abs(javaHashCode(id)) % partitions`` as in Kafka). Every state change is
+appended there before it takes effect; :meth:`TransactionCoordinator.load` replays the topic
+at start and finishes what a crash interrupted: a transaction found in PrepareCommit or
+PrepareAbort gets its markers (again) and moves to CompleteCommit/CompleteAbort, so it is
+never left half visible. An Ongoing transaction stays open until its producer ends it, a new
+producer with the same id fences it (abort), or ``transaction.timeout.ms`` passes (abort).
+
+State machine (Kafka's ``TransactionState``)::
+
+    Empty ──AddPartitions/AddOffsets──▶ Ongoing ──EndTxn(commit)──▶ PrepareCommit ──markers──▶ CompleteCommit
+                                           └──EndTxn(abort) / timeout / fence──▶ PrepareAbort ──markers──▶ CompleteAbort
+    Complete* ──AddPartitions──▶ Ongoing;   Empty/Complete* ──InitProducerId──▶ Empty (epoch + 1)
+
+Markers are control batches (:meth:`PartitionLog.append_marker`) written to every data
+partition of the transaction; offsets staged by TxnOffsetCommit are completed through the
+``__consumer_offsets`` store (:meth:`OffsetStore.complete_txn`), which writes its own markers.
+
+Record format in ``__transaction_state`` (Kafka's ``TransactionLogKey`` v0 / ``TransactionLogValue`` v0,
+big-endian, strings int16-length UTF-8)::
+
+    key:   version int16 (0), transactional_id string
+    value: version int16 (0), producer_id int64, producer_epoch int16, transaction_timeout_ms int32,
+           state int8, partitions [topic string, [partition int32]] (int32 counts),
+           last_update_timestamp_ms int64, start_timestamp_ms int64
+
+Producer ids come from :class:`ProducerIdManager`: blocks of 1000 reserved durably in
+``DATA_DIR/producer-id-block`` before use, so an id is never handed out twice, even after a crash.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import io
+import logging
+import struct
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
+
+from pyspark_kafka.broker.log.checkpoint import atomic_write
+from pyspark_kafka.broker.log.errors import (
+    ConcurrentTransactionsError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    KafkaError,
+    ProducerFencedError,
+)
+from pyspark_kafka.broker.log.producer_state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+MAX_EPOCH = 32767 - 1  # Kafka bumps to a new producer id before the epoch reaches Short.MAX_VALUE
+PRODUCER_ID_BLOCK_SIZE = 1000
+PRODUCER_ID_BLOCK_FILE = "producer-id-block"
+KEY_VERSION = 0
+VALUE_VERSION = 0
+STATE_SEGMENT_BYTES = 104857600  # Kafka's transaction.state.log.segment.bytes default
+
+TopicPartition = tuple[str, int]
+
+
+class TxnState(enum.IntEnum):
+    """Kafka's transaction states, with their ids in ``__transaction_state``."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def kafka_name(self) -> str:
+        """The name Kafka's DescribeTransactions / ListTransactions use (``CompleteCommit`` ...)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+STATE_BY_NAME = {s.kafka_name: s for s in TxnState}
+COMPLETE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+PREPARE = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+
+@dataclass
+class TransactionMetadata:
+    """One transactional id: its producer id/epoch, timeout (ms), state and partitions.
+
+    ``last_producer_epoch`` is the epoch before the last bump by the coordinator (timeout or
+    fencing), so a producer retrying with it is recognised (KIP-588); -1 when unknown.
+    Timestamps are ms since the epoch; ``start_ms`` is -1 outside a transaction.
+    """
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = -1
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+# --- pure rules ---------------------------------------------------------------------------------
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (signed 32-bit, over UTF-16 code units)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(key: str, num_partitions: int) -> int:
+    """Partition of an internal topic for ``key`` (Kafka: ``Utils.abs(key.hashCode) % n``)."""
+    return (java_string_hash(key) & 0x7FFFFFFF) % num_partitions
+
+
+def check_timeout(timeout_ms: int, max_timeout_ms: int) -> None:
+    """Raise InvalidTransactionTimeoutError unless ``0 < timeout_ms <= transaction.max.timeout.ms``."""
+    if timeout_ms <= 0 or timeout_ms > max_timeout_ms:
+        raise InvalidTransactionTimeoutError(
+            f"transaction.timeout.ms={timeout_ms} is not in 1..{max_timeout_ms} (the broker's "
+            "transaction.max.timeout.ms): lower the producer's transaction.timeout.ms or raise the broker limit"
+        )
+
+
+def check_producer(meta: TransactionMetadata | None, transactional_id: str, producer_id: int, epoch: int) -> TransactionMetadata:
+    """The metadata of ``transactional_id`` if ``producer_id``/``epoch`` are its current ones.
+
+    Raises InvalidProducerIdMappingError (unknown id or another producer id) or
+    ProducerFencedError (another epoch: a newer producer took over), as Kafka's coordinator.
+    """
+    if meta is None or meta.producer_id != producer_id:
+        raise InvalidProducerIdMappingError(
+            f"producer id {producer_id} is not the current producer of transactional.id {transactional_id!r}: "
+            "call init_transactions() first"
+        )
+    if meta.producer_epoch != epoch:
+        raise ProducerFencedError(
+            f"producer {producer_id} with epoch {epoch} was fenced: transactional.id {transactional_id!r} now has "
+            f"epoch {meta.producer_epoch} (a newer producer instance called init_transactions(), or the "
+            "coordinator aborted a timed-out transaction); close this producer"
+        )
+    return meta
+
+
+def end_txn_transition(meta: TransactionMetadata, commit: bool) -> TxnState | None:
+    """The Prepare state EndTxn moves ``meta`` to, or None when it is a retry of a finished EndTxn.
+
+    Raises ConcurrentTransactionsError (the same end is still in progress) or
+    InvalidTxnStateError (no transaction, or the opposite end was chosen), as Kafka.
+    """
+    state = meta.state
+    if state == TxnState.ONGOING:
+        return TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+    done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+    preparing = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+    if state == done:
+        return None
+    if state == preparing:
+        raise ConcurrentTransactionsError(f"transaction of {meta.transactional_id!r} is still completing: retry")
+    verb = "commit" if commit else "abort"
+    raise InvalidTxnStateError(
+        f"cannot {verb} transactional.id {meta.transactional_id!r} in state {state.kafka_name}: "
+        "there is no open transaction to end that way"
+    )
+
+
+def bumped(meta: TransactionMetadata, new_producer_id: Callable[[], int]) -> tuple[int, int]:
+    """``(producer id, epoch)`` after an epoch bump: epoch + 1, or a new producer id at epoch 0 when exhausted."""
+    if meta.producer_epoch >= MAX_EPOCH:
+        return new_producer_id(), 0
+    return meta.producer_id, meta.producer_epoch + 1
+
+
+# --- __transaction_state records ------------------------------------------------------------------
+
+
+def _string(value: str) -> bytes:
+    data = value.encode()
+    return struct.pack(">h", len(data)) + data
+
+
+def encode_key(transactional_id: str) -> bytes:
+    """TransactionLogKey v0 bytes."""
+    return struct.pack(">h", KEY_VERSION) + _string(transactional_id)
+
+
+def encode_value(meta: TransactionMetadata) -> bytes:
+    """TransactionLogValue v0 bytes (see the module docstring)."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(meta.partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    out = io.BytesIO()
+    out.write(struct.pack(">hqhib", VALUE_VERSION, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
+                          int(meta.state)))
+    out.write(struct.pack(">i", len(by_topic)))
+    for topic, partitions in by_topic.items():
+        out.write(_string(topic))
+        out.write(struct.pack(">i", len(partitions)))
+        out.write(b"".join(struct.pack(">i", p) for p in partitions))
+    out.write(struct.pack(">qq", meta.last_update_ms, meta.start_ms))
+    return out.getvalue()
+
+
+class _Reader:
+    def __init__(self, data: bytes):
+        self.data = data
+        self.pos = 0
+
+    def take(self, fmt: str):
+        values = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return values if len(values) > 1 else values[0]
+
+    def string(self) -> str:
+        n = self.take(">h")
+        value = self.data[self.pos : self.pos + n].decode()
+        self.pos += n
+        return value
+
+
+def decode_key(data: bytes) -> str:
+    """The transactional id of a TransactionLogKey; ValueError for an unknown version."""
+    r = _Reader(data)
+    version = r.take(">h")
+    if version != KEY_VERSION:
+        raise ValueError(f"unknown {TRANSACTION_STATE_TOPIC} key version {version}")
+    return r.string()
+
+
+def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
+    """A TransactionLogValue v0 as :class:`TransactionMetadata`; ValueError for an unknown version."""
+    r = _Reader(data)
+    version, producer_id, epoch, timeout_ms, state = r.take(">hqhib")
+    if version != VALUE_VERSION:
+        raise ValueError(f"unknown {TRANSACTION_STATE_TOPIC} value version {version}")
+    partitions = set()
+    for _ in range(r.take(">i")):
+        topic = r.string()
+        partitions.update((topic, r.take(">i")) for _ in range(r.take(">i")))
+    last_update, start = r.take(">qq")
+    return TransactionMetadata(transactional_id, producer_id, epoch, timeout_ms, TxnState(state), partitions,
+                               start, last_update)
+
+
+def state_batch(key: bytes, value: bytes, now_ms: int) -> bytes:
+    """One uncompressed RecordBatch v2 holding one ``__transaction_state`` record (written by kio)."""
+    ts = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.timezone.utc)
+    record = Record(attributes=0, timestamp=ts, offset=0, key=key, value=value, headers=())
+    buf = io.BytesIO()
+    write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1, base_sequence=-1, attributes=0,
+                                        records=(record,)))
+    return buf.getvalue()
+
+
+# --- producer ids --------------------------------------------------------------------------------
+
+
+class ProducerIdManager:
+    """Hands out producer ids from blocks reserved in ``DATA_DIR/producer-id-block`` (Kafka's ProducerIdManager).
+
+    The file holds the first id of the next unreserved block; it is rewritten (atomically,
+    fsynced) before any id of a new block is used, so ids are unique across restarts.
+    """
+
+    def __init__(self, data_dir: Path, block_size: int = PRODUCER_ID_BLOCK_SIZE):
+        self.path = Path(data_dir) / PRODUCER_ID_BLOCK_FILE
+        self.block_size = block_size
+        self._next = 0
+        self._block_end = 0
+        try:
+            self._block_end = self._next = int(self.path.read_text().strip())
+        except FileNotFoundError:
+            pass
+        except ValueError as e:
+            raise KafkaError(f"{self.path} is unreadable ({e}): restore it or remove it only with an empty data dir")
+
+    def at_least(self, producer_id: int) -> None:
+        """Never hand out ids at or below ``producer_id`` (one seen in the logs)."""
+        if producer_id >= self._next:
+            self._next = self._block_end = producer_id + 1
+
+    def next_id(self) -> int:
+        if self._next >= self._block_end:
+            self._block_end = self._next + self.block_size
+            atomic_write(self.path, f"{self._block_end}\n".encode())
+        producer_id = self._next
+        self._next += 1
+        return producer_id
+
+
+# --- the coordinator -------------------------------------------------------------------------------
+
+
+class TransactionCoordinator:
+    """Serves InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and
+    ListTransactions for one broker (see the module docstring).
+
+    ``TransactionCoordinator(broker)``; call :meth:`load` after the logs are loaded. Methods raise
+    :class:`KafkaError` subclasses whose ``error_code`` goes into the response. Used from the
+    broker's event loop thread only.
+    """
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.logs = broker.logs
+        self.config = broker.config
+        self.producer_ids = ProducerIdManager(broker.data_dir)
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self._by_producer: dict[int, TransactionMetadata] = {}
+
+    # -- loading ------------------------------------------------------------------------------
+    def load(self, now_ms: int) -> None:
+        """Replay ``__transaction_state`` (if it exists) and complete transactions left in Prepare*."""
+        self.transactions.clear()
+        info = self.logs.topic(TRANSACTION_STATE_TOPIC)
+        if info is not None:
+            for partition in range(info.num_partitions):
+                for key, value in self._read_records(partition):
+                    txn_id = decode_key(key)
+                    if value is None:
+                        self.transactions.pop(txn_id, None)
+                    else:
+                        self.transactions[txn_id] = decode_value(txn_id, value)
+        self._by_producer = {m.producer_id: m for m in self.transactions.values()}
+        for meta in self.transactions.values():
+            self.producer_ids.at_least(meta.producer_id)
+        for meta in list(self.transactions.values()):
+            if meta.state in PREPARE:
+                log.info("completing transaction of %r (%s) interrupted by a restart", meta.transactional_id,
+                         meta.state.kafka_name)
+                self._complete(meta, meta.state == TxnState.PREPARE_COMMIT, now_ms)
+        if self.transactions:
+            log.info("loaded %d transactional ids from %s", len(self.transactions), TRANSACTION_STATE_TOPIC)
+
+    def _read_records(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+        plog = self.logs.get_log(TRANSACTION_STATE_TOPIC, partition)
+        for segment in list(plog.segments):
+            for position, header in segment.iter_headers():
+                if header.last_offset < plog.log_start_offset or header.is_control:
+                    continue
+                batch, _ = read_batch(segment.read_batch(position, header.size), 0)
+                for record in batch.records:
+                    yield record.key, record.value
+
+    # -- persistence --------------------------------------------------------------------------
+    def _state_log(self, transactional_id: str):
+        info = self.logs.topic(TRANSACTION_STATE_TOPIC)
+        if info is None:
+            info = self.logs.create_topic(
+                TRANSACTION_STATE_TOPIC, self.config.get_int("transaction.state.log.num.partitions"),
+                {"cleanup.policy": "compact", "segment.bytes": str(STATE_SEGMENT_BYTES)},
+            )
+        return self.logs.get_log(TRANSACTION_STATE_TOPIC, partition_for(transactional_id, info.num_partitions))
+
+    def _persist(self, meta: TransactionMetadata, now_ms: int) -> None:
+        """Append ``meta`` to ``__transaction_state``, then make it the current state."""
+        meta.last_update_ms = now_ms
+        batch = state_batch(encode_key(meta.transactional_id), encode_value(meta), now_ms)
+        self._state_log(meta.transactional_id).append(batch, now_ms=now_ms)
+        old = self.transactions.get(meta.transactional_id)
+        if old is not None and old.producer_id != meta.producer_id:
+            self._by_producer.pop(old.producer_id, None)
+        self.transactions[meta.transactional_id] = meta
+        self._by_producer[meta.producer_id] = meta
+
+    # -- InitProducerId ---------------------------------------------------------------------------
+    def init_producer_id(self, transactional_id: str | None, timeout_ms: int, expected_producer_id: int,
+                         expected_epoch: int, now_ms: int) -> tuple[int, int]:
+        """``(producer id, epoch)`` for a producer starting up (Kafka's ``handleInitProducerId``).
+
+        Without a transactional id: a fresh producer id, epoch 0 (idempotent producer). With one:
+        the id's producer id with its epoch bumped, which fences older instances; an open
+        transaction of a previous instance is aborted first and ConcurrentTransactionsError asks
+        the client to retry. Raises InvalidTransactionTimeoutError, ProducerFencedError (the
+        expected producer id/epoch, KIP-360, is not the current one), ConcurrentTransactionsError.
+        """
+        if not transactional_id:
+            return self.producer_ids.next_id(), 0
+        check_timeout(timeout_ms, self.config.get_int("transaction.max.timeout.ms"))
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            meta = TransactionMetadata(transactional_id, self.producer_ids.next_id(), NO_PRODUCER_EPOCH, timeout_ms)
+        elif expected_producer_id != NO_PRODUCER_ID and not (
+            expected_producer_id == meta.producer_id
+            and expected_epoch in (meta.producer_epoch, meta.last_producer_epoch)
+        ):
+            raise ProducerFencedError(
+                f"producer {expected_producer_id} epoch {expected_epoch} is no longer the producer of "
+                f"transactional.id {transactional_id!r} (now {meta.producer_id} epoch {meta.producer_epoch})"
+            )
+        if meta.state in PREPARE:
+            raise ConcurrentTransactionsError(f"the last transaction of {transactional_id!r} is completing: retry")
+        if meta.state == TxnState.ONGOING:
+            log.info("fencing the previous producer of %r: aborting its open transaction", transactional_id)
+            self._abort_with_bump(meta, now_ms)
+            raise ConcurrentTransactionsError(
+                f"aborted the open transaction of a previous producer with transactional.id {transactional_id!r}: retry"
+            )
+        producer_id, epoch = bumped(meta, self.producer_ids.next_id)
+        updated = replace(meta, producer_id=producer_id, producer_epoch=epoch, timeout_ms=timeout_ms,
+                          state=TxnState.EMPTY, partitions=set(), start_ms=-1,
+                          last_producer_epoch=meta.producer_epoch if producer_id == meta.producer_id else NO_PRODUCER_EPOCH)
+        self._persist(updated, now_ms)
+        return producer_id, epoch
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: Iterable[TopicPartition], now_ms: int) -> None:
+        """Add ``partitions`` to the producer's transaction, starting one if needed (state Ongoing).
+
+        Raises InvalidProducerIdMappingError, ProducerFencedError, ConcurrentTransactionsError.
+        """
+        meta = check_producer(self.transactions.get(transactional_id), transactional_id, producer_id, epoch)
+        if meta.state in PREPARE:
+            raise ConcurrentTransactionsError(f"the last transaction of {transactional_id!r} is completing: retry")
+        partitions = set(partitions)
+        if meta.state == TxnState.ONGOING and partitions <= meta.partitions:
+            return
+        start = meta.start_ms if meta.state == TxnState.ONGOING else now_ms
+        new_partitions = (meta.partitions if meta.state == TxnState.ONGOING else set()) | partitions
+        self._persist(replace(meta, state=TxnState.ONGOING, partitions=new_partitions, start_ms=start), now_ms)
+
+    def offsets_partition(self, group_id: str) -> TopicPartition:
+        """The ``__consumer_offsets`` partition of ``group_id`` (what AddOffsetsToTxn adds)."""
+        store = offset_store(self.broker)
+        if store is not None:
+            return OFFSETS_TOPIC, store.partition_of(group_id)
+        return OFFSETS_TOPIC, partition_for(group_id, self.config.get_int("offsets.topic.num.partitions"))
+
+    # -- EndTxn ---------------------------------------------------------------------------------
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, now_ms: int) -> None:
+        """Commit or abort the open transaction: PrepareX, markers on every partition, CompleteX.
+
+        A retry of an EndTxn that already completed succeeds. Raises InvalidProducerIdMappingError,
+        ProducerFencedError, ConcurrentTransactionsError, InvalidTxnStateError.
+        """
+        meta = check_producer(self.transactions.get(transactional_id), transactional_id, producer_id, epoch)
+        prepare = end_txn_transition(meta, commit)
+        if prepare is None:
+            return
+        prepared = replace(meta, state=prepare)
+        self._persist(prepared, now_ms)
+        self._complete(prepared, commit, now_ms)
+
+    def _abort_with_bump(self, meta: TransactionMetadata, now_ms: int) -> None:
+        """Abort an Ongoing transaction with the epoch bumped, fencing its producer (timeout, new instance)."""
+        producer_id, epoch = meta.producer_id, min(meta.producer_epoch + 1, MAX_EPOCH + 1)
+        prepared = replace(meta, producer_id=producer_id, producer_epoch=epoch, state=TxnState.PREPARE_ABORT,
+                           last_producer_epoch=meta.producer_epoch)
+        self._persist(prepared, now_ms)
+        self._complete(prepared, False, now_ms)
+
+    def _complete(self, meta: TransactionMetadata, commit: bool, now_ms: int) -> None:
+        """Write the markers of a prepared transaction, then record CompleteCommit/CompleteAbort."""
+        for topic, partition in sorted(meta.partitions):
+            if topic == OFFSETS_TOPIC:
+                continue
+            plog = self.logs.get_log(topic, partition)
+            if plog is None:
+                log.warning("transaction of %r: partition %s-%d no longer exists, no marker written",
+                            meta.transactional_id, topic, partition)
+                continue
+            plog.append_marker(meta.producer_id, meta.producer_epoch, commit, now_ms=now_ms)
+            self.broker.notify_append(topic, partition)
+        if any(topic == OFFSETS_TOPIC for topic, _ in meta.partitions):
+            store = offset_store(self.broker)
+            if store is not None:
+                store.complete_txn(meta.producer_id, commit, now_ms)
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        self._persist(replace(meta, state=done, partitions=set(), start_ms=-1), now_ms)
+
+    # -- timeouts -------------------------------------------------------------------------------
+    def abort_timed_out(self, now_ms: int) -> list[str]:
+        """Abort (with an epoch bump) every Ongoing transaction older than its ``transaction.timeout.ms``.
+
+        Kafka's ``abortTimedOutTransactions``; returns the transactional ids aborted.
+        """
+        aborted = []
+        for meta in list(self.transactions.values()):
+            if meta.state == TxnState.ONGOING and now_ms - meta.start_ms > meta.timeout_ms:
+                log.info("aborting transaction of %r: open for %d ms, transaction.timeout.ms=%d",
+                         meta.transactional_id, now_ms - meta.start_ms, meta.timeout_ms)
+                self._abort_with_bump(meta, now_ms)
+                aborted.append(meta.transactional_id)
+        return aborted
+
+    # -- produce verification --------------------------------------------------------------------
+    def check_transactional_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> None:
+        """Refuse a transactional batch whose partition is not in its producer's open transaction.
+
+        Kafka 3.6+ verifies this too (KIP-890 part 1): it keeps a late write of a fenced or
+        finished producer from opening a transaction nobody will end (a "hanging" transaction
+        that would stall read_committed consumers). Raises InvalidProducerEpochError or
+        InvalidTxnStateError.
+        """
+        meta = self._by_producer.get(producer_id)
+        if meta is not None and meta.producer_epoch != epoch:
+            raise InvalidProducerEpochError(
+                f"transactional produce by producer {producer_id} with epoch {epoch} to {topic}-{partition}: "
+                f"the current epoch is {meta.producer_epoch} (the producer was fenced or its transaction aborted)"
+            )
+        if meta is None or meta.state != TxnState.ONGOING or (topic, partition) not in meta.partitions:
+            raise InvalidTxnStateError(
+                f"transactional produce by producer {producer_id} to {topic}-{partition}, which is not part of an "
+                "open transaction of that producer: add the partition with AddPartitionsToTxn first"
+            )
+
+    # -- describe / list ---------------------------------------------------------------------------
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        return self.transactions.get(transactional_id)
+
+    def list(self, states: set[str], producer_ids: set[int], min_duration_ms: int, now_ms: int) -> list[TransactionMetadata]:
+        """Transactions matching all filters (empty filter = any; ``min_duration_ms`` < 0 = any)."""
+        return [
+            m for m in self.transactions.values()
+            if (not states or m.state.kafka_name in states)
+            and (not producer_ids or m.producer_id in producer_ids)
+            and (min_duration_ms < 0 or (m.state == TxnState.ONGOING and now_ms - m.start_ms > min_duration_ms))
+        ]
+
+
+def offset_store(broker):
+    """The broker's ``__consumer_offsets`` store (from the group coordinator), or None when absent."""
+    return getattr(broker, "offset_store", None)
+
+
+def coordinator(broker) -> TransactionCoordinator:
+    """The broker's transaction coordinator, created and loaded on first use when the server did not."""
+    txn = getattr(broker, "txn_coordinator", None)
+    if txn is None:
+        from pyspark_kafka.broker.handlers import now_ms
+
+        txn = TransactionCoordinator(broker)
+        txn.load(now_ms())
+        broker.txn_coordinator = txn
+    return txn

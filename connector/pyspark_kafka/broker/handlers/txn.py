@@ -1,0 +1,175 @@
+"""Idempotent producers and transactions (KIP-98): InitProducerId (22), AddPartitionsToTxn (24),
+AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28), DescribeTransactions (65),
+ListTransactions (66).
+
+Each handler maps the request onto :class:`~pyspark_kafka.broker.coordinator.txn.TransactionCoordinator`
+and turns its :class:`~pyspark_kafka.broker.log.errors.KafkaError` into the response's error code.
+FindCoordinator for transactional ids (key_type 1) is served by the group handlers: this single
+broker coordinates everything. WriteTxnMarkers is not served: markers are written in-process.
+
+Version ranges: the client-facing versions (AddPartitionsToTxn v4+ is broker-to-broker, KIP-890);
+InitProducerId v6 (two-phase commit, KIP-939) is not served.
+"""
+
+from __future__ import annotations
+
+from pyspark_kafka.broker.coordinator.txn import coordinator, offset_store
+from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
+from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.protocol import ms
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+COORDINATOR_NOT_AVAILABLE = 15
+OPERATION_NOT_ATTEMPTED = 55
+TRANSACTIONAL_ID_NOT_FOUND = 105
+
+
+@register(api_key=22, min_version=0, max_version=5)
+async def init_producer_id(ctx: RequestContext, request) -> dict:
+    """A producer id and epoch: new for idempotent producers, epoch-bumped for a transactional id."""
+    try:
+        producer_id, epoch = coordinator(ctx.broker).init_producer_id(
+            request.transactional_id,
+            ms(request.transaction_timeout),
+            getattr(request, "producer_id", -1),
+            getattr(request, "producer_epoch", -1),
+            now_ms(),
+        )
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.error_code, "producer_id": -1, "producer_epoch": -1}
+    return {"throttle_time": 0, "error_code": NONE, "producer_id": producer_id, "producer_epoch": epoch}
+
+
+def _partition_results(topics, code_of) -> list[dict]:
+    return [
+        {"name": t.name, "results_by_partition": [
+            {"partition_index": p, "partition_error_code": code_of(t.name, p)} for p in t.partitions
+        ]}
+        for t in topics
+    ]
+
+
+@register(api_key=24, min_version=0, max_version=3)
+async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
+    """Add partitions to the transaction; unknown partitions fail the whole request (others OPERATION_NOT_ATTEMPTED)."""
+    broker = ctx.broker
+    topics = request.v3_and_below_topics
+    missing = {(t.name, p) for t in topics for p in t.partitions if broker.logs.get_log(t.name, p) is None}
+    if missing:
+        def code(topic, p):
+            return UNKNOWN_TOPIC_OR_PARTITION if (topic, p) in missing else OPERATION_NOT_ATTEMPTED
+    else:
+        try:
+            coordinator(broker).add_partitions(
+                request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                request.v3_and_below_producer_epoch, [(t.name, p) for t in topics for p in t.partitions], now_ms(),
+            )
+            error = NONE
+        except KafkaError as exc:
+            error = exc.error_code
+
+        def code(topic, p):
+            return error
+    return {"throttle_time": 0, "results_by_topic_v3_and_below": _partition_results(topics, code)}
+
+
+@register(api_key=25, min_version=0, max_version=4)
+async def add_offsets_to_txn(ctx: RequestContext, request) -> dict:
+    """Add the group's ``__consumer_offsets`` partition to the transaction (for TxnOffsetCommit)."""
+    txn = coordinator(ctx.broker)
+    try:
+        txn.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+                           [txn.offsets_partition(request.group_id)], now_ms())
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.error_code}
+    return {"throttle_time": 0, "error_code": NONE}
+
+
+@register(api_key=28, min_version=0, max_version=4)
+async def txn_offset_commit(ctx: RequestContext, request) -> dict:
+    """Stage the group's offsets in the producer's transaction; OffsetFetch sees them only after commit."""
+    from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
+
+    broker = ctx.broker
+    txn = coordinator(broker)
+    store = offset_store(broker)
+    now = now_ms()
+    error = NONE
+    if store is None:
+        error = COORDINATOR_NOT_AVAILABLE
+    else:
+        try:
+            topic, partition = txn.offsets_partition(request.group_id)
+            txn.check_transactional_produce(request.producer_id, request.producer_epoch, topic, partition)
+            offsets = {
+                (t.name, p.partition_index): OffsetAndMetadata(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
+                for t in request.topics for p in t.partitions
+            }
+            store.stage_txn_offsets(request.producer_id, request.producer_epoch, request.group_id, offsets, now)
+        except KafkaError as exc:
+            error = exc.error_code
+    return {
+        "throttle_time": 0,
+        "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": error}
+                                            for p in t.partitions]}
+            for t in request.topics
+        ],
+    }
+
+
+@register(api_key=26, min_version=0, max_version=4)
+async def end_txn(ctx: RequestContext, request) -> dict:
+    """Commit or abort: markers are written to every partition of the transaction before the answer."""
+    try:
+        coordinator(ctx.broker).end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+                                        request.committed, now_ms())
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.error_code}
+    return {"throttle_time": 0, "error_code": NONE}
+
+
+@register(api_key=65, min_version=0, max_version=0)
+async def describe_transactions(ctx: RequestContext, request) -> dict:
+    """State, producer id/epoch, timeout, start time and partitions of each transactional id."""
+    txn = coordinator(ctx.broker)
+    states = []
+    for txn_id in request.transactional_ids:
+        meta = txn.describe(txn_id)
+        if meta is None:
+            states.append({"error_code": TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": txn_id,
+                           "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": 0,
+                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(meta.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        states.append({
+            "error_code": NONE, "transactional_id": txn_id, "transaction_state": meta.state.kafka_name,
+            "transaction_timeout": meta.timeout_ms, "transaction_start_time": max(meta.start_ms, 0),
+            "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+        })
+    return {"throttle_time": 0, "transaction_states": states}
+
+
+@register(api_key=66, min_version=0, max_version=1)
+async def list_transactions(ctx: RequestContext, request) -> dict:
+    """Transactional ids filtered by state names, producer ids and (v1) minimum running time in ms."""
+    from pyspark_kafka.broker.coordinator.txn import STATE_BY_NAME
+
+    txn = coordinator(ctx.broker)
+    states = set(request.state_filters)
+    unknown = sorted(s for s in states if s not in STATE_BY_NAME)
+    found = txn.list(states, set(request.producer_id_filters), getattr(request, "duration_filter", -1), now_ms())
+    return {
+        "throttle_time": 0, "error_code": NONE, "unknown_state_filters": unknown,
+        "transaction_states": [
+            {"transactional_id": m.transactional_id, "producer_id": m.producer_id,
+             "transaction_state": m.state.kafka_name}
+            for m in sorted(found, key=lambda m: m.transactional_id)
+        ],
+    }
+

@@ -1,0 +1,354 @@
+"""Producer state of one partition: idempotent sequences, ongoing transactions, aborted transactions.
+
+Kafka's ``ProducerStateManager`` for one partition log, kept in memory and rebuilt from the log:
+
+- per **producer id**: the producer epoch, the metadata of its last 5 batches (first/last
+  sequence, last offset) for duplicate detection, and the first offset of its ongoing
+  transaction on this partition, if any (KIP-98);
+- the **last stable offset** (LSO) input: the smallest first offset of an ongoing transaction;
+- the **aborted transaction index**: ``(producer id, first offset, last offset)`` of each
+  aborted transaction, which read_committed Fetch responses list so clients drop the records
+  (Kafka keeps it in ``.txnindex`` files; here it is part of the snapshot).
+
+Rules (Kafka's ``ProducerAppendInfo``), checked per batch carrying a producer id:
+
+- epoch lower than the known one → INVALID_PRODUCER_EPOCH (47);
+- a batch already among the producer's last 5 (same epoch, same sequence range) is a
+  **duplicate**: the broker acknowledges it with the original offsets and appends nothing;
+- a new epoch must start at sequence 0, the same epoch must continue at last sequence + 1
+  (wrapping after 2^31-1) → else OUT_OF_ORDER_SEQUENCE_NUMBER (45); an unknown producer id
+  (e.g. its batches were deleted by retention) may start at any sequence (KIP-360);
+- a non-transactional batch from a producer with an ongoing transaction → INVALID_TXN_STATE (48).
+
+Snapshots: ``<offset 20 digits>.snapshot`` (JSON) in the partition directory hold the state
+of the log up to ``offset``; loading takes the newest snapshot not past the log end offset and
+replays the batch headers after it (control batches also have their one record read).
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import logging
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, NamedTuple
+
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
+from kio.static.primitive import i8, i16, i32, i64
+
+from pyspark_kafka.broker.log.checkpoint import atomic_write
+from pyspark_kafka.broker.log.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+)
+from pyspark_kafka.broker.log.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader
+
+log = logging.getLogger(__name__)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+BATCHES_RETAINED = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight 5)
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+SNAPSHOTS_KEPT = 2
+
+CONTROL_ABORT = 0  # control record key type (Kafka's ControlRecordType)
+CONTROL_COMMIT = 1
+
+
+class BatchMetadata(NamedTuple):
+    """One appended batch of a producer: sequences (inclusive) and offsets."""
+
+    first_seq: int
+    last_seq: int
+    last_offset: int
+    offset_delta: int  # last offset - first offset
+    timestamp: int  # the batch's max timestamp, ms
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+class AbortedTxn(NamedTuple):
+    """An aborted transaction on this partition: its first offset and the offset of its abort marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass
+class ProducerEntry:
+    """What the partition knows about one producer id."""
+
+    producer_id: int
+    epoch: int = NO_PRODUCER_EPOCH
+    batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_RETAINED))
+    txn_first_offset: int | None = None  # first offset of the ongoing transaction here
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """The retained batch with exactly this epoch and sequence range, if any."""
+        if epoch != self.epoch:
+            return None
+        for meta in self.batches:
+            if meta.first_seq == first_seq and meta.last_seq == last_seq:
+                return meta
+        return None
+
+
+def last_sequence(header: BatchHeader) -> int:
+    """The sequence of the batch's last record (sequences wrap to 0 after 2^31-1)."""
+    if header.base_sequence == NO_SEQUENCE:
+        return NO_SEQUENCE
+    return (header.base_sequence + header.last_offset_delta) % (INT32_MAX + 1)
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    """Kafka's ``inSequence``: ``next_seq`` directly follows ``last_seq`` (with wrap-around)."""
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def check_sequence(entry: ProducerEntry | None, epoch: int, first_seq: int, where: str) -> None:
+    """Raise OutOfOrderSequenceError unless ``first_seq`` may follow ``entry`` (Kafka's ``checkSequence``)."""
+    if entry is None or entry.epoch == NO_PRODUCER_EPOCH:
+        return  # unknown producer: any sequence (KIP-360)
+    if epoch != entry.epoch:
+        if first_seq != 0:
+            raise OutOfOrderSequenceError(
+                f"invalid sequence number {first_seq} for new epoch {epoch} of producer {entry.producer_id} "
+                f"in {where}: a new epoch must start at sequence 0 (current epoch {entry.epoch})"
+            )
+        return
+    if not entry.batches or in_sequence(entry.last_seq, first_seq):
+        return
+    raise OutOfOrderSequenceError(
+        f"out of order sequence number for producer {entry.producer_id} in {where}: got {first_seq}, "
+        f"expected {entry.last_seq + 1} (epoch {epoch}); an earlier batch was lost or reordered"
+    )
+
+
+def control_type(batch: bytes) -> int:
+    """CONTROL_COMMIT or CONTROL_ABORT from a control batch's one record (key: version int16, type int16)."""
+    parsed, _ = read_batch(batch, 0)
+    key = parsed.records[0].key
+    if key is None or len(key) < 4:
+        raise ValueError("control record without a 4-byte key")
+    return int.from_bytes(key[2:4], "big", signed=True)
+
+
+class ProducerStateManager:
+    """Producer state of one partition (see the module docstring). Not thread-safe.
+
+    ``ProducerStateManager(dir, where)``; ``where`` names the partition in error messages.
+    """
+
+    def __init__(self, dir: Path, where: str) -> None:
+        self.dir = Path(dir)
+        self.where = where
+        self.producers: dict[int, ProducerEntry] = {}
+        self.aborted: list[AbortedTxn] = []  # by last offset (marker order)
+        self.last_offset = -1  # last offset the state has seen (snapshot position - 1)
+
+    # -- validation ---------------------------------------------------------------------------
+    def check_batches(self, headers: list[BatchHeader]) -> BatchMetadata | None:
+        """Validate a produce request's batches against the state; return the duplicate batch if one is.
+
+        A duplicate means the whole request was appended before (the producer retried it): the
+        caller answers with the duplicate's offsets and appends nothing. Raises
+        InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError; the state is
+        not changed.
+        """
+        pending: dict[int, ProducerEntry] = {}
+        for header in headers:
+            pid = header.producer_id
+            if pid == NO_PRODUCER_ID or header.is_control:
+                continue
+            entry = pending.get(pid) or self.producers.get(pid)
+            epoch = header.producer_epoch
+            if entry is not None and entry.epoch != NO_PRODUCER_EPOCH and epoch < entry.epoch:
+                raise InvalidProducerEpochError(
+                    f"producer {pid} sent epoch {epoch} to {self.where}, older than its current epoch {entry.epoch}: "
+                    "this producer was fenced by a newer instance with the same transactional.id or restarted"
+                )
+            if header.base_sequence == NO_SEQUENCE:
+                continue
+            if entry is not None:
+                duplicate = entry.find_duplicate(epoch, header.base_sequence, last_sequence(header))
+                if duplicate is not None:
+                    return duplicate
+            check_sequence(entry, epoch, header.base_sequence, self.where)
+            if entry is not None and entry.txn_first_offset is not None and not header.is_transactional:
+                raise InvalidTxnStateError(
+                    f"producer {pid} sent a non-transactional batch to {self.where} while its transaction is open"
+                )
+            simulated = ProducerEntry(pid, epoch)
+            simulated.batches.append(BatchMetadata(header.base_sequence, last_sequence(header), 0, 0, -1))
+            simulated.txn_first_offset = entry.txn_first_offset if entry is not None else None
+            pending[pid] = simulated
+        return None
+
+    # -- updates (after offsets are assigned) ---------------------------------------------------
+    def on_batch(self, header: BatchHeader, control: int | None = None) -> AbortedTxn | None:
+        """Apply one appended batch (offsets assigned). ``control`` is the marker type of a control batch.
+
+        Returns the AbortedTxn recorded for an abort marker that closed a transaction.
+        """
+        self.last_offset = max(self.last_offset, header.last_offset)
+        pid = header.producer_id
+        if pid == NO_PRODUCER_ID:
+            return None
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid)
+        if header.producer_epoch != entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+        if header.is_control:
+            return self._end_txn(entry, header.base_offset, control)
+        if header.base_sequence != NO_SEQUENCE:
+            entry.batches.append(BatchMetadata(
+                header.base_sequence, last_sequence(header), header.last_offset, header.last_offset_delta,
+                header.max_timestamp,
+            ))
+        if header.is_transactional and entry.txn_first_offset is None:
+            entry.txn_first_offset = header.base_offset
+        return None
+
+    def _end_txn(self, entry: ProducerEntry, marker_offset: int, control: int | None) -> AbortedTxn | None:
+        first, entry.txn_first_offset = entry.txn_first_offset, None
+        if first is None or control != CONTROL_ABORT:
+            return None
+        aborted = AbortedTxn(entry.producer_id, first, marker_offset)
+        self.aborted.append(aborted)
+        return aborted
+
+    # -- queries ------------------------------------------------------------------------------
+    def first_unstable_offset(self) -> int | None:
+        """The smallest first offset of an ongoing transaction (None when none is open)."""
+        firsts = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset is not None]
+        return min(firsts) if firsts else None
+
+    def ongoing(self, producer_id: int) -> int | None:
+        """First offset of ``producer_id``'s open transaction on this partition, or None."""
+        entry = self.producers.get(producer_id)
+        return entry.txn_first_offset if entry is not None else None
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)`` (Kafka's ``collectAbortedTxns``)."""
+        return [a for a in self.aborted if a.last_offset >= fetch_offset and a.first_offset < upper_bound]
+
+    # -- retention and truncation ---------------------------------------------------------------
+    def on_log_start_offset(self, log_start_offset: int) -> None:
+        """Forget aborted transactions wholly below the new log start offset."""
+        self.aborted = [a for a in self.aborted if a.last_offset >= log_start_offset]
+
+    def reset(self) -> None:
+        self.producers.clear()
+        self.aborted.clear()
+        self.last_offset = -1
+
+    # -- snapshots ----------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {
+            "version": SNAPSHOT_VERSION,
+            "producers": [
+                [e.producer_id, e.epoch, e.txn_first_offset, e.last_timestamp, [list(b) for b in e.batches]]
+                for e in self.producers.values()
+            ],
+            "aborted": [list(a) for a in self.aborted],
+        }
+
+    def load_json(self, doc: dict) -> None:
+        if doc.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(f"unsupported producer snapshot version {doc.get('version')!r}")
+        self.reset()
+        for pid, epoch, txn_first, last_ts, batches in doc["producers"]:
+            entry = ProducerEntry(pid, epoch, txn_first_offset=txn_first, last_timestamp=last_ts)
+            entry.batches.extend(BatchMetadata(*b) for b in batches)
+            self.producers[pid] = entry
+        self.aborted = [AbortedTxn(*a) for a in doc["aborted"]]
+
+    def snapshot_offsets(self) -> list[int]:
+        """Offsets of the snapshot files in the directory, ascending."""
+        found = []
+        for name in os.listdir(self.dir):
+            stem, _, suffix = name.partition(".")
+            if "." + suffix == SNAPSHOT_SUFFIX and len(stem) == 20 and stem.isdigit():
+                found.append(int(stem))
+        return sorted(found)
+
+    def _snapshot_path(self, offset: int) -> Path:
+        return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def take_snapshot(self, offset: int) -> None:
+        """Write the state of the log up to ``offset`` (exclusive) and keep the newest 2 snapshots."""
+        atomic_write(self._snapshot_path(offset), json.dumps(self.to_json(), separators=(",", ":")).encode())
+        for old in self.snapshot_offsets()[:-SNAPSHOTS_KEPT]:
+            self._snapshot_path(old).unlink(missing_ok=True)
+
+    def load_snapshot(self, log_end_offset: int) -> int:
+        """Load the newest readable snapshot at or below ``log_end_offset``; return its offset (0: none).
+
+        Snapshots past the log end offset (the log was truncated after a crash) are deleted.
+        """
+        for name in os.listdir(self.dir):
+            if name.endswith(SNAPSHOT_SUFFIX + ".tmp"):
+                (self.dir / name).unlink(missing_ok=True)
+        for offset in reversed(self.snapshot_offsets()):
+            path = self._snapshot_path(offset)
+            if offset > log_end_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                self.load_json(json.loads(path.read_text()))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                log.warning("%s: ignoring unreadable producer snapshot %s (%s)", self.where, path.name, e)
+                continue
+            self.last_offset = offset - 1
+            return offset
+        self.reset()
+        return 0
+
+    def replay(self, batches: Iterable[tuple[BatchHeader, int | None]]) -> None:
+        """Rebuild from appended batches ``(header, control type or None)`` in offset order."""
+        for header, control in batches:
+            self.on_batch(header, control)
+
+
+def control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int) -> bytes:
+    """A transaction marker: a RecordBatch v2 with the transactional and control bits and one control record.
+
+    Key: version 0 (int16), type (int16: 0 abort, 1 commit); value: version 0 (int16),
+    coordinator epoch (int32) — Kafka's ``EndTransactionMarker``. Base offset 0, sequence -1.
+    """
+    record = Record(
+        attributes=i8(0),
+        timestamp=datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.timezone.utc),
+        offset=i64(0),
+        key=struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT),
+        value=struct.pack(">hi", 0, coordinator_epoch),
+        headers=(),
+    )
+    buf = io.BytesIO()
+    write_new_batch(buf, NewRecordBatch(
+        producer_id=i64(producer_id), producer_epoch=i16(producer_epoch), base_sequence=i32(NO_SEQUENCE),
+        records=(record,), attributes=i16(TRANSACTIONAL_BIT | CONTROL_BIT),
+    ))
+    return buf.getvalue()
