@@ -82,6 +82,7 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "transaction.state.log.num.partitions": "1",
     "transaction.state.log.replication.factor": "1",
     "transaction.max.timeout.ms": "900000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transactional.id.expiration.ms": "604800000",
     "producer.id.expiration.ms": "86400000",
 }
@@ -174,6 +175,7 @@ _TYPES: dict[str, tuple[str, int | float | None]] = {
     "transaction.state.log.num.partitions": (_INT, 1),
     "transaction.state.log.replication.factor": (_INT, 1),
     "transaction.max.timeout.ms": (_INT, 1),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_INT, 1),
     "transactional.id.expiration.ms": (_INT, 1),
     "producer.id.expiration.ms": (_INT, 1),
 }

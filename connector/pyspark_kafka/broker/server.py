@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable
 
 from pyspark_kafka.broker import protocol
 from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.coordinator.txn import coordinator as txn_coordinator
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
 from pyspark_kafka.broker.handlers.api_versions import api_versions_body
 from pyspark_kafka.broker.log.manager import LogManager
@@ -279,6 +280,11 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     timers.append(asyncio.create_task(
         _every(flush_check_interval_ms(broker.config), lambda: broker.logs.flush_due(now_ms()), "log flush")
     ))
+    txn = txn_coordinator(broker)  # loads __transaction_state, completes transactions a crash interrupted
+    timers.append(asyncio.create_task(_every(
+        broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        lambda: txn.abort_timed_out(now_ms()), "transaction timeout check",
+    )))
     bootstrap = f"{broker.host}:{broker.port}"
     log.info("pyspark-kafka broker listening on %s (data dir %s)", bootstrap, broker.data_dir)
     try:

@@ -441,10 +441,7 @@ class TransactionCoordinator:
 
     def offsets_partition(self, group_id: str) -> TopicPartition:
         """The ``__consumer_offsets`` partition of ``group_id`` (what AddOffsetsToTxn adds)."""
-        store = offset_store(self.broker)
-        if store is not None:
-            return OFFSETS_TOPIC, store.partition_of(group_id)
-        return OFFSETS_TOPIC, partition_for(group_id, self.config.get_int("offsets.topic.num.partitions"))
+        return OFFSETS_TOPIC, offset_store(self.broker).partition_of(group_id)
 
     # -- EndTxn ---------------------------------------------------------------------------------
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, now_ms: int) -> None:
@@ -482,9 +479,7 @@ class TransactionCoordinator:
             plog.append_marker(meta.producer_id, meta.producer_epoch, commit, now_ms=now_ms)
             self.broker.notify_append(topic, partition)
         if any(topic == OFFSETS_TOPIC for topic, _ in meta.partitions):
-            store = offset_store(self.broker)
-            if store is not None:
-                store.complete_txn(meta.producer_id, commit, now_ms)
+            offset_store(self.broker).complete_txn(meta.producer_id, commit, now_ms)
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         self._persist(replace(meta, state=done, partitions=set(), start_ms=-1), now_ms)
 
@@ -539,8 +534,13 @@ class TransactionCoordinator:
 
 
 def offset_store(broker):
-    """The broker's ``__consumer_offsets`` store (from the group coordinator), or None when absent."""
-    return getattr(broker, "offset_store", None)
+    """The broker's ``__consumer_offsets`` store (the group coordinator's, loaded on first use).
+
+    Raises KafkaError when ``__consumer_offsets`` cannot be loaded.
+    """
+    from pyspark_kafka.broker.coordinator.group import coordinator_for
+
+    return coordinator_for(broker).offsets
 
 
 def coordinator(broker) -> TransactionCoordinator:

@@ -20,7 +20,6 @@ from pyspark_kafka.broker.protocol import ms
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
-COORDINATOR_NOT_AVAILABLE = 15
 OPERATION_NOT_ATTEMPTED = 55
 TRANSACTIONAL_ID_NOT_FOUND = 105
 
@@ -93,23 +92,20 @@ async def txn_offset_commit(ctx: RequestContext, request) -> dict:
 
     broker = ctx.broker
     txn = coordinator(broker)
-    store = offset_store(broker)
     now = now_ms()
     error = NONE
-    if store is None:
-        error = COORDINATOR_NOT_AVAILABLE
-    else:
-        try:
-            topic, partition = txn.offsets_partition(request.group_id)
-            txn.check_transactional_produce(request.producer_id, request.producer_epoch, topic, partition)
-            offsets = {
-                (t.name, p.partition_index): OffsetAndMetadata(
-                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
-                for t in request.topics for p in t.partitions
-            }
-            store.stage_txn_offsets(request.producer_id, request.producer_epoch, request.group_id, offsets, now)
-        except KafkaError as exc:
-            error = exc.error_code
+    try:
+        topic, partition = txn.offsets_partition(request.group_id)
+        txn.check_transactional_produce(request.producer_id, request.producer_epoch, topic, partition)
+        offsets = {
+            (t.name, p.partition_index): OffsetAndMetadata(
+                p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
+            for t in request.topics for p in t.partitions
+        }
+        offset_store(broker).stage_txn_offsets(request.producer_id, request.producer_epoch, request.group_id,
+                                               offsets, now)
+    except KafkaError as exc:
+        error = exc.error_code
     return {
         "throttle_time": 0,
         "topics": [
