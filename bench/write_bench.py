@@ -4,8 +4,7 @@ How it is measured:
 
 - The embedded broker runs in its own process (``python -m pyspark_kafka broker``), so
   neither side shares a GIL with it. Both sides write to it, in the same run, with the
-  same producer settings (``acks=all``, ``linger.ms=5``, no compression; idempotence off
-  because the embedded broker does not serve InitProducerId yet), the same number of
+  same producer settings (``acks=all``, idempotent, ``linger.ms=5``, no compression), the same number of
   records of 100-byte values and no key, to a topic with 2 partitions.
 - **project**: ``spark.range(n)`` mapped to a 100-byte string ``value`` and written by
   ``local[2]`` (two tasks, so up to two Python workers), timed from ``save()`` to its
@@ -36,7 +35,7 @@ from common import REPETITIONS, ServerProcess, metric, rate  # noqa: E402
 VALUE_BYTES = 100
 PARTITIONS = 2
 SPARK_CORES = 2
-PRODUCER = {"acks": "all", "linger.ms": "5", "compression.type": "none", "enable.idempotence": "false"}
+PRODUCER = {"acks": "all", "enable.idempotence": "true", "linger.ms": "5", "compression.type": "none"}
 ANCHOR = "plain confluent-kafka produce loop (1 thread)"
 
 

@@ -31,14 +31,9 @@ PUBLISHED = [(b"21", -973932308), (b"foobar", -790332482), (b"abc", 479470107),
              (b"a-little-bit-long-string", -985981536), (b"a-little-bit-longer-string", -1486304829)]
 
 
-# The embedded broker does not serve InitProducerId (API key 22) yet, which the default
-# idempotent producer needs; test_default_idempotent_producer_needs_init_producer_id
-# covers the default. Other tests write with idempotence off (still acks=all).
-NO_IDEMPOTENCE = {"kafka.enable.idempotence": "false"}
-
-
 def opts(bootstrap: str, **extra) -> dict:
-    return {"kafka.bootstrap.servers": bootstrap, **NO_IDEMPOTENCE, **extra}
+    """Writer options with the defaults under test (acks=all, idempotent producer)."""
+    return {"kafka.bootstrap.servers": bootstrap, **extra}
 
 
 def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list:
