@@ -8,6 +8,7 @@ cooperative-sticky assignors (which run in the clients), and auto/manual offset 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -152,13 +153,17 @@ class ChildConsumer:
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.assignment: set[int] = set()
         self.records: list[tuple[int, int, str]] = []
+        self._partial = ""
 
-    def read(self) -> None:
-        """Consume the child's report lines that are available now."""
+    def read(self, wait_s: float = 0.0) -> None:
+        """Consume the child's report lines available now (waiting up to ``wait_s`` for the first)."""
+        select.select([self.proc.stdout], [], [], wait_s)
         while True:
-            line = self.proc.stdout.readline()
-            if not line:
+            line = self._partial + self.proc.stdout.readline()
+            if not line.endswith("\n"):
+                self._partial = line  # the rest of the line is not written yet
                 return
+            self._partial = ""
             kind, _, rest = line.strip().partition(" ")
             if kind == "assigned":
                 self.assignment = {int(p) for p in rest.split(",") if p}
