@@ -300,6 +300,19 @@ def test_commit_message_counts_acknowledged_records_per_partition(bootstrap, mak
     assert message.records == 12
 
 
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd", "snappy"])
+def test_kafka_settings_pass_through_to_the_producer(bootstrap, make_topic, codec):
+    topic = make_topic(partitions=2)
+    spec = WriteSpec.from_options(
+        opts(bootstrap, topic=topic, **{"kafka.compression.type": codec, "kafka.linger.ms": "20",
+                                        "kafka.batch.size": "2000"}), VALUE_ONLY)
+    assert spec.producer["compression.type"] == codec
+    values = [f"value-{i:04d}-" + "z" * 50 for i in range(500)]
+    message = write_batches(spec, [pa.record_batch([pa.array(values)], ["value"])])
+    assert message.records == 500
+    assert sorted(m.value().decode() for m in consume_all(bootstrap, topic)) == values
+
+
 def test_record_refused_by_the_client_fails_the_task(bootstrap, make_topic):
     topic = make_topic(partitions=1)
     spec = WriteSpec.from_options(opts(bootstrap, topic=topic, **{"kafka.message.max.bytes": "2000"}), VALUE_ONLY)
