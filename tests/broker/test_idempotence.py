@@ -5,6 +5,7 @@ survives a restart (snapshot, or rebuilt from the log)."""
 from __future__ import annotations
 
 import datetime
+import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -170,9 +171,10 @@ def _open(path) -> PartitionLog:
     return PartitionLog("t", 0, path, LogConfig.from_configs(BrokerConfig({}), {"segment.bytes": "600"}))
 
 
-def _fill(log: PartitionLog, pid: int = 7) -> None:
+def _fill(log: PartitionLog, pid: int = 7, timestamp_ms: int | None = None) -> None:
+    ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
     for seq in range(0, 40, 4):
-        log.append(make_batch(4, producer_id=pid, producer_epoch=2, base_sequence=seq))
+        log.append(make_batch(4, producer_id=pid, producer_epoch=2, base_sequence=seq, timestamp_ms=ts))
 
 
 @pytest.mark.parametrize("restart", ["clean close (snapshot at LEO)", "no snapshot (rebuilt from the log)",
@@ -217,3 +219,20 @@ def test_truncation_rebuilds_producer_state_and_drops_newer_snapshots(tmp_path):
         assert log.append(make_batch(4, producer_id=7, producer_epoch=2, base_sequence=20)).base_offset == 20
     finally:
         log.close()
+
+
+def test_idle_producers_expire_after_producer_id_expiration_ms(tmp_path):
+    log = _open(tmp_path)
+    day_ago = int(time.time() * 1000) - 86_400_000 - 60_000
+    _fill(log, pid=7, timestamp_ms=day_ago)
+    _fill(log, pid=8)
+    log.close()  # expires idle producers, then snapshots
+    reopened = _open(tmp_path)
+    try:
+        assert set(reopened.producer_state.producers) == {8}
+        # producer 7 is unknown now: any sequence is accepted (KIP-360), producer 8 is still checked
+        assert reopened.append(make_batch(1, producer_id=7, producer_epoch=2, base_sequence=99)).record_count == 1
+        with pytest.raises(OutOfOrderSequenceError):
+            reopened.append(make_batch(1, producer_id=8, producer_epoch=2, base_sequence=99))
+    finally:
+        reopened.close()

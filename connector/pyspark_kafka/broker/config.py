@@ -347,6 +347,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
+    producer_id_expiration_ms: int = 86400000  # broker-wide producer.id.expiration.ms
 
     @property
     def deletes(self) -> bool:
@@ -387,6 +388,7 @@ class LogConfig:
             message_timestamp_type=value("message.timestamp.type") or "CreateTime",
             flush_messages=integer("flush.messages"),
             flush_ms=integer("flush.ms"),
+            producer_id_expiration_ms=broker.get_int("producer.id.expiration.ms"),
         )
 
 

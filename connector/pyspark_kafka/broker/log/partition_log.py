@@ -180,11 +180,12 @@ class PartitionLog:
         bases: set[int] = set()
         index_files: list[tuple[int, Path]] = []
         for entry in os.scandir(self.dir):
+            if entry.name.endswith((".deleted", ".cleaned", ".swap", ".tmp")):  # unfinished cleaning/deletes
+                os.unlink(entry.path)
+                stats.orphan_files_deleted += 1
+                continue
             parsed = parse_segment_file_name(entry.name)
             if parsed is None:
-                if entry.name.endswith((".deleted", ".cleaned", ".swap", ".tmp")):
-                    os.unlink(entry.path)
-                    stats.orphan_files_deleted += 1
                 continue
             base, suffix = parsed
             if suffix == LOG_SUFFIX:
@@ -250,6 +251,12 @@ class PartitionLog:
         if replayed:
             log.info("%s-%s: producer state rebuilt from offset %d (%d batches)", self.topic, self.partition,
                      start, replayed)
+
+    def _snapshot_producer_state(self, now_ms: int | None = None) -> None:
+        """Drop expired producers (``producer.id.expiration.ms``), then snapshot the state at the LEO."""
+        now = now_ms if now_ms is not None else _wall_ms()
+        self.producer_state.remove_expired(now, self.config.producer_id_expiration_ms)
+        self.producer_state.take_snapshot(self.log_end_offset)
 
     def _recover(self, recovery_point: int) -> None:
         """Re-validate the segments holding offsets at or after ``recovery_point`` (Kafka's ``recoverLog``).
@@ -320,7 +327,7 @@ class PartitionLog:
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
         fsync_dir(self.dir)  # the new segment's directory entry
-        self.producer_state.take_snapshot(self.log_end_offset)
+        self._snapshot_producer_state(now_ms)
         self._flush_segments(self.segments[self._segment_index_for(self.recovery_point) : -1], segment.base_offset,
                              now_ms)
         return segment
@@ -645,7 +652,7 @@ class PartitionLog:
     def close(self) -> None:
         """Flush everything, snapshot the producer state at the LEO and close the files."""
         self.flush()
-        self.producer_state.take_snapshot(self.log_end_offset)
+        self._snapshot_producer_state()
         for segment in self.segments:
             segment.close()
 

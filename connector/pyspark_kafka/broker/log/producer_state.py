@@ -162,6 +162,7 @@ class ProducerStateManager:
         self.dir = Path(dir)
         self.where = where
         self.producers: dict[int, ProducerEntry] = {}
+        self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[AbortedTxn] = []  # by last offset (marker order)
         self.last_offset = -1  # last offset the state has seen (snapshot position - 1)
 
@@ -228,11 +229,12 @@ class ProducerStateManager:
                 header.max_timestamp,
             ))
         if header.is_transactional and entry.txn_first_offset is None:
-            entry.txn_first_offset = header.base_offset
+            entry.txn_first_offset = self._ongoing[pid] = header.base_offset
         return None
 
     def _end_txn(self, entry: ProducerEntry, marker_offset: int, control: int | None) -> AbortedTxn | None:
         first, entry.txn_first_offset = entry.txn_first_offset, None
+        self._ongoing.pop(entry.producer_id, None)
         if first is None or control != CONTROL_ABORT:
             return None
         aborted = AbortedTxn(entry.producer_id, first, marker_offset)
@@ -242,8 +244,7 @@ class ProducerStateManager:
     # -- queries ------------------------------------------------------------------------------
     def first_unstable_offset(self) -> int | None:
         """The smallest first offset of an ongoing transaction (None when none is open)."""
-        firsts = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset is not None]
-        return min(firsts) if firsts else None
+        return min(self._ongoing.values()) if self._ongoing else None
 
     def ongoing(self, producer_id: int) -> int | None:
         """First offset of ``producer_id``'s open transaction on this partition, or None."""
@@ -259,8 +260,19 @@ class ProducerStateManager:
         """Forget aborted transactions wholly below the new log start offset."""
         self.aborted = [a for a in self.aborted if a.last_offset >= log_start_offset]
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers without an open transaction whose last batch is older than ``expiration_ms``
+        (Kafka's ``producer.id.expiration.ms``); returns how many. A later batch of such a producer
+        is accepted with any sequence, as for an unknown producer."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.txn_first_offset is None and now_ms - e.last_timestamp > expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
     def reset(self) -> None:
         self.producers.clear()
+        self._ongoing.clear()
         self.aborted.clear()
         self.last_offset = -1
 
@@ -283,6 +295,8 @@ class ProducerStateManager:
             entry = ProducerEntry(pid, epoch, txn_first_offset=txn_first, last_timestamp=last_ts)
             entry.batches.extend(BatchMetadata(*b) for b in batches)
             self.producers[pid] = entry
+            if txn_first is not None:
+                self._ongoing[pid] = txn_first
         self.aborted = [AbortedTxn(*a) for a in doc["aborted"]]
 
     def snapshot_offsets(self) -> list[int]:
