@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from pyspark_kafka.errors import DeliveryError, RecordError
 from pyspark_kafka.routing import partition_for, to_positive
@@ -311,6 +311,33 @@ def test_kafka_settings_pass_through_to_the_producer(bootstrap, make_topic, code
     message = write_batches(spec, [pa.record_batch([pa.array(values)], ["value"])])
     assert message.records == 500
     assert sorted(m.value().decode() for m in consume_all(bootstrap, topic)) == values
+
+
+def test_full_producer_queue_is_waited_out_not_dropped(bootstrap, make_topic):
+    """A local queue of 5 records forces BufferError on almost every produce call."""
+    topic = make_topic(partitions=2)
+    spec = WriteSpec.from_options(
+        opts(bootstrap, topic=topic, **{"kafka.queue.buffering.max.messages": "5"}), VALUE_ONLY)
+    values = [f"v{i}" for i in range(300)]
+    assert write_batches(spec, [pa.record_batch([pa.array(values)], ["value"])]).records == 300
+    assert sorted(m.value().decode() for m in consume_all(bootstrap, topic)) == sorted(values)
+
+
+def test_partition_added_during_a_task_is_found_by_refreshing_metadata(bootstrap, make_topic):
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    topic = make_topic(partitions=2)
+    schema = StructType([StructField("value", StringType()), StructField("partition", IntegerType())])
+    spec = WriteSpec.from_options(opts(bootstrap, topic=topic), schema)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def batches():
+        yield pa.record_batch([pa.array(["a"]), pa.array([1], pa.int32())], ["value", "partition"])
+        admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=20)
+        yield pa.record_batch([pa.array(["b"]), pa.array([3], pa.int32())], ["value", "partition"])
+
+    assert write_batches(spec, batches()).counts == {(topic, 1): 1, (topic, 3): 1}
+    assert {m.value(): m.partition() for m in consume_all(bootstrap, topic)} == {b"a": 1, b"b": 3}
 
 
 def test_record_refused_by_the_client_fails_the_task(bootstrap, make_topic):
