@@ -290,6 +290,7 @@ def run(args: argparse.Namespace) -> int:
     """The whole job; returns the exit code (0 when every flight is in the table once)."""
     work_dir: Path = args.work_dir
     db_path = work_dir / "flights.db"
+    job_started = time.monotonic()
     require_java()
     with work_dir_lock(work_dir), kafka_cluster(args) as bootstrap:
         df = flights_load.read_flights(args.rows)
@@ -307,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
     print(flights_report.format_report(stats, chk))
     if stats:
         print(f"chart: {flights_report.write_chart(stats, work_dir / 'delays_by_carrier.png')}")
+    print(f"total: {time.monotonic() - job_started:.1f} s")
     return 0 if chk.ok else 1
 
 

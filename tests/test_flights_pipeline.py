@@ -193,11 +193,64 @@ def test_load_refuses_a_topic_with_another_partition_count(bootstrap, make_topic
 
 
 # ---------------------------------------------------------------------------
+# Errors: one line naming the cause and the fix, exit code 2, nothing written
+# ---------------------------------------------------------------------------
+
+
+def _run_quick(tmp_path, *args, env=None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(PIPELINE), "--work-dir", str(tmp_path / "work"), "--no-progress", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_bootstrap_servers_is_one_line_and_exit_2(tmp_path):
+    result = _run_quick(tmp_path, "--bootstrap-servers", f"127.0.0.1:{_free_port()}")
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0, result.stderr
+    assert "cannot reach Kafka at 127.0.0.1:" in result.stderr and "--bootstrap-servers" in result.stderr
+    assert not (tmp_path / "work" / "flights.db").exists()
+
+
+def test_missing_java_is_one_line_and_exit_2(tmp_path):
+    result = _run_quick(tmp_path, env={"JAVA_HOME": str(tmp_path / "no-jdk")})
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0, result.stderr
+    assert "Spark needs Java" in result.stderr and "JAVA_HOME" in result.stderr
+    assert not (tmp_path / "work" / "broker").exists()
+
+
+def test_a_second_run_on_the_same_work_dir_is_refused(tmp_path):
+    import fcntl
+
+    work = tmp_path / "work"
+    work.mkdir()
+    with open(work / "pipeline.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running pipeline holds it
+        result = _run_quick(tmp_path)
+    assert result.returncode == 2
+    assert "another flights_pipeline is running" in result.stderr and "--work-dir" in result.stderr
+    assert not (work / "broker").exists()
+
+
+@pytest.mark.parametrize("args", [["--rows", "0"], ["--max-offsets-per-trigger", "x"]])
+def test_bad_arguments_exit_2(tmp_path, args):
+    result = _run_quick(tmp_path, *args)
+    assert result.returncode == 2 and "usage:" in result.stderr
+
+
+# ---------------------------------------------------------------------------
 # The whole job, killed and rerun
 # ---------------------------------------------------------------------------
 
-ROWS = 20_000
-PER_TRIGGER = 2_000
+ROWS = 12_000
+PER_TRIGGER = 3_000
 
 
 def _start(work_dir: Path, log: Path) -> subprocess.Popen:
