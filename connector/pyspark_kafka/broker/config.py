@@ -347,7 +347,14 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
     producer_id_expiration_ms: int = 86400000  # broker-wide producer.id.expiration.ms
+
+    @property
+    def compacts(self) -> bool:
+        """True when the log cleaner compacts this topic (``cleanup.policy`` includes ``compact``)."""
+        return "compact" in self.cleanup_policy.split(",")
 
     @property
     def deletes(self) -> bool:
@@ -388,6 +395,8 @@ class LogConfig:
             message_timestamp_type=value("message.timestamp.type") or "CreateTime",
             flush_messages=integer("flush.messages"),
             flush_ms=integer("flush.ms"),
+            delete_retention_ms=integer("delete.retention.ms"),
+            min_compaction_lag_ms=integer("min.compaction.lag.ms"),
             producer_id_expiration_ms=broker.get_int("producer.id.expiration.ms"),
         )
 

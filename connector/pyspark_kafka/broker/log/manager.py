@@ -47,6 +47,7 @@ from pyspark_kafka.broker.log.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from pyspark_kafka.broker.log.cleaner import LogCleaner
 from pyspark_kafka.broker.log.partition_log import PartitionLog, RecoveryStats
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class LogManager:
         self.clean_shutdown = False  # whether the last load found the clean-shutdown marker
         self._closed = False
         self._last_checkpoint_ms = 0
+        self.cleaner = LogCleaner()
 
     # -- load -------------------------------------------------------------------------------
     def load(self) -> None:
@@ -397,7 +399,25 @@ class LogManager:
             deleted += partition_log.delete_old_segments(now_ms)
         if deleted:
             self.checkpoint()
+        if self.config.get_bool("log.cleaner.enable"):
+            self.run_cleaner(now_ms)
         return deleted
+
+    def run_cleaner(self, now_ms: int | None = None) -> int:
+        """Compact every log whose ``cleanup.policy`` includes ``compact`` (see :mod:`.cleaner`);
+        returns the number of records removed. A log that fails to clean is logged and left as it was."""
+        now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+        removed = 0
+        for partition_log in list(self._logs.values()):
+            if not partition_log.config.compacts:
+                continue
+            try:
+                stats = self.cleaner.clean(partition_log, now)
+            except (OSError, KafkaStorageError) as e:
+                log.error("cleaning %s-%s failed: %s", partition_log.topic, partition_log.partition, e)
+                continue
+            removed += stats.records_removed if stats else 0
+        return removed
 
     def flush_due(self, now_ms: int | None = None) -> int:
         """Flush the logs whose ``flush.ms`` has passed; checkpoint when any did. Returns logs flushed.
