@@ -486,12 +486,15 @@ class _ColumnBuilder:
         self._keys, self._values, self._offsets, self._ts, self._hdrs = [], [], [], [], []
 
     def add(self, msgs: list) -> None:
-        self._keys += [m.key() for m in msgs]
-        self._values += [m.value() for m in msgs]
-        self._offsets += [m.offset() for m in msgs]
-        self._ts += [m.timestamp() for m in msgs]
+        from confluent_kafka import Message
+
+        # map over the unbound C methods: about twice as fast as comprehensions calling m.key()
+        self._keys += map(Message.key, msgs)
+        self._values += map(Message.value, msgs)
+        self._offsets += map(Message.offset, msgs)
+        self._ts += map(Message.timestamp, msgs)
         if self._headers:
-            self._hdrs += [m.headers() for m in msgs]
+            self._hdrs += map(Message.headers, msgs)
         self.rows += len(msgs)
         self.bytes += sum(map(len, msgs))
 
@@ -501,8 +504,8 @@ class _ColumnBuilder:
         columns = [
             pa.array(self._keys, pa.binary()),
             pa.array(self._values, pa.binary()),
-            pa.array([self._topic] * n, pa.string()),
-            pa.array([self._partition] * n, pa.int32()),
+            pa.repeat(pa.scalar(self._topic, pa.string()), n),
+            pa.repeat(pa.scalar(self._partition, pa.int32()), n),
             pa.array(self._offsets, pa.int64()),
             # confluent-kafka timestamp types are 0 none / 1 create / 2 log append; Kafka's ids are -1 / 0 / 1
             pc.multiply(pa.array(ts_ms, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
@@ -583,7 +586,9 @@ def _take(consumer, part: KafkaInputPartition, msgs: list, next_offset: int, bui
     """
     rng = part.range
     until = rng.until_offset
-    if not any(m.error() for m in msgs):
+    from confluent_kafka import Message
+
+    if not any(map(Message.error, msgs)):
         first, last = msgs[0].offset(), msgs[-1].offset()
         if first >= next_offset and last < until:
             builder.add(msgs)
