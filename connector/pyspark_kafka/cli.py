@@ -7,6 +7,7 @@ call plus one function):
 - ``topics create|list|describe|delete``: like Kafka's ``kafka-topics.sh``.
 - ``produce``: stdin lines → records, like ``kafka-console-producer.sh``.
 - ``consume``: records → stdout lines, like ``kafka-console-consumer.sh``.
+- ``groups list|describe``: consumer groups, offsets and lag, like ``kafka-consumer-groups.sh``.
 
 The tools talk to the cluster only through confluent-kafka (librdkafka), never
 through the broker's internals, so they work with any Kafka-protocol broker.
@@ -450,6 +451,52 @@ def cmd_consume(args) -> int:
     return 0
 
 
+def cmd_groups(args) -> int:
+    """``groups list`` (names) and ``groups describe [--group G]``: per partition the committed offset,
+    log end offset, lag and owning member, like Kafka's ``kafka-consumer-groups.sh --describe``."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = _admin(args)
+    timeout_s = args.connect_timeout_ms / 1000
+    listed = _result(admin.list_consumer_groups(request_timeout=timeout_s), "listing consumer groups", timeout_s + 5)
+    names = sorted(g.group_id for g in listed.valid)
+    if args.action == "list":
+        for name in names:
+            print(name)
+        return 0
+    if args.group:
+        if args.group not in names:
+            raise CliError(f"consumer group {args.group!r} does not exist (see `pyspark-kafka groups list`)")
+        names = [args.group]
+    described = admin.describe_consumer_groups(names, request_timeout=timeout_s) if names else {}
+    for name in names:
+        desc = _result(described[name], f"describing group {name!r}", timeout_s + 5)
+        owner = {(tp.topic, tp.partition): m for m in desc.members for tp in m.assignment.topic_partitions}
+        fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(name)], request_timeout=timeout_s)[name]
+        committed = {(tp.topic, tp.partition): tp.offset
+                     for tp in _result(fut, f"listing offsets of group {name!r}", timeout_s + 5).topic_partitions}
+        parts = sorted(set(committed) | set(owner))
+        ends = {}
+        if parts:
+            futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in parts},
+                                         request_timeout=timeout_s)
+            ends = {(tp.topic, tp.partition): _result(f, f"end offset of {tp.topic}-{tp.partition}", timeout_s + 5).offset
+                    for tp, f in futures.items()}
+        print(f"\nGROUP {name}  STATE {desc.state.name}  MEMBERS {len(desc.members)}")
+        print("TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+        for key in parts:
+            current = committed.get(key, -1)
+            current = current if current is not None and current >= 0 else None
+            member = owner.get(key)
+            lag = ends[key] - current if current is not None else None
+            cells = [key[0], key[1], "-" if current is None else current, ends[key], "-" if lag is None else lag,
+                     member.member_id if member else "-", (member.host or "-") if member else "-",
+                     member.client_id if member else "-"]
+            print("\t".join(str(c) for c in cells))
+    return 0
+
+
 # ---------------------------------------------------------------------------
 # Argument parsing
 # ---------------------------------------------------------------------------
@@ -531,6 +578,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-key", action="store_true", help="print KEY<SEP>VALUE")
     p.add_argument("--key-separator", default="\t", metavar="SEP", help="separator for --print-key (default TAB)")
     p.set_defaults(func=cmd_consume)
+
+    groups = sub.add_parser("groups", help="list consumer groups, or describe offsets and lag").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    p = groups.add_parser("list", parents=[client], help="list consumer group names")
+    p.set_defaults(func=cmd_groups)
+    p = groups.add_parser("describe", parents=[client],
+                          help="committed offset, log end offset, lag and member per partition")
+    p.add_argument("--group", metavar="G", help="one group (default: all)")
+    p.set_defaults(func=cmd_groups)
     return parser
 
 
