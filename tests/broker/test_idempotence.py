@@ -236,3 +236,11 @@ def test_idle_producers_expire_after_producer_id_expiration_ms(tmp_path):
             reopened.append(make_batch(1, producer_id=8, producer_epoch=2, base_sequence=99))
     finally:
         reopened.close()
+
+
+def test_clients_cannot_write_internal_topics(bootstrap):
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False, "message.timeout.ms": 5000})
+    errors = []
+    p.produce("__transaction_state", value=b"garbage", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    p.flush(DEADLINE_S)
+    assert errors and errors[0] is not None and errors[0].code() == 17  # INVALID_TOPIC_EXCEPTION

@@ -335,11 +335,16 @@ class TransactionCoordinator:
         if info is not None:
             for partition in range(info.num_partitions):
                 for key, value in self._read_records(partition):
-                    txn_id = decode_key(key)
-                    if value is None:
+                    try:
+                        txn_id = decode_key(key)
+                        meta = None if value is None else decode_value(txn_id, value)
+                    except (ValueError, struct.error, UnicodeDecodeError, TypeError) as e:
+                        log.warning("skipping an unreadable %s record: %s", TRANSACTION_STATE_TOPIC, e)
+                        continue
+                    if meta is None:
                         self.transactions.pop(txn_id, None)
                     else:
-                        self.transactions[txn_id] = decode_value(txn_id, value)
+                        self.transactions[txn_id] = meta
         self._by_producer = {m.producer_id: m for m in self.transactions.values()}
         for meta in self.transactions.values():
             self.producer_ids.at_least(meta.producer_id)

@@ -16,6 +16,8 @@ batches (answered with the original offsets) and rejects out-of-order sequences
 (OUT_OF_ORDER_SEQUENCE_NUMBER) and old epochs (INVALID_PRODUCER_EPOCH); a transactional batch
 must go to a partition added to its producer's open transaction (INVALID_TXN_STATE otherwise).
 Control batches are refused (INVALID_RECORD): only the broker writes transaction markers.
+Internal topics (``__consumer_offsets``, ``__transaction_state``) are refused with
+INVALID_TOPIC_EXCEPTION, as Kafka does ("Cannot append to internal topic").
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from pyspark_kafka.broker.log.errors import KafkaError
 from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, parse_header
 
 NONE = 0
+INVALID_TOPIC_EXCEPTION = 17
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")  # written only by the coordinators
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_REQUIRED_ACKS = 21
@@ -62,6 +66,9 @@ def _append(broker, topic: str | None, partition: int, records, now: int) -> dic
         return _partition_result(partition, UNKNOWN_TOPIC_ID, "unknown topic id")
     if records is None:
         return _partition_result(partition, CORRUPT_MESSAGE, "produce request without records")
+    if topic in INTERNAL_TOPICS:
+        return _partition_result(partition, INVALID_TOPIC_EXCEPTION,
+                                 f"cannot append to internal topic {topic}: only the broker's coordinators write it")
     try:
         validate_topic_name(topic)
         broker.auto_create(topic)
