@@ -160,9 +160,20 @@ def test_read_committed_skips_aborted_transactions_and_finishes_on_markers(spark
     for value, commit in ((b"committed-1", True), (b"aborted", False), (b"committed-2", True)):
         producer.begin_transaction()
         producer.produce(topic, value=value)
+        producer.flush(30)  # abort_transaction would drop unsent records
         producer.commit_transaction(30) if commit else producer.abort_transaction(30)
-    # the range ends on a commit marker: the read must complete without waiting for a later record
+    # the committed range ends on a commit marker: the read must complete without waiting for a later record
     committed = load(spark, bootstrap, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
-    assert [r.value for r in committed.orderBy("offset").collect()] == [b"committed-1", b"committed-2"]
-    uncommitted = load(spark, bootstrap, subscribe=topic)
-    assert [r.value for r in uncommitted.orderBy("offset").collect()] == [b"committed-1", b"aborted", b"committed-2"]
+    assert [(r.offset, r.value) for r in committed.orderBy("offset").collect()] == [(0, b"committed-1"), (4, b"committed-2")]
+    # an open transaction: read_committed stops at the last stable offset, read_uncommitted reads it
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open")
+    producer.flush(30)
+    try:
+        assert [r.value for r in committed.orderBy("offset").collect()] == [b"committed-1", b"committed-2"]
+        uncommitted = load(spark, bootstrap, subscribe=topic)  # Spark's default: read_uncommitted
+        assert [r.value for r in uncommitted.orderBy("offset").collect()] == [
+            b"committed-1", b"aborted", b"committed-2", b"open"
+        ]
+    finally:
+        producer.abort_transaction(30)
