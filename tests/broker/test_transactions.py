@@ -263,3 +263,37 @@ def test_coordinator_aborts_a_timed_out_transaction(tmp_path):
         assert read_all(bootstrap, topic, 1, "read_committed") == []
         with pytest.raises(KafkaException):
             p.commit_transaction(DEADLINE_S)  # its epoch was bumped: the producer is fenced
+
+
+def test_interleaved_transactions_in_one_partition(bootstrap, make_topic):
+    """An aborted transaction whose records sit between a committed one's: readers drop exactly its records."""
+    kafka = pytest.importorskip("kafka")
+    topic = make_topic(partitions=1)
+    keep, drop = txn_producer(bootstrap), txn_producer(bootstrap)
+    keep.begin_transaction()
+    drop.begin_transaction()
+    for i in range(4):  # alternate: keep-0, drop-0, keep-1, drop-1, ...
+        keep.produce(topic, value=b"keep-%d" % i, partition=0)
+        assert keep.flush(DEADLINE_S) == 0
+        drop.produce(topic, value=b"drop-%d" % i, partition=0)
+        assert drop.flush(DEADLINE_S) == 0
+    drop.abort_transaction(DEADLINE_S)
+    assert list_offset(bootstrap, topic, 0, 1) == 0  # keep's transaction is still open
+    keep.commit_transaction(DEADLINE_S)
+    expected = [b"keep-%d" % i for i in range(4)]
+    assert values(read_all(bootstrap, topic, 1, "read_committed")) == expected
+
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                   enable_auto_commit=False)
+    try:
+        tp = kafka.TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        got = []
+        deadline = time.monotonic() + DEADLINE_S
+        while consumer.position(tp) < 10 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend(r.value for r in records)
+    finally:
+        consumer.close()
+    assert got == expected
