@@ -113,7 +113,7 @@ def run(quick: bool) -> list[dict]:
     project, anchor = [], []
     with tempfile.TemporaryDirectory() as data_dir, ServerProcess.embedded_broker(data_dir) as broker:
         topic = _create_topic(broker.bootstrap)
-        _spark_write(spark, broker.bootstrap, topic, 1000)  # start the Python workers
+        _spark_write(spark, broker.bootstrap, topic, min(count, 50_000))  # start workers, warm the JVM
         for _ in range(REPETITIONS):
             project.append(_checked(broker.bootstrap, topic, count,
                                     lambda: _spark_write(spark, broker.bootstrap, topic, count)))
