@@ -536,8 +536,8 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     ReadTimeoutError naming the range when no record arrives for
     ``kafkaConsumer.pollTimeoutMs``.
     """
-    if part.range.size <= 0:
-        return
+    if not isinstance(part, KafkaInputPartition) or part.range.size <= 0:
+        return  # Spark passes a bare InputPartition(None) when partitions() is empty (nothing to read)
     with pooled_consumer(part.conf) as consumer:
         yield from _read_range(consumer, part)
         consumer.unassign()
