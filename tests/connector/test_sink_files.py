@@ -151,10 +151,11 @@ def test_manifest_is_published_once_per_sequence(tmp_path):
 def test_bad_input_errors(tmp_path):
     with pytest.raises(OptionError, match="appends only"):
         ParquetSinkDataSource({"path": str(tmp_path)}).writer(SCHEMA, True)
-    with pytest.raises(SinkUnavailableError, match="does not exist"):
-        stored_offsets(path=str(tmp_path / "nope"))
+    assert starting_offsets(path=str(tmp_path / "first-run")) == "earliest"
     blocker = tmp_path / "file"
     blocker.write_text("x")
+    with pytest.raises(SinkUnavailableError, match="not a directory"):
+        stored_offsets(path=str(blocker))
     with pytest.raises(SinkUnavailableError, match="writable path"):
         writer(blocker / "sub")
 

@@ -383,9 +383,12 @@ def read_committed(path: str):
 def stored_offsets(path: str) -> dict[TopicPartition, int]:
     """Next offsets stored by the latest manifest: ``{(topic, partition): next_offset}``.
 
-    Raises SinkUnavailableError when ``path`` is not a directory.
+    Empty when nothing was committed yet (also when ``path`` does not exist: a
+    first run). Raises SinkUnavailableError when ``path`` is not a directory.
     """
+    if not os.path.exists(path):
+        return {}
     if not os.path.isdir(path):
-        raise SinkUnavailableError(f"sink directory {path} does not exist. Fix: pass the path the sink writes to.")
+        raise SinkUnavailableError(f"sink path {path} is not a directory. Fix: pass the directory the sink writes to.")
     last = ManifestLog(path).latest()
     return decode_offsets(last["offsets"]) if last else {}
