@@ -230,13 +230,6 @@ def test_consume_idle_timeout_stops_before_max_messages(bootstrap, make_topic):
     assert r.returncode == 0 and r.stdout == b"a\nb\n"
 
 
-def _broker_has_groups() -> bool:
-    from pyspark_kafka.broker.handlers import load_handlers
-
-    return {11, 12, 14}.issubset(load_handlers())  # JoinGroup, Heartbeat, SyncGroup
-
-
-@pytest.mark.skipif(not _broker_has_groups(), reason="the embedded broker has no consumer group support yet")
 def test_consume_with_group_commits_what_it_printed(bootstrap, make_topic):
     topic = make_topic(partitions=2)
     group = f"cli-group-{uuid.uuid4().hex[:8]}"

@@ -352,25 +352,24 @@ def cmd_topics_delete(args) -> int:
 
 
 def spool_validated(stream, separator: bytes | None):
-    """Copy ``stream`` to a spool file, checking every line; returns ``(spool, line_count)``.
+    """Copy ``stream``'s lines to a spool file (memory, then disk), checking every line.
 
-    Raises :class:`UsageError` on the first line without ``separator`` before anything
-    is sent, so a bad input never leaves a partial write behind.
+    Returns the spool, rewound. Raises :class:`UsageError` on the first line without
+    ``separator`` before anything is sent, so a bad input never leaves a partial write behind.
     """
     spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)
-    count = 0
-    for count, line in enumerate(input_lines(stream), start=1):
-        split_record(line, separator, count)
+    for number, line in enumerate(input_lines(stream), start=1):
+        split_record(line, separator, number)
         spool.write(line + b"\n")
     spool.seek(0)
-    return spool, count
+    return spool
 
 
 def cmd_produce(args) -> int:
     from confluent_kafka import Producer
 
     separator = args.key_separator.encode() if args.key_separator is not None else None
-    spool, _ = spool_validated(sys.stdin.buffer, separator)
+    spool = spool_validated(sys.stdin.buffer, separator)
     producer = make_client(Producer, client_config(args, **PRODUCER_DEFAULTS))
     partitions = topic_partitions(cluster_metadata(producer, args, args.topic), args.topic)
     if args.partition is not None and args.partition not in partitions:
