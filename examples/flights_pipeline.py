@@ -23,7 +23,8 @@ the job finishes with each flight exactly once in ``flights_enriched``.
 
 Exit codes: 0 success; 1 the check found missing or duplicate rows; 2 an error
 (unreachable cluster, no Java, another run holds the work dir, ...), printed as one
-line ``flights_pipeline: error: <cause>; <fix>``.
+line ``flights_pipeline: error: <cause>; <fix>``; 130 interrupted by Ctrl-C before the
+stream (during the stream, Ctrl-C stops the query and the report is printed).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ import contextlib
 import fcntl
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -220,11 +223,9 @@ def start_query(df, db_path: Path, checkpoint: Path, topic: str, continuous: boo
     return writer.start()
 
 
-def follow(query) -> int:
-    """Print one line per finished micro-batch until the query stops; return rows processed.
-
-    Raises the query's exception when it failed.
-    """
+def follow(query, stop_requested: threading.Event) -> int:
+    """Print one line per finished micro-batch until the query stops, or stop it when
+    ``stop_requested`` is set; return the rows processed. Raises the query's exception."""
     seen = -1
     total = 0
 
@@ -240,12 +241,27 @@ def follow(query) -> int:
                           f"({rate:,.0f} rows/s), {total:,} this run", flush=True)
 
     while query.isActive:
+        if stop_requested.is_set():
+            print("stopping the query (Ctrl-C)", flush=True)
+            query.stop()
+            break
         query.awaitTermination(1.0)
         report_new()
     report_new()
     if query.exception() is not None:
         raise query.exception()
     return total
+
+
+@contextlib.contextmanager
+def sigint_sets(event: threading.Event):
+    """Within the block, Ctrl-C (SIGINT) sets ``event`` instead of raising KeyboardInterrupt
+    (PySpark's own handler would interrupt a py4j call mid-way and print tracebacks)."""
+    previous = signal.signal(signal.SIGINT, lambda _sig, _frame: event.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_stream(args: argparse.Namespace, bootstrap: str, db_path: Path) -> int:
@@ -265,12 +281,9 @@ def run_stream(args: argparse.Namespace, bootstrap: str, db_path: Path) -> int:
         mode = f"continuous, every {TRIGGER_INTERVAL}, Ctrl-C to stop" if args.continuous else "available now"
         print(f"stream: {args.topic} -> {db_path} table {TABLE} ({mode}, "
               f"maxOffsetsPerTrigger={args.max_offsets_per_trigger:,})", flush=True)
-        try:
-            return follow(query)
-        except KeyboardInterrupt:
-            print("stopping the query (Ctrl-C)", flush=True)
-            query.stop()
-            return 0
+        stop_requested = threading.Event()
+        with sigint_sets(stop_requested):
+            return follow(query, stop_requested)
     except StreamingQueryException as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise PipelineError(
@@ -324,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flights_pipeline: error: Kafka error {e.args[0].str()}; check the cluster and rerun "
               "with the same --work-dir (the load and the query resume where they stopped)", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("flights_pipeline: interrupted; rerun with the same --work-dir to resume", file=sys.stderr)
+        return 130
     except ModuleNotFoundError as e:
         print(f"flights_pipeline: error: module {e.name!r} is missing; install the example's "
               "dependencies with: pip install -e \".[examples]\"", file=sys.stderr)
