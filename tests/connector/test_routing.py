@@ -218,15 +218,15 @@ def test_builtin_partitioner_names():
     assert load_partitioner("RoundRobin") == ROUND_ROBIN
 
 
-def test_kafka_python_default_partitioner_agrees_with_partition_for():
-    """kafka-python's DefaultPartitioner (an independent Java-compatible port) on random keys."""
-    from kafka.partitioner.default import DefaultPartitioner
+def test_kafka_python_murmur2_agrees_with_partition_for():
+    """kafka-python's murmur2 (an independent port of the Java client's), used the way its
+    DefaultPartitioner does (``murmur2(key) & 0x7fffffff % n``), on random keys."""
+    from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
     rng = random.Random(11)
     keys = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 33))) for _ in range(2000)]
     for n in (1, 3, 7, 12):
-        partitions = list(range(n))
-        assert [partition_for(k, n) for k in keys] == [DefaultPartitioner()(k, partitions, partitions) for k in keys]
+        assert [partition_for(k, n) for k in keys] == [(kafka_python_murmur2(k) & 0x7FFFFFFF) % n for k in keys]
         assert (Router(MURMUR2).assign("t", len(keys), n, pa.array(keys, pa.binary())).tolist()
                 == [partition_for(k, n) for k in keys])
 
