@@ -91,7 +91,6 @@ class TxnState(enum.IntEnum):
 
 
 STATE_BY_NAME = {s.kafka_name: s for s in TxnState}
-COMPLETE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 PREPARE = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 
 

@@ -36,7 +36,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 from kio.records.readers import read_batch
 from kio.records.schema import NewRecordBatch, Record
@@ -164,7 +164,6 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[AbortedTxn] = []  # by last offset (marker order)
-        self.last_offset = -1  # last offset the state has seen (snapshot position - 1)
 
     # -- validation ---------------------------------------------------------------------------
     def check_batches(self, headers: list[BatchHeader]) -> BatchMetadata | None:
@@ -210,7 +209,6 @@ class ProducerStateManager:
 
         Returns the AbortedTxn recorded for an abort marker that closed a transaction.
         """
-        self.last_offset = max(self.last_offset, header.last_offset)
         pid = header.producer_id
         if pid == NO_PRODUCER_ID:
             return None
@@ -246,11 +244,6 @@ class ProducerStateManager:
         """The smallest first offset of an ongoing transaction (None when none is open)."""
         return min(self._ongoing.values()) if self._ongoing else None
 
-    def ongoing(self, producer_id: int) -> int | None:
-        """First offset of ``producer_id``'s open transaction on this partition, or None."""
-        entry = self.producers.get(producer_id)
-        return entry.txn_first_offset if entry is not None else None
-
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound)`` (Kafka's ``collectAbortedTxns``)."""
         return [a for a in self.aborted if a.last_offset >= fetch_offset and a.first_offset < upper_bound]
@@ -274,7 +267,6 @@ class ProducerStateManager:
         self.producers.clear()
         self._ongoing.clear()
         self.aborted.clear()
-        self.last_offset = -1
 
     # -- snapshots ----------------------------------------------------------------------------
     def to_json(self) -> dict:
@@ -335,15 +327,9 @@ class ProducerStateManager:
             except (OSError, ValueError, KeyError, TypeError) as e:
                 log.warning("%s: ignoring unreadable producer snapshot %s (%s)", self.where, path.name, e)
                 continue
-            self.last_offset = offset - 1
             return offset
         self.reset()
         return 0
-
-    def replay(self, batches: Iterable[tuple[BatchHeader, int | None]]) -> None:
-        """Rebuild from appended batches ``(header, control type or None)`` in offset order."""
-        for header, control in batches:
-            self.on_batch(header, control)
 
 
 def control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int) -> bytes:
