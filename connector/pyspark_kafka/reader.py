@@ -555,7 +555,7 @@ def _read_range(consumer, part: KafkaInputPartition, clock=time.monotonic) -> It
     deadline = clock() + timeout_s
     while next_offset < until:
         # consume(n, t) waits until n messages or t: drain what is queued, else wait for one message
-        msgs = consumer.consume(CONSUME_MESSAGES, timeout=0) or consumer.consume(
+        msgs = consumer.consume(min(CONSUME_MESSAGES, BATCH_ROWS - builder.rows), timeout=0) or consumer.consume(
             1, timeout=max(0.0, min(1.0, deadline - clock()))
         )
         if msgs:

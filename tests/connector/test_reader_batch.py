@@ -177,3 +177,31 @@ def test_read_committed_skips_aborted_transactions_and_finishes_on_markers(spark
         ]
     finally:
         producer.abort_transaction(30)
+
+
+def test_long_ranges_come_in_bounded_batches_from_a_reused_consumer(bootstrap, make_topic):
+    from pyspark_kafka import clients
+    from pyspark_kafka.reader import BATCH_ROWS, KafkaBatchReader, kafka_schema
+
+    topic = make_topic(partitions=1)
+    count = 2 * BATCH_ROWS + 500
+    produce(bootstrap, topic, [{"value": b"%06d" % i} for i in range(count)])
+    reader = KafkaBatchReader({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, kafka_schema(False))
+    (part,) = reader.partitions()
+    clients.close_pooled_consumers()
+
+    batches = list(reader.read(part))
+    assert all(b.num_rows <= BATCH_ROWS for b in batches) and len(batches) >= 3
+    assert [v for b in batches for v in b.column("value").to_pylist()] == [b"%06d" % i for i in range(count)]
+    assert clients.idle_consumer_count() == 1
+    (pooled,) = [c for _, c in clients._idle]
+
+    # the next range of the same query borrows the same consumer
+    assert sum(b.num_rows for b in reader.read(part)) == count
+    assert [c for _, c in clients._idle] == [pooled]
+
+    # a read abandoned half way closes its consumer instead of pooling it in an unknown state
+    it = reader.read(part)
+    next(it)
+    it.close()
+    assert clients.idle_consumer_count() == 0

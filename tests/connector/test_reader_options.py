@@ -180,3 +180,21 @@ def test_option_errors_reach_the_user_through_spark(spark, bootstrap):
             query.awaitTermination(60)
         finally:
             query.stop()
+
+
+def test_executor_consumers_get_a_generated_group_or_kafka_group_id():
+    from pyspark_kafka.reader import executor_conf
+
+    generated = executor_conf(BASE, "spark-kafka-relation-123-executor")
+    assert generated["group.id"] == "spark-kafka-relation-123-executor"
+    assert generated["enable.auto.commit"] is False and generated["auto.offset.reset"] == "error"
+    assert generated["isolation.level"] == "read_uncommitted"  # the Java client's default, not librdkafka's
+    assert generated["fetch.wait.max.ms"] == 20
+    chosen = executor_conf(
+        {**BASE, "kafka.group.id": "mine", "kafka.isolation.level": "read_committed", "kafka.fetch.wait.max.ms": "100"},
+        "ignored",
+    )
+    assert chosen["group.id"] == "mine" and chosen["isolation.level"] == "read_committed"
+    assert chosen["fetch.wait.max.ms"] == "100"
+    reader = KafkaBatchReader({**BASE, "groupIdPrefix": "team-a"}, kafka_schema(False))
+    assert reader._conf["group.id"].startswith("team-a-") and reader._conf["group.id"].endswith("-executor")
