@@ -1,0 +1,171 @@
+"""Run the conformance matrix (scenario × client) and render it as Markdown.
+
+A cell is ``pass``, ``fail`` (the scenario raised; the reason is the error) or
+``unsupported``: the broker does not advertise an API the scenario needs (checked with
+ApiVersions before running), or the client cannot do it (``Driver.unsupported`` or
+:class:`~integration_tests.conformance.scenarios.Unsupported` raised by the driver).
+Every cell runs in its own thread bounded by :data:`CELL_TIMEOUT_S`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import threading
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from integration_tests import clusters as C
+from integration_tests.conformance.scenarios import SCENARIOS, Context, Scenario, Unsupported
+
+CELL_TIMEOUT_S = 120.0
+PASS, FAIL, UNSUPPORTED = "pass", "fail", "unsupported"
+BROKER_LACKS = "broker does not serve "
+"""Prefix of the reason of a cell the broker cannot support (missing APIs)."""
+REASON_CHARS = 300
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS_PATH = Path(__file__).resolve().parent / "results.json"
+DOC_PATH = REPO / "docs" / "compatibility.md"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One result: ``status`` is pass/fail/unsupported, ``reason`` empty for pass, ``seconds`` run time."""
+
+    scenario: str
+    client: str
+    status: str
+    reason: str = ""
+    seconds: float = 0.0
+
+
+def _short(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}".strip()
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
+
+
+def run_cell(scenario: Scenario, driver, ctx: Context, timeout_s: float = CELL_TIMEOUT_S) -> Cell:
+    """Run one scenario with one driver in a daemon thread, at most ``timeout_s`` seconds."""
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            scenario.run(ctx, driver)
+            outcome["status"] = (PASS, "")
+        except Unsupported as e:
+            outcome["status"] = (UNSUPPORTED, str(e))
+        except BaseException as e:  # the cell's verdict; the matrix goes on
+            outcome["status"] = (FAIL, _short(e))
+            outcome["trace"] = traceback.format_exc()
+
+    started = time.monotonic()
+    thread = threading.Thread(target=target, name=f"cell-{scenario.id}-{driver.name}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    seconds = round(time.monotonic() - started, 2)
+    if thread.is_alive():
+        return Cell(scenario.id, driver.name, FAIL, f"timed out after {timeout_s:g} s", seconds)
+    status, reason = outcome["status"]
+    return Cell(scenario.id, driver.name, status, reason, seconds)
+
+
+def run_matrix(cluster: C.Cluster, clients: list[str] | None = None, scenarios: list[str] | None = None,
+               log=print) -> dict:
+    """Run the selected scenarios (ids; default all) with the selected clients (default all)
+    on ``cluster``; return the results document (see :func:`write_results`)."""
+    from integration_tests.conformance.drivers import all_drivers
+
+    ctx = Context(cluster)
+    drivers = [cls(cluster.bootstrap) for name, cls in all_drivers().items() if clients is None or name in clients]
+    chosen = [s for s in SCENARIOS if scenarios is None or s.id in scenarios]
+    cells = []
+    try:
+        for scenario in chosen:
+            missing = C.missing_apis(cluster.apis, scenario.apis)
+            for driver in drivers:
+                if missing:
+                    cell = Cell(scenario.id, driver.name, UNSUPPORTED, BROKER_LACKS + ", ".join(missing))
+                elif scenario.id in driver.unsupported:
+                    cell = Cell(scenario.id, driver.name, UNSUPPORTED, driver.unsupported[scenario.id])
+                else:
+                    cell = run_cell(scenario, driver, ctx)
+                log(f"{scenario.id:24} {driver.name:16} {cell.status:12} {cell.seconds:6.1f}s {cell.reason}")
+                cells.append(cell)
+        versions = {d.name: _version(d) for d in drivers}
+    finally:
+        for d in drivers:
+            getattr(d, "close", lambda: None)()
+    return {
+        "generated": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+        "backend": cluster.name,
+        "broker_apis": {C.API_NAMES.get(k, str(k)) + f" ({k})": list(v) for k, v in sorted(cluster.apis.items())},
+        "clients": versions,
+        "scenarios": [{"id": s.id, "title": s.title} for s in chosen],
+        "cells": [asdict(c) for c in cells],
+    }
+
+
+def _version(driver) -> str:
+    try:
+        return driver.version()
+    except Exception as e:
+        return f"{driver.name} (version unknown: {e})"
+
+
+def failures(results: dict) -> list[dict]:
+    """The ``fail`` cells of a results document."""
+    return [c for c in results["cells"] if c["status"] == FAIL]
+
+
+def write_results(results: dict, path: Path = RESULTS_PATH) -> None:
+    """Save a results document as JSON (the input of :func:`render_markdown`)."""
+    path.write_text(json.dumps(results, indent=2) + "\n")
+
+
+_MARK = {PASS: "✅ pass", FAIL: "❌ fail", UNSUPPORTED: "➖ unsupported"}
+
+
+def render_markdown(results: dict) -> str:
+    """``docs/compatibility.md`` from a results document: the table plus numbered notes giving
+    the reason of every cell that did not pass."""
+    clients = list(results["clients"])
+    by_cell = {(c["scenario"], c["client"]): c for c in results["cells"]}
+    notes: dict[str, int] = {}
+    lines = [
+        "# Client compatibility of the embedded broker",
+        "",
+        "Generated by `python -m integration_tests.conformance` from the last run "
+        f"({results['generated']}, backend `{results['backend']}`); do not edit by hand.",
+        "The same scenario script (`integration_tests/conformance/scenarios.py`) is driven by each client "
+        "through a small driver (`integration_tests/conformance/drivers/`). "
+        "`unsupported` means the broker does not advertise an API the scenario needs, or the client has no way "
+        "to do it; `fail` means the scenario ran and did not give Kafka's result. "
+        "`integration_tests/test_conformance.py` fails on any `fail` of a scenario whose APIs the broker serves.",
+        "",
+        "| scenario | " + " | ".join(clients) + " |",
+        "|---|" + "---|" * len(clients),
+    ]
+    for s in results["scenarios"]:
+        row = []
+        for client in clients:
+            cell = by_cell.get((s["id"], client))
+            if cell is None:
+                row.append("not run")
+                continue
+            text = _MARK[cell["status"]]
+            if cell["reason"]:
+                n = notes.setdefault(cell["reason"], len(notes) + 1)
+                text += f" [{n}]"
+            row.append(text)
+        lines.append(f"| `{s['id']}`: {s['title']} | " + " | ".join(row) + " |")
+    if notes:
+        lines += ["", "Notes:", ""]
+        lines += [f"{n}. {reason.replace('|', '/')}" for reason, n in notes.items()]
+    lines += ["", "Clients:", ""]
+    lines += [f"- {name}: {version}" for name, version in results["clients"].items()]
+    lines += ["", "APIs the broker advertised (ApiVersions, min–max version):", ""]
+    lines.append(", ".join(f"{name} {v[0]}–{v[1]}" for name, v in results["broker_apis"].items()))
+    return "\n".join(lines) + "\n"
