@@ -28,6 +28,7 @@ the acknowledged records per topic-partition.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -300,7 +301,7 @@ def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch]) -> KafkaCo
     try:
         for batch in batches:
             task.send(batch)
-        return task.finish()
+        message = task.finish()
     except KafkaException as e:  # fatal producer error surfacing from poll/flush
         task.abandon()
         err = e.args[0]
@@ -308,8 +309,96 @@ def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch]) -> KafkaCo
     except BaseException:
         task.abandon()
         raise
-    finally:
-        task.close()
+    _release(task.pooled)
+    return message
+
+
+class _DeliveryFailures:
+    """The producer's ``on_delivery`` callback: counts failed deliveries, keeps a few reasons.
+
+    With ``delivery.report.only.error`` only failed records are reported, so after
+    ``flush()`` leaves nothing queued every record without a report was acknowledged
+    (and no Python call is made per successful record).
+    """
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget earlier failures (a pooled producer starts a new task)."""
+        self.count = 0
+        self.reasons: list[str] = []  # the first few distinct ones, for the error message
+
+    def __call__(self, err, msg) -> None:
+        self.count += 1
+        reason = f"topic '{msg.topic()}' partition {msg.partition()}: {err.str()} ({err.name()})"
+        if len(self.reasons) < 3 and reason not in self.reasons:
+            self.reasons.append(reason)
+
+
+@dataclass
+class _PooledProducer:
+    key: tuple
+    producer: object
+    failures: _DeliveryFailures
+
+
+MAX_IDLE_PRODUCERS = 4
+"""Idle producers kept per Python worker process, for the next tasks with the same settings."""
+
+_idle_producers: list[_PooledProducer] = []
+_pool_lock = threading.Lock()
+
+
+def _acquire(conf: Mapping[str, object]) -> _PooledProducer:
+    """A producer for ``conf`` with no queued records: an idle one of this process, or a new one.
+
+    Creating a producer costs a connection, metadata and (idempotent) InitProducerId, tens
+    to hundreds of ms; Spark reuses Python workers, so later tasks and micro-batches reuse
+    it, as Spark's own sink caches Java producers per executor.
+    """
+    key = tuple(sorted((str(k), str(v)) for k, v in conf.items()))
+    with _pool_lock:
+        for i in range(len(_idle_producers) - 1, -1, -1):
+            if _idle_producers[i].key == key:
+                pooled = _idle_producers.pop(i)
+                pooled.failures.reset()
+                return pooled
+    failures = _DeliveryFailures()
+    producer = new_producer({**conf, "delivery.report.only.error": True, "on_delivery": failures})
+    return _PooledProducer(key, producer, failures)
+
+
+def _release(pooled: _PooledProducer) -> None:
+    """Return a healthy producer (all its records acknowledged) to the pool; close the oldest beyond the cap."""
+    with _pool_lock:
+        _idle_producers.append(pooled)
+        evicted = _idle_producers[:-MAX_IDLE_PRODUCERS]
+        del _idle_producers[: len(evicted)]
+    for p in evicted:
+        _close_quietly(p.producer)
+
+
+def _close_quietly(producer) -> None:
+    try:
+        producer.close()
+    except Exception:  # best effort: the producer is discarded either way
+        pass
+
+
+def close_idle_producers() -> None:
+    """Close every idle producer of this process (tests, benchmarks, shutdown)."""
+    with _pool_lock:
+        idle = list(_idle_producers)
+        _idle_producers.clear()
+    for p in idle:
+        _close_quietly(p.producer)
+
+
+def idle_producer_count() -> int:
+    """Number of idle producers in this process's pool."""
+    with _pool_lock:
+        return len(_idle_producers)
 
 
 class _WriteTask:
@@ -318,21 +407,11 @@ class _WriteTask:
     def __init__(self, spec: WriteSpec):
         self.spec = spec
         self.router = Router(load_partitioner(spec.partitioner))
-        self.failed = 0
-        self.failures: list[str] = []  # the first few distinct delivery failures, for the message
         self.routed: Counter = Counter()  # (topic, partition) -> records handed to the producer
         self._metadata: dict[str, tuple[int, list[int]]] = {}
-        # Only failed records get a delivery report: after flush() leaves nothing queued,
-        # every record without a report was acknowledged (no per-record Python callback).
-        self.producer = new_producer(
-            {**spec.producer, "delivery.report.only.error": True, "on_delivery": self._on_failed_delivery}
-        )
-
-    def _on_failed_delivery(self, err, msg) -> None:
-        self.failed += 1
-        reason = f"topic '{msg.topic()}' partition {msg.partition()}: {err.str()} ({err.name()})"
-        if len(self.failures) < 3 and reason not in self.failures:
-            self.failures.append(reason)
+        self.pooled = _acquire(spec.producer)
+        self.producer = self.pooled.producer
+        self.failures = self.pooled.failures
 
     # -- metadata -----------------------------------------------------------------
     def partitions_of(self, topic: str, refresh: bool = False) -> tuple[int, list[int]]:
@@ -518,9 +597,10 @@ class _WriteTask:
         )
 
     def _raise_on_failures(self) -> None:
-        if self.failures:
+        if self.failures.count:
             raise DeliveryError(
-                f"Kafka did not acknowledge {self.failed} record(s) of this task: {'; '.join(self.failures)}. "
+                f"Kafka did not acknowledge {self.failures.count} record(s) of this task: "
+                f"{'; '.join(self.failures.reasons)}. "
                 "The task fails so that nothing is lost; Spark may retry it (at-least-once)"
             )
 
@@ -541,19 +621,14 @@ class _WriteTask:
         return KafkaCommitMessage(dict(self.routed))
 
     def abandon(self) -> None:
-        """After a failure: drop queued records so a failed task writes nothing more."""
+        """After a failure: drop queued records so a failed task writes nothing more, and
+        close the producer (its state is unknown, it is not reused)."""
         try:
             self.producer.purge()
             self.producer.poll(0)
         except Exception:  # best effort: the task is failing with the original error
             pass
-
-    def close(self) -> None:
-        """Release the producer's connections and threads (nothing is queued any more)."""
-        try:
-            self.producer.close()
-        except Exception:  # best effort: the outcome of the task is already decided
-            pass
+        _close_quietly(self.producer)
 
 
 def _hint(err) -> str:

@@ -65,6 +65,15 @@ def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list:
         consumer.close()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _close_pooled_producers():
+    """Pooled producers of this process must not outlive the session broker."""
+    from pyspark_kafka.writer import close_idle_producers
+
+    yield
+    close_idle_producers()
+
+
 def spark_error(excinfo) -> str:
     return str(excinfo.value)
 
@@ -338,6 +347,31 @@ def test_partition_added_during_a_task_is_found_by_refreshing_metadata(bootstrap
 
     assert write_batches(spec, batches()).counts == {(topic, 1): 1, (topic, 3): 1}
     assert {m.value(): m.partition() for m in consume_all(bootstrap, topic)} == {b"a": 1, b"b": 3}
+
+
+def _idle_producers(client_id: str) -> list:
+    from pyspark_kafka import writer
+
+    return [p.producer for p in writer._idle_producers if dict(p.key).get("client.id") == client_id]
+
+
+def test_producer_is_reused_by_the_next_task_and_dropped_after_a_failure(bootstrap, make_topic):
+    topic = make_topic(partitions=1)
+    client_id = f"reuse-{uuid.uuid4().hex[:6]}"
+    spec = WriteSpec.from_options(opts(bootstrap, topic=topic, **{"kafka.client.id": client_id}), VALUE_ONLY)
+    one = [pa.record_batch([pa.array(["v"])], ["value"])]
+    write_batches(spec, one)
+    [first] = _idle_producers(client_id)
+    write_batches(spec, one)
+    assert _idle_producers(client_id) == [first]  # the same producer served the second task
+
+    broken = [pa.record_batch([pa.array(["v", "x" * 5000])], ["value"])]
+    with pytest.raises(DeliveryError):
+        write_batches(WriteSpec.from_options(
+            opts(bootstrap, topic=topic, **{"kafka.client.id": client_id, "kafka.message.max.bytes": "2000"}),
+            VALUE_ONLY), broken)
+    assert _idle_producers(client_id) == [first]  # the failed task's producer was closed, not pooled
+    assert len(consume_all(bootstrap, topic)) == 2
 
 
 def test_record_refused_by_the_client_fails_the_task(bootstrap, make_topic):
