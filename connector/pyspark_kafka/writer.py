@@ -18,7 +18,8 @@ on the driver, before anything is sent), so a misspelt column never silently dro
 
 Each Spark task produces its rows with one confluent-kafka ``Producer`` (``kafka.*``
 options passed through; defaults ``acks=all``, ``enable.idempotence=true``,
-``delivery.timeout.ms=120000`` as in the Java client) to partitions chosen by
+``delivery.timeout.ms=120000`` as in the Java client; idle producers are reused by later
+tasks of the same Python worker) to partitions chosen by
 :mod:`pyspark_kafka.routing`, then flushes and checks the delivery reports: the task
 succeeds only when every record was acknowledged (at-least-once), otherwise it fails
 with :class:`~pyspark_kafka.errors.DeliveryError`. The commit message of a task counts
