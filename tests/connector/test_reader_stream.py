@@ -10,6 +10,7 @@ import json
 import threading
 import time
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
@@ -208,6 +209,7 @@ def test_restart_from_checkpoint_continues_without_loss_or_repeat(spark, bootstr
     assert len(keys) == len(set(keys)) == 70
 
 
+@pytest.mark.slow
 def test_running_query_picks_up_new_partitions_and_pattern_topics(spark, bootstrap, make_topic, checkpoint_dir):
     prefix = f"pat-{time.monotonic_ns()}"
     topic_a = make_topic(partitions=1, name=f"{prefix}-a")
