@@ -72,6 +72,7 @@ def _git_commit() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the selected modules; exit code 1 when one of them failed (its error is in the JSON)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small data, finishes in about 3 minutes")
     parser.add_argument("--only", help=f"comma-separated subset of {','.join(MODULES)}")

@@ -268,6 +268,7 @@ def cmd_broker(args) -> int:
 
 
 def cmd_topics_create(args) -> int:
+    """CreateTopics with ``--partitions``, ``--replication-factor`` and ``--config`` overrides."""
     from confluent_kafka.admin import NewTopic
 
     admin = _admin(args)
@@ -284,6 +285,7 @@ def cmd_topics_create(args) -> int:
 
 
 def cmd_topics_list(args) -> int:
+    """Topic names from a Metadata request, sorted, one per line."""
     metadata = cluster_metadata(_admin(args), args)
     for name in sorted(metadata.topics):
         print(name)
@@ -307,6 +309,7 @@ def topic_overrides(admin, names: list[str], timeout_s: float) -> dict[str, dict
 
 
 def cmd_topics_describe(args) -> int:
+    """Per topic: partitions, leader, replicas, ISR, set configs, log start offset and end offset (ListOffsets)."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
@@ -338,6 +341,7 @@ def cmd_topics_describe(args) -> int:
 
 
 def cmd_topics_delete(args) -> int:
+    """DeleteTopics; a missing topic is an error unless ``--if-exists``."""
     admin = _admin(args)
     metadata = cluster_metadata(admin, args)
     if args.topic not in metadata.topics:
@@ -366,6 +370,7 @@ def spool_validated(stream, separator: bytes | None):
 
 
 def cmd_produce(args) -> int:
+    """stdin lines → records, all validated first; exit 1 unless every record is acknowledged."""
     from confluent_kafka import Producer
 
     separator = args.key_separator.encode() if args.key_separator is not None else None
@@ -405,6 +410,11 @@ def cmd_produce(args) -> int:
 
 
 def cmd_consume(args) -> int:
+    """Records → stdout lines until ``--max-messages`` or ``--timeout-ms`` of idleness (or Ctrl-C).
+
+    Without ``--group``: assign() on every partition, nothing committed. With it: subscribe()
+    and commit the offsets of the records printed (stored after each write).
+    """
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
 
     start = "earliest" if args.from_beginning else "latest"
