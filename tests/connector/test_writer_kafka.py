@@ -276,6 +276,24 @@ def test_unreachable_broker_fails_the_write_within_the_delivery_timeout(spark):
     assert "Check kafka.bootstrap.servers" in msg
 
 
+def test_user_partitioner_shipped_with_add_py_file(spark, bootstrap, make_topic, tmp_path):
+    """A partitioner class in a module shipped to the workers (SparkContext.addPyFile)."""
+    module = f"user_partitioner_{uuid.uuid4().hex[:8]}"
+    path = tmp_path / f"{module}.py"
+    path.write_text(
+        "class ByLength:\n"
+        "    def partition(self, topic, key, num_partitions):\n"
+        "        return 0 if key is None else len(key) % num_partitions\n"
+    )
+    spark.sparkContext.addPyFile(str(path))
+    topic = make_topic(partitions=3)
+    rows = [("a", "1"), ("bb", "2"), ("ccc", "3"), (None, "4")]
+    spark.createDataFrame(rows, "key string, value string").write.format("pykafka").options(
+        **opts(bootstrap, topic=topic, partitioner=f"{module}.ByLength")).mode("append").save()
+    got = {m.value(): m.partition() for m in consume_all(bootstrap, topic)}
+    assert got == {b"1": 1, b"2": 2, b"3": 0, b"4": 0}
+
+
 # -- task-level behaviour (what each Spark task runs) -----------------------------------
 
 VALUE_ONLY = StructType([StructField("value", StringType())])
