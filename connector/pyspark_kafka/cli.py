@@ -537,7 +537,8 @@ def _client_options() -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree: one subparser per command, ``func`` set to its ``cmd_*`` function."""
-    parser = argparse.ArgumentParser(prog="pyspark-kafka", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="pyspark-kafka", description="Run the embedded Kafka-compatible broker; "
+                                     "Kafka-style tools for topics, producing, consuming and groups.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     client = _client_options()
 
