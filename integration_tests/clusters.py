@@ -28,6 +28,9 @@ APACHE_KAFKA_IMAGE = "apache/kafka:3.9.1"
 """Default image of the ``apache-kafka`` backend (KRaft, single node); ``KAFKA_IMAGE`` overrides."""
 CONTAINER_START_TIMEOUT_S = 180
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
+RETENTION_CHECK_MS = 500
+"""``log.retention.check.interval.ms`` of the started backends, so retention tests finish quickly."""
+EMBEDDED_CONFIG = {"log.retention.check.interval.ms": str(RETENTION_CHECK_MS)}
 
 # Kafka API keys (Kafka's message schemas, clients/src/main/resources/common/message).
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
@@ -37,15 +40,15 @@ API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS = 18, 19, 20
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
 DELETE_RECORDS = 21
 
-API_NAMES = {
-    PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
-    OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch", FIND_COORDINATOR: "FindCoordinator",
-    JOIN_GROUP: "JoinGroup", HEARTBEAT: "Heartbeat", LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup",
-    API_VERSIONS: "ApiVersions", CREATE_TOPICS: "CreateTopics", DELETE_TOPICS: "DeleteTopics",
-    DELETE_RECORDS: "DeleteRecords", INIT_PRODUCER_ID: "InitProducerId",
-    ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn", END_TXN: "EndTxn",
-    TXN_OFFSET_COMMIT: "TxnOffsetCommit",
-}
+
+
+def api_name(key: int) -> str:
+    """Kafka's name of an API key, e.g. ``InitProducerId`` for 22 (from kio's schema index)."""
+    from kio.schema.index import api_key_map
+
+    name = api_key_map.get(key)
+    return "".join(w.capitalize() for w in name.split("_")) if name else f"api {key}"
+
 
 GROUP_APIS = (FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH)
 """What a classic consumer group needs (join, sync, heartbeat, leave, commit, fetch committed)."""
@@ -103,7 +106,7 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
 
 def missing_apis(served: dict[int, tuple[int, int]], needed: tuple[int, ...]) -> list[str]:
     """Names (``"InitProducerId (22)"``) of the ``needed`` API keys that ``served`` lacks."""
-    return [f"{API_NAMES.get(k, 'api')} ({k})" for k in needed if k not in served]
+    return [f"{api_name(k)} ({k})" for k in needed if k not in served]
 
 
 @dataclass
@@ -163,7 +166,7 @@ def embedded(tmp_dir) -> Iterator[Cluster]:
     """The embedded broker in a background thread; stopped (data dir removed) on exit."""
     from pyspark_kafka.broker import EmbeddedBroker
 
-    with EmbeddedBroker(data_dir=tmp_dir) as broker:
+    with EmbeddedBroker(data_dir=tmp_dir, config=EMBEDDED_CONFIG) as broker:
         yield Cluster("embedded", broker.bootstrap_servers, api_versions(broker.bootstrap_servers), broker)
 
 
@@ -220,6 +223,7 @@ def apache_kafka() -> Iterator[Cluster]:
         "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
         "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
         "KAFKA_NUM_PARTITIONS": "1",
+        "KAFKA_LOG_RETENTION_CHECK_INTERVAL_MS": str(RETENTION_CHECK_MS),
     }
     container = DockerContainer(os.environ.get("KAFKA_IMAGE", APACHE_KAFKA_IMAGE)).with_bind_ports(port, port)
     for k, v in env.items():

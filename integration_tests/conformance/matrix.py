@@ -101,7 +101,7 @@ def run_matrix(cluster: C.Cluster, clients: list[str] | None = None, scenarios: 
     return {
         "generated": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
         "backend": cluster.name,
-        "broker_apis": {C.API_NAMES.get(k, str(k)) + f" ({k})": list(v) for k, v in sorted(cluster.apis.items())},
+        "broker_apis": {f"{C.api_name(k)} ({k})": list(v) for k, v in sorted(cluster.apis.items())},
         "clients": versions,
         "scenarios": [{"id": s.id, "title": s.title} for s in chosen],
         "cells": [asdict(c) for c in cells],

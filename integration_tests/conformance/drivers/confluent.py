@@ -42,7 +42,7 @@ class ConfluentDriver(Driver):
     def version(self) -> str:
         import confluent_kafka
 
-        return f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+        return f"confluent-kafka {confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
 
     def _conf(self, **extra) -> dict:
         return {"bootstrap.servers": self.bootstrap, **extra}
