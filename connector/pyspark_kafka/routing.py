@@ -102,46 +102,51 @@ def partition_for(
 def murmur2_array(keys: pa.Array) -> np.ndarray:
     """murmur2 of every value of a binary/string Arrow array, as ``int64`` numpy array.
 
-    Null entries get 0 (callers mask them). Vectorised: one numpy pass per distinct
-    key length, one step per 4-byte block. Equal to :func:`murmur2` element by element.
+    Null entries get 0 (callers mask them). Vectorised over all keys at once: rows are
+    ordered by their number of 4-byte blocks, step ``j`` mixes block ``j`` into the rows
+    that have one (a prefix), then tails and final mixing run on all rows. The number of
+    numpy steps is the block count of the longest key. Equal to :func:`murmur2` element by
+    element.
     """
     keys = _as_binary(keys)
     n = len(keys)
-    out = np.zeros(n, dtype=np.uint32)
     if n == 0:
-        return out.astype(np.int64)
-    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset : keys.offset + n + 1]
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset : keys.offset + n + 1].astype(np.int64)
     data_buf = keys.buffers()[2]
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    lengths = np.diff(offsets)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    order = np.argsort(-(lengths // 4), kind="stable")
+    starts, lengths = starts[order], lengths[order]
+    nblocks = lengths // 4  # descending
+    # rows_with_block[j]: how many rows (a prefix) have a block j
+    rows_with_block = np.searchsorted(-nblocks, -np.arange(int(nblocks[0])), side="left")
     m = np.uint32(_M)
-    for length in np.unique(lengths):
-        rows = np.nonzero(lengths == length)[0]
-        length = int(length)
-        h = np.full(len(rows), (MURMUR2_SEED ^ length) & _MASK32, dtype=np.uint32)
-        if length:
-            matrix = data[offsets[rows][:, None] + np.arange(length)]
-        tail = length & ~3
-        if tail:
-            blocks = np.ascontiguousarray(matrix[:, :tail]).view("<u4")
-            for j in range(blocks.shape[1]):
-                k = blocks[:, j] * m
-                k ^= k >> np.uint32(24)
-                k *= m
-                h *= m
-                h ^= k
-        rest = length & 3
-        if rest == 3:
-            h ^= matrix[:, tail + 2].astype(np.uint32) << np.uint32(16)
-        if rest >= 2:
-            h ^= matrix[:, tail + 1].astype(np.uint32) << np.uint32(8)
-        if rest >= 1:
-            h ^= matrix[:, tail].astype(np.uint32)
-            h *= m
-        h ^= h >> np.uint32(13)
-        h *= m
-        h ^= h >> np.uint32(15)
-        out[rows] = h
+    h = (np.uint32(MURMUR2_SEED) ^ lengths.astype(np.uint32)).astype(np.uint32)
+
+    def byte_at(pos: np.ndarray) -> np.ndarray:
+        return data[pos].astype(np.uint32)
+
+    for j, rows in enumerate(rows_with_block.tolist()):
+        pos = starts[:rows] + 4 * j
+        k = byte_at(pos) | (byte_at(pos + 1) << np.uint32(8)) | (byte_at(pos + 2) << np.uint32(16)) | (
+            byte_at(pos + 3) << np.uint32(24))
+        k *= m
+        k ^= k >> np.uint32(24)
+        k *= m
+        h[:rows] = (h[:rows] * m) ^ k
+    rest = lengths & 3
+    tail = starts + 4 * nblocks
+    for r, shift in ((3, 16), (2, 8)):
+        sel = rest >= r
+        h[sel] ^= byte_at(tail[sel] + (r - 1)) << np.uint32(shift)
+    sel = rest >= 1
+    h[sel] = (h[sel] ^ byte_at(tail[sel])) * m
+    h ^= h >> np.uint32(13)
+    h *= m
+    h ^= h >> np.uint32(15)
+    out = np.empty(n, dtype=np.uint32)
+    out[order] = h
     if keys.null_count:
         out[~keys.is_valid().to_numpy(zero_copy_only=False)] = 0
     return out.view(np.int32).astype(np.int64)

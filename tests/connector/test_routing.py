@@ -78,6 +78,12 @@ def test_murmur2_array_equals_scalar_on_random_keys_with_nulls_and_slices(arrow_
         assert h == (0 if k is None else murmur2(k))
 
 
+def test_murmur2_array_equals_scalar_on_long_keys_of_many_lengths():
+    rng = random.Random(5)
+    keys = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 600))) for _ in range(200)] + [b"k" * 4099]
+    assert murmur2_array(pa.array(keys, pa.binary())).tolist() == [murmur2(k) for k in keys]
+
+
 def test_murmur2_array_hashes_strings_as_utf8():
     words = ["kafka", "änderung", "日本語", ""]
     assert murmur2_array(pa.array(words)).tolist() == [murmur2(w.encode()) for w in words]
