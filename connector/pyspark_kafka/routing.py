@@ -16,8 +16,9 @@ Option ``partitioner`` changes step 2 and 3: ``murmur2`` (default) as above,
 ``partition(topic, key, num_partitions) -> int`` (``key`` is ``bytes`` or ``None``).
 
 :class:`Router` applies the rule to whole Arrow columns: murmur2 runs once per
-distinct key of a batch (``dictionary_encode``) and is vectorised with numpy over
-keys of equal length. Its results equal :func:`partition_for` row by row.
+distinct key of a batch (``dictionary_encode``) and is vectorised with numpy over all
+keys at once, one step per 4-byte block of the longest key. Its results equal
+:func:`partition_for` row by row.
 """
 
 from __future__ import annotations
