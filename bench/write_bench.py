@@ -30,7 +30,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from common import REPETITIONS, ServerProcess, metric, rate  # noqa: E402
+from common import REPETITIONS, ServerProcess, metric, rate, ratio  # noqa: E402
 
 VALUE_BYTES = 100
 PARTITIONS = 2
@@ -120,11 +120,12 @@ def run(quick: bool) -> list[dict]:
             anchor.append(_checked(broker.bootstrap, topic, count,
                                    lambda: _plain_loop(broker.bootstrap, topic, count)))
     note = f"{count:,} records of {VALUE_BYTES} B, no key, {PARTITIONS} partitions, embedded broker in its own process"
-    return [
+    rows = [
         metric("spark write (local[2])", "records/s", project, anchor, ANCHOR, note=note),
         metric("spark write per core used", "records/s/core", [p / SPARK_CORES for p in project], anchor, ANCHOR,
                note="target >= 0.8 of the single-thread loop"),
     ]
+    return [{**row, "ratio": ratio(row["project"], row["anchor"])} for row in rows]
 
 
 if __name__ == "__main__":
@@ -133,4 +134,4 @@ if __name__ == "__main__":
     quick = "--quick" in sys.argv
     for row in run(quick):
         p, a = statistics.median(row["project"]), statistics.median(row["anchor"])
-        print(f"{row['metric']}: {p:,.0f} {row['unit']}  vs  {a:,.0f} ({row['anchor_label']})  ratio {p / a:.2f}")
+        print(f"{row['metric']}: {p:,.0f} {row['unit']}  vs  {a:,.0f} ({row['anchor_label']})  ratio {row['ratio']:.2f}")
