@@ -396,12 +396,6 @@ def close_idle_producers() -> None:
         _close_quietly(p.producer)
 
 
-def idle_producer_count() -> int:
-    """Number of idle producers in this process's pool."""
-    with _pool_lock:
-        return len(_idle_producers)
-
-
 class _WriteTask:
     """One task's producer, partition metadata cache, router and delivery accounting."""
 
