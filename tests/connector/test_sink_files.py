@@ -169,3 +169,12 @@ def test_spark_batch_backfill_twice_adds_nothing(spark, tmp_path):
     df.repartition(3).write.format("pykafka-parquet").mode("append").save(out)
     assert spark.read.parquet(out).count() == 40
     assert json.loads(starting_offsets(path=out)) == {"t": {"0": 20, "1": 20}}
+
+
+def test_rerun_with_nothing_new_publishes_no_manifest(tmp_path):
+    w = writer(tmp_path, stream=False)
+    w.commit([w.write(iter([arrow(recs("t", 0, 0, 3))]))])
+    w = writer(tmp_path, stream=False)
+    w.commit([w.write(iter([arrow(recs("t", 0, 0, 3))])), w.write(iter([]))])
+    assert ManifestLog(str(tmp_path)).sequence() == [0]
+    assert committed(tmp_path) == recs("t", 0, 0, 3)

@@ -299,3 +299,52 @@ def test_store_reflects_existing_table_with_extra_columns(db_url, table):
     w = stream_writer(db_url, table, createTable="false")
     w.commit([w.write(iter([arrow(recs("t", 0, 0, 3))]))], 0)
     assert target_offsets(db_url, table) == recs("t", 0, 0, 3)
+
+
+def test_reader_schema_types_round_trip(db_url, table):
+    """All columns of the pykafka reader (binary key/value, UTC timestamp) store and read back."""
+    import datetime as dt
+
+    from pyspark.sql.types import BinaryType, TimestampType
+
+    schema = StructType(
+        [
+            StructField("key", BinaryType()),
+            StructField("value", BinaryType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("timestamp", TimestampType()),
+            StructField("timestampType", IntegerType()),
+        ]
+    )
+    ts = dt.datetime(2013, 1, 1, 5, 0, 0, 123000, tzinfo=dt.timezone.utc)
+    batch = pa.record_batch(
+        [
+            pa.array([b"k", None], pa.binary()),
+            pa.array([b"\x00\xff", b"v"], pa.binary()),
+            pa.array(["t", "t"]),
+            pa.array([0, 0], pa.int32()),
+            pa.array([0, 1], pa.int64()),
+            pa.array([ts, ts], pa.timestamp("us", tz="UTC")).cast(pa.timestamp("us", tz="Asia/Tokyo")),
+            pa.array([0, 0], pa.int32()),
+        ],
+        names=schema.fieldNames(),
+    )
+    w = stream_writer(db_url, table, schema=schema)
+    w.commit([w.write(iter([batch]))], 0)
+    eng = sa.create_engine(db_url)
+    try:
+        with eng.connect() as conn:
+            got = sa.Table(table, sa.MetaData(), autoload_with=conn)
+            rows = conn.execute(sa.select(got).order_by(got.c.offset)).mappings().all()
+    finally:
+        eng.dispose()
+    assert [bytes(r["value"]) for r in rows] == [b"\x00\xff", b"v"]
+    assert rows[0]["key"] is not None and bytes(rows[0]["key"]) == b"k" and rows[1]["key"] is None
+    stored_ts = rows[0]["timestamp"]
+    if isinstance(stored_ts, str):  # SQLite reflection without the declared type's processor
+        stored_ts = dt.datetime.fromisoformat(stored_ts)
+    if stored_ts.tzinfo is not None:  # PostgreSQL timestamptz
+        stored_ts = stored_ts.astimezone(dt.timezone.utc)
+    assert stored_ts.replace(tzinfo=None) == ts.replace(tzinfo=None)  # SQLite keeps UTC wall time

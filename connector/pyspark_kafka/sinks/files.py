@@ -250,8 +250,8 @@ def _filter_file(spec: ParquetSinkSpec, rel: str, stored: Mapping[TopicPartition
 def commit(spec: ParquetSinkSpec, messages: list, batch_id: Optional[int]) -> Optional[dict]:
     """Commit staged files: roll forward, check, filter by offsets, publish manifest, rename, clean.
 
-    Returns the published manifest (None when a replayed ``offsetsFrom=batch``
-    micro-batch is skipped). Raises SinkMismatchError when the directory's
+    Returns the published manifest (the previous one when nothing new arrived,
+    None when a replayed ``offsetsFrom=batch`` micro-batch is skipped). Raises SinkMismatchError when the directory's
     manifests belong to another query; nothing is published then.
     """
     log = ManifestLog(spec.path)
@@ -282,13 +282,17 @@ def commit(spec: ParquetSinkSpec, messages: list, batch_id: Optional[int]) -> Op
                     continue
             tag = m.attempt_id.rsplit("-", 1)[-1]
             files.append({"name": f"part-{seq:06d}-{len(files):05d}-{tag}.parquet", "staged": rel, "rows": rows})
+    next_offsets = advance(stored, span)
+    if last and not files and next_offsets == stored and cfg.offsets_from != OFFSETS_FROM_BATCH:
+        log.clean_tmp()  # nothing new (e.g. a rerun backfill): no empty manifest
+        return last
     manifest = {
         "version": MANIFEST_VERSION,
         "seq": seq,
         "batch_id": batch_id if batch_id is not None else last_batch,
         "offsets_from": cfg.offsets_from,
         "topics": sorted(topics),
-        "offsets": encode_offsets(advance(stored, span)),
+        "offsets": encode_offsets(next_offsets),
         "files": files,
         "committed_ms": int(time.time() * 1000),
     }

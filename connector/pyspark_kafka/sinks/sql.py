@@ -133,6 +133,17 @@ def parse_spec(options: Mapping[str, str], schema: StructType, streaming: bool) 
     )
 
 
+def _utc(batch):
+    """Timestamps with a time zone re-labelled UTC (same instants), so SQLite stores UTC wall time."""
+    import pyarrow as pa
+
+    cols = [
+        c.cast(pa.timestamp(c.type.unit, tz="UTC")) if pa.types.is_timestamp(c.type) and c.type.tz else c
+        for c in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
+
+
 # --------------------------------------------------------------------------- engine
 
 
@@ -321,7 +332,7 @@ class SqlStore:
                 continue
             if self.spec.config.offsets_from != OFFSETS_FROM_BATCH:
                 spans.append(span_of_arrow(batch, self.spec.config.columns))
-            records = batch.to_pylist()
+            records = _utc(batch).to_pylist()
             for r in records:
                 r[SINK_COL] = self.spec.sink_id
                 r[ATTEMPT_COL] = attempt_id
