@@ -28,6 +28,8 @@ from integration_tests.helpers import (
     watermarks,
 )
 
+pytestmark = pytest.mark.slow  # Spark jobs; still run in CI
+
 
 def _to_sql(spark, kafka_cluster, topic, url, checkpoint) -> None:
     stream = read_stream(spark, kafka_cluster.bootstrap, subscribe=topic, startingOffsets="earliest")

@@ -13,6 +13,8 @@ from integration_tests.helpers import Collector, produce, read, read_stream, run
 
 BASE_TS = 1_700_000_000_000
 
+pytestmark = pytest.mark.slow  # Spark jobs; still run in CI
+
 
 def test_batch_read_returns_every_record_with_sparks_schema(spark, kafka_cluster):
     topic = kafka_cluster.create_topic(3)

@@ -15,6 +15,8 @@ from integration_tests.helpers import consume_all, read
 PUBLISHED = [(b"21", -973932308), (b"foobar", -790332482), (b"abc", 479470107),
              (b"a-little-bit-long-string", -985981536), (b"a-little-bit-longer-string", -1486304829)]
 
+pytestmark = pytest.mark.slow  # Spark jobs; still run in CI
+
 
 def write(df, bootstrap: str, **options) -> None:
     df.write.format("pykafka").option("kafka.bootstrap.servers", bootstrap).options(**options).mode("append").save()
