@@ -16,6 +16,7 @@ KIP-35), so tests skip what a backend does not serve instead of failing on it.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import socket
 import struct
@@ -74,7 +75,6 @@ def api_versions(bootstrap: str, timeout_s: float = 10.0) -> dict[int, tuple[int
     from kio.schema.request_header.v1.header import RequestHeader
     from kio.schema.response_header.v0.header import ResponseHeader
     from kio.serial import entity_reader, entity_writer
-    import io
 
     host, port = bootstrap.split(",")[0].strip().rsplit(":", 1)
     buf = io.BytesIO()
@@ -211,6 +211,7 @@ def apache_kafka() -> Iterator[Cluster]:
 
     port = _free_port()
     env = {
+        "CLUSTER_ID": "MkU3OEVBNTcwNTJENDM2Qk",  # any base64 UUID; the image's configure script requires one
         "KAFKA_NODE_ID": "1",
         "KAFKA_PROCESS_ROLES": "broker,controller",
         "KAFKA_LISTENERS": f"PLAINTEXT://0.0.0.0:{port},CONTROLLER://0.0.0.0:9093",
@@ -225,21 +226,18 @@ def apache_kafka() -> Iterator[Cluster]:
         "KAFKA_NUM_PARTITIONS": "1",
         "KAFKA_LOG_RETENTION_CHECK_INTERVAL_MS": str(RETENTION_CHECK_MS),
     }
-    container = DockerContainer(os.environ.get("KAFKA_IMAGE", APACHE_KAFKA_IMAGE)).with_bind_ports(port, port)
-    for k, v in env.items():
-        container = container.with_env(k, v)
+    image = os.environ.get("KAFKA_IMAGE", APACHE_KAFKA_IMAGE)
+    ready = LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(CONTAINER_START_TIMEOUT_S)
+    container = DockerContainer(image, env=env).with_bind_ports(port, port).waiting_for(ready)
     try:
-        container.start()
-    except Exception as e:
-        raise BackendUnavailable(f"the apache/kafka container did not start: {type(e).__name__}: {e}") from e
-    try:
-        wait = LogMessageWaitStrategy("Kafka Server started")
-        wait.with_startup_timeout(CONTAINER_START_TIMEOUT_S)
-        wait.wait_until_ready(container)
+        try:
+            container.start()  # pulls the image, starts it, waits for the log line
+        except Exception as e:  # no image, no network, Kafka did not start in time
+            raise BackendUnavailable(f"{image} did not start: {type(e).__name__}: {e}") from e
         bootstrap = f"127.0.0.1:{port}"
         yield Cluster("apache-kafka", bootstrap, api_versions(bootstrap))
     finally:
-        container.stop()
+        container.stop()  # removes the container (no-op when it was never created)
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from integration_tests import clusters as C
+from integration_tests import helpers
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 """Kafka's compression codecs (``compression.type``), each a produce scenario."""
@@ -89,65 +90,20 @@ class Context:
 
     def produce(self, topic: str, records: list[Rec]) -> None:
         """Produce ``records`` in order with the reference producer; raise unless all are acknowledged."""
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
-        errors = []
-        for r in records:
-            producer.produce(topic, **confluent_kwargs(r), on_delivery=lambda e, m: e and errors.append(e))
-        assert producer.flush(WAIT_S) == 0 and not errors, f"reference produce failed: {errors}"
+        helpers.produce(self.bootstrap, topic, [confluent_kwargs(r) for r in records])
 
     def transactions(self, topic: str, steps: list[tuple[list[bytes], bool]]) -> None:
         """One transaction per step with the reference transactional producer: produce the
         values to partition 0, then commit (True) or abort (False)."""
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"ref-{uuid.uuid4()}"})
-        producer.init_transactions(WAIT_S)
-        for values, commit in steps:
-            producer.begin_transaction()
-            for v in values:
-                producer.produce(topic, value=v, partition=0)
-            assert producer.flush(WAIT_S) == 0  # in the log before the outcome (abort purges unsent records)
-            producer.commit_transaction(WAIT_S) if commit else producer.abort_transaction(WAIT_S)
+        helpers.transactions(self.bootstrap, topic, steps)
 
     def read_all(self, topic: str, isolation: str = "read_uncommitted") -> list[Fetched]:
         """Every record of ``topic`` up to the end of each partition, with the reference consumer."""
-        from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"ref-{uuid.uuid4()}",
-                             "enable.auto.commit": False, "enable.partition.eof": True,
-                             "isolation.level": isolation})
-        try:
-            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-            consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-            out, at_end = [], set()
-            deadline = time.monotonic() + WAIT_S
-            while len(at_end) < len(partitions):
-                assert time.monotonic() < deadline, f"reference read of {topic} did not reach the end"
-                m = consumer.poll(0.5)
-                if m is None:
-                    continue
-                if m.error() is not None:
-                    assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                    at_end.add(m.partition())
-                    continue
-                at_end.discard(m.partition())
-                out.append(from_confluent(m))
-            return out
-        finally:
-            consumer.close()
+        return [from_confluent(m) for m in helpers.consume_all(self.bootstrap, topic, isolation)]
 
     def committed(self, topic: str, group: str, partitions: int) -> dict[int, int]:
         """The group's committed offsets ``{partition: offset}`` (OffsetFetch by the reference client)."""
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import AdminClient
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
-        result = admin.list_consumer_group_offsets([request], request_timeout=15)[group].result(WAIT_S)
-        return {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+        return helpers.committed_offsets(self.bootstrap, group, topic, partitions)
 
 
 def confluent_kwargs(r: Rec) -> dict:
