@@ -279,6 +279,14 @@ def test_spark_batch_write_twice_adds_nothing(spark, tmp_path):
     assert count(url, "SELECT COUNT(*) FROM flights") == 60
     assert count(url, "SELECT COUNT(DISTINCT value) FROM flights") == 60
     assert starting_offsets(url=url, table="flights") == '{"t":{"0":20,"1":20,"2":20}}'
+    # another job reusing the sink id for a different table is refused through Spark, nothing written
+    with pytest.raises(Exception, match="sinkId 'flights' with target table 'flights'.*different query"):
+        (
+            df.write.format("pykafka-sql").option("url", url).option("table", "other").option("sinkId", "flights")
+            .option("partitionColumn", "kafka_partition").option("offsetColumn", "kafka_offset")
+            .mode("append").save()
+        )
+    assert count(url, "SELECT COUNT(*) FROM other") == 0
 
 
 def test_spark_missing_offset_columns_error(spark, tmp_path):
@@ -348,3 +356,53 @@ def test_reader_schema_types_round_trip(db_url, table):
     if stored_ts.tzinfo is not None:  # PostgreSQL timestamptz
         stored_ts = stored_ts.astimezone(dt.timezone.utc)
     assert stored_ts.replace(tzinfo=None) == ts.replace(tzinfo=None)  # SQLite keeps UTC wall time
+
+
+# ------------------------------------------------------------------ Kafka → Spark → SQL (embedded broker)
+
+
+def _produce(bootstrap, topic, n, start=0, partitions=2):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + n):
+        p.produce(topic, value=f"v{i}".encode(), partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def _stream_once(spark, bootstrap, topic, url, table, checkpoint, sink_id):
+    start = starting_offsets(url=url, sink_id=sink_id, topics=[topic], bootstrap_servers=bootstrap)
+    q = (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", start)
+        .option("maxOffsetsPerTrigger", "150")
+        .load()
+        .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value", "timestamp")
+        .writeStream.format("pykafka-sql")
+        .option("url", url)
+        .option("table", table)
+        .option("sinkId", sink_id)
+        .option("topics", topic)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(240), "streaming query did not finish within 240 s"
+    assert q.exception() is None
+
+
+def test_stream_from_kafka_checkpoint_lost_exactly_once(spark, bootstrap, make_topic, db_url, table, tmp_path):
+    """Micro-batches into SQLite/PostgreSQL; the checkpoint is deleted and the query resumes from the sink."""
+    topic = make_topic(2)
+    sink_id = f"orders-etl-{'x' * 60}-{table}"  # long ids still give valid staging table names
+    _produce(bootstrap, topic, 400)
+    checkpoint = str(tmp_path / "chk")
+    _stream_once(spark, bootstrap, topic, db_url, table, checkpoint, sink_id)
+    shutil.rmtree(checkpoint)
+    _produce(bootstrap, topic, 100, start=400)
+    _stream_once(spark, bootstrap, topic, db_url, table, checkpoint, sink_id)
+    assert count(db_url, f"SELECT COUNT(*) FROM {table}") == 500
+    assert count(db_url, f"SELECT COUNT(DISTINCT value) FROM {table}") == 500
+    assert stored_offsets(url=db_url, sink_id=sink_id) == {(topic, 0): 250, (topic, 1): 250}
