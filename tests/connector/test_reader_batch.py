@@ -126,6 +126,12 @@ def test_offset_json_and_timestamp_options_select_exactly_the_expected_rows(spar
     assert later == [(0, 9), (1, 9)]
 
 
+def test_empty_topic_reads_as_an_empty_dataframe(spark, bootstrap, make_topic):
+    topic = make_topic(partitions=2)
+    df = load(spark, bootstrap, subscribe=topic)
+    assert df.count() == 0  # no offset range: Spark reads one placeholder partition, which yields nothing
+
+
 def test_no_matching_starting_timestamp_fails_by_default(spark, bootstrap, make_topic):
     topic = make_topic(partitions=1)
     produce(bootstrap, topic, [{"value": b"x", "timestamp": BASE_TS}])
