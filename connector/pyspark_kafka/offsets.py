@@ -156,7 +156,12 @@ class GlobalTimestamp:
     strategy: str = "error"
 
 
-OffsetLimit = EarliestLimit | LatestLimit | SpecificOffsets | SpecificTimestamps | GlobalTimestamp
+@dataclass(frozen=True)
+class GroupLimit:
+    """Start at the consumer group's committed offsets (``startingOffsets=group``, see :mod:`pyspark_kafka.groups`)."""
+
+
+OffsetLimit = EarliestLimit | LatestLimit | SpecificOffsets | SpecificTimestamps | GlobalTimestamp | GroupLimit
 
 
 def _get(options: Mapping[str, str], name: str):
@@ -187,8 +192,10 @@ def offset_limit(options: Mapping[str, str], which: str, default: OffsetLimit) -
 
     Precedence as Spark's ``KafkaSourceProvider.getKafkaOffsetRangeLimit``:
     ``<which>Timestamp`` > ``<which>OffsetsByTimestamp`` > ``<which>Offsets`` >
-    ``default``. ``<which>Offsets`` is ``earliest``, ``latest`` or offset JSON.
-    Raises OptionError for a malformed timestamp or JSON.
+    ``default``. ``<which>Offsets`` is ``earliest``, ``latest`` or offset JSON;
+    ``startingOffsets`` may also be ``group`` (not in Spark: the committed offsets
+    of ``kafka.group.id``). Raises OptionError for a malformed timestamp or JSON,
+    or ``endingOffsets=group``.
     """
     strategy = timestamp_strategy(options)
     ts_name, by_ts_name, off_name = f"{which}Timestamp", f"{which}OffsetsByTimestamp", f"{which}Offsets"
@@ -209,6 +216,12 @@ def offset_limit(options: Mapping[str, str], which: str, default: OffsetLimit) -
         return EarliestLimit()
     if v.lower() == "latest":
         return LatestLimit()
+    if v.lower() == "group":
+        if which != "starting":
+            raise OptionError(
+                f"option '{off_name}' can't be 'group' (only startingOffsets can): use 'latest' or offset JSON"
+            )
+        return GroupLimit()
     return SpecificOffsets(parse_partition_offsets(v, off_name))
 
 

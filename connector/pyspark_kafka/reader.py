@@ -13,8 +13,9 @@ Options, schema and offset JSON are those of Spark's built-in Kafka source (see
   ``pyarrow.RecordBatch`` es of at most :data:`BATCH_ROWS` rows / about
   :data:`BATCH_BYTES` bytes, so memory stays bounded whatever the range length.
 
-Nothing is committed to Kafka by the reader (``enable.auto.commit=false``);
-:meth:`KafkaStreamReader.commit` is the hook for consumer-group commits.
+Executors never commit to Kafka (``enable.auto.commit=false``). Consumer-group
+commits, ``startingOffsets=group`` and group membership are driver-side and
+live in :mod:`pyspark_kafka.groups`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pyspark_kafka import groups as G
 from pyspark_kafka import offsets as O
 from pyspark_kafka.clients import client_params, consumer_config, new_admin, pooled_consumer
 from pyspark_kafka.errors import DataLossError, OptionError, PySparkKafkaError
@@ -63,11 +65,11 @@ CONSUME_MESSAGES = 5_000
 """``num_messages`` of one ``Consumer.consume`` call."""
 
 _UNSUPPORTED_KAFKA = {
-    "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' instead; "
-    "the query tracks its own offsets (and resumes from its checkpoint)",
+    # auto.offset.reset: checked by pyspark_kafka.groups (allowed with startingOffsets=group / groupMembership)
     "key.deserializer": "keys are always read as bytes; deserialize them with DataFrame operations",
     "value.deserializer": "values are always read as bytes; deserialize them with DataFrame operations",
-    "enable.auto.commit": "the reader tracks offsets in Spark's checkpoint and never commits; remove it",
+    "enable.auto.commit": "the reader tracks offsets in Spark's checkpoint; remove it (to commit them to a "
+    "consumer group, set the source option commitOffsets=true)",
     "interceptor.classes": "interceptors can change records and are not supported; remove it",
 }
 
@@ -221,6 +223,7 @@ class ReaderOptions:
     fetch_retry_interval_ms: int
     api_timeout_ms: int
     group_id_prefix: str | None
+    group: G.GroupOptions
 
 
 def parse_reader_options(options: Mapping[str, str], mode: str | None) -> ReaderOptions:
@@ -228,7 +231,10 @@ def parse_reader_options(options: Mapping[str, str], mode: str | None) -> Reader
 
     ``mode``: ``"batch"``, ``"stream"`` or ``None`` (only the shared rules, at
     ``load()``). Defaults: batch starts at earliest and ends at latest;
-    streaming starts at latest. Raises OptionError naming the option and the fix.
+    streaming starts at latest. Consumer-group options (``commitOffsets``,
+    ``startingOffsets=group``, ``groupMembership``) are checked by
+    :func:`pyspark_kafka.groups.parse_group_options`. Raises OptionError naming
+    the option and the fix.
     """
     opts = dict(options)
     require_bootstrap(opts)
@@ -262,7 +268,8 @@ def parse_reader_options(options: Mapping[str, str], mode: str | None) -> Reader
         for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
             if get_option(opts, name) is not None:
                 log.warning("option %s is ignored in batch queries", name)
-    if get_option(opts, "kafka.group.id") is not None:
+    group = G.parse_group_options(opts, sub.kind, starting, mode)
+    if get_option(opts, "kafka.group.id") is not None and not group.active:
         log.warning(
             "option kafka.group.id is set: concurrent queries with the same group id interfere with each "
             "other; groupIdPrefix is ignored"
@@ -284,6 +291,7 @@ def parse_reader_options(options: Mapping[str, str], mode: str | None) -> Reader
         fetch_retry_interval_ms=parse_int(opts, "fetchOffset.retryIntervalMs", 10, minimum=0),
         api_timeout_ms=parse_int(opts, "kafka.default.api.timeout.ms", 60_000, minimum=1),
         group_id_prefix=get_option(opts, "groupIdPrefix"),
+        group=group,
     )
 
 
@@ -679,7 +687,7 @@ class KafkaBatchReader(DataSourceReader):
         meta = OffsetReader(self._opts)
         try:
             tps = meta.topic_partitions()
-            start = meta.resolve(self._opts.starting, "starting", tps)
+            start = self._starting_offsets(meta, tps)
             end = meta.resolve(self._opts.ending, "ending", tps)
         finally:
             meta.close()
@@ -693,6 +701,13 @@ class KafkaBatchReader(DataSourceReader):
             ranges.append(O.OffsetRange(tp[0], tp[1], start[tp], end[tp]))
         split = O.split_ranges(ranges, self._opts.min_partitions, self._opts.max_records_per_partition)
         return [self._input_partition(r) for r in split]
+
+    def _starting_offsets(self, meta: OffsetReader, tps: list) -> dict:
+        o = self._opts
+        if not isinstance(o.starting, O.GroupLimit):
+            return meta.resolve(o.starting, "starting", tps)
+        with G.group_offsets(o.options, o.group.group_id, o.api_timeout_ms / 1000) as offsets:
+            return G.resolve_start(offsets, meta, tps, o.group.offset_reset, _report_data_loss(o.fail_on_data_loss))
 
     def _input_partition(self, rng: O.OffsetRange) -> KafkaInputPartition:
         o = self._opts
@@ -716,6 +731,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     query started. New partitions (and, with ``subscribePattern``, new topics)
     join from their earliest offset. Raises OptionError for bad options (at
     query start) and DataLossError for missing offsets when ``failOnDataLoss``.
+
+    Consumer groups (:class:`pyspark_kafka.groups.StreamGroup`): with
+    ``commitOffsets`` the offsets Spark has finished (``start`` of
+    :meth:`latestOffset`, ``end`` of :meth:`commit`) are committed to
+    ``kafka.group.id``; with ``groupMembership`` the offsets name only the
+    partitions assigned to this query, and a partition enters them at the
+    group's committed offset.
     """
 
     def __init__(self, options: Mapping[str, str], schema: StructType):
@@ -727,10 +749,26 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = False
         self._available_now_target: dict | None = None
         self._last_trigger_ms = 0
+        o = self._opts
+        self._group = G.StreamGroup(o.group, o.options, o.subscription, o.api_timeout_ms) if o.group.active else None
 
     def initialOffset(self) -> dict:
-        """Offsets of ``startingOffsets`` / ``startingTimestamp`` / ``startingOffsetsByTimestamp`` (default latest)."""
-        return O.offsets_to_json_dict(self._meta.resolve(self._opts.starting, "starting"))
+        """Offsets of ``startingOffsets`` / ``startingTimestamp`` / ``startingOffsetsByTimestamp`` (default latest).
+
+        ``startingOffsets=group``: the group's committed offsets; with
+        ``groupMembership`` no partition (they come with the assignment).
+        """
+        o = self._opts
+        if o.group.membership:
+            initial = {}
+        elif isinstance(o.starting, O.GroupLimit):
+            initial = self._group.start_offsets(self._meta, self._meta.topic_partitions(),
+                                                _report_data_loss(o.fail_on_data_loss))
+        else:
+            initial = self._meta.resolve(o.starting, "starting")
+        if self._group is not None:
+            self._group.set_initial(initial)
+        return O.offsets_to_json_dict(initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``ReadMaxRows(maxOffsetsPerTrigger)``, else ``ReadMinRows(minOffsetsPerTrigger)``, else all available.
@@ -746,7 +784,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        """Trigger.AvailableNow: the first :meth:`latestOffset` fixes the target offsets of the run."""
+        """Trigger.AvailableNow: the first :meth:`latestOffset` fixes the target offsets of the run.
+
+        Raises OptionError with ``groupMembership`` (a member's partitions change while it runs).
+        """
+        if self._opts.group.membership:
+            raise OptionError(
+                "option groupMembership=true needs a continuously running query, not Trigger.AvailableNow: use "
+                "startingOffsets=group with commitOffsets=true instead (or another trigger)"
+            )
         self._available_now = True
 
     def _fetch_latest(self) -> dict:
@@ -760,6 +806,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ``start`` to skip the trigger when ``minOffsetsPerTrigger`` is not met.
         """
         begin = O.offsets_from_json_dict(start)
+        if self._group is not None:
+            self._group.processed(begin)  # Spark asks for the next batch once the one ending at start is done
+            if self._opts.group.membership:
+                return self._member_latest_offset(begin, limit)
         if self._available_now:
             if self._available_now_target is None:
                 self._available_now_target = self._fetch_latest()
@@ -783,6 +833,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         known = {**self._meta.earliest(new), **begin} if new else begin
         return O.offsets_to_json_dict(O.rate_limit(max_rows, known, latest))
 
+    def _member_latest_offset(self, begin: dict, limit: ReadLimit) -> dict:
+        """``latestOffset`` of a group member: its assigned partitions only (``maxOffsetsPerTrigger`` applies)."""
+        adopted, reading = self._group.member_end_offsets(begin, self._meta, _report_data_loss(self._opts.fail_on_data_loss))
+        latest = self._meta.latest(reading) if reading else {}
+        self._latest = {**adopted, **latest}
+        if isinstance(limit, ReadMaxRows):
+            latest = O.rate_limit(limit.max_rows, {tp: begin[tp] for tp in reading}, latest)
+        return O.offsets_to_json_dict({**adopted, **latest})
+
     def reportLatestOffset(self) -> dict | None:
         """The latest offsets seen by the last :meth:`latestOffset` (shown in query progress), or None."""
         return O.offsets_to_json_dict(self._latest) if self._latest else None
@@ -790,6 +849,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list:
         """Input partitions of the micro-batch ``(start, end]`` (new partitions read from their earliest offset)."""
         begin, until = O.offsets_from_json_dict(start), O.offsets_from_json_dict(end)
+        if self._opts.group.membership:  # adopted partitions (only in end) and released ones (only in start): no range
+            begin, until = {tp: o for tp, o in begin.items() if tp in until}, {tp: o for tp, o in until.items() if tp in begin}
         new = [tp for tp in until if tp not in begin]
         went_back = [tp for tp in until if tp in begin and until[tp] < begin[tp]]
         earliest = self._meta.earliest(new + went_back) if new or went_back else {}
@@ -809,8 +870,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:
-        """Spark finished every offset before ``end``. Hook for consumer-group commits; nothing yet."""
+        """Spark finished every offset before ``end``: commit it to the group with ``commitOffsets``."""
+        if self._group is not None:
+            self._group.processed(O.offsets_from_json_dict(end))
 
     def stop(self) -> None:
-        """Close the driver's admin client."""
+        """Leave the consumer group (a member commits its processed offsets first); close the admin client."""
+        if self._group is not None:
+            self._group.close()
         self._meta.close()
