@@ -20,7 +20,6 @@ live in :mod:`pyspark_kafka.groups`.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import re
 import time
@@ -349,7 +348,8 @@ class OffsetReader:
             except Exception as exc:  # confluent-kafka raises KafkaException, futures may raise others
                 last = exc
                 log.warning("attempt %d to %s failed: %s", attempt + 1, what, exc)
-                time.sleep(self._opts.fetch_retry_interval_ms / 1000)
+                if attempt + 1 < self._opts.fetch_attempts:
+                    time.sleep(self._opts.fetch_retry_interval_ms / 1000)
         raise PySparkKafkaError(
             f"could not {what} from kafka.bootstrap.servers={self._conf.get('bootstrap.servers')!r} after "
             f"{self._opts.fetch_attempts} attempts: {last}. Check that the brokers are reachable, or raise "
