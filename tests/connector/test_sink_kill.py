@@ -164,12 +164,12 @@ def test_streaming_query_killed_and_restarted(bootstrap, make_topic, tmp_path, k
     sink = Sink(kind, tmp_path)
     checkpoint = str(tmp_path / "checkpoint")
     args = ["--bootstrap", bootstrap, "--topic", topic, "--sink", kind, "--target", sink.target,
-            "--checkpoint", checkpoint, "--max-per-trigger", "900"]
+            "--checkpoint", checkpoint, "--max-per-trigger", "1500"]
     total = PARTITIONS * PER_PARTITION
     rng = random.Random(topic)
     for kill in range(2):
         floor = sink.progress()
-        threshold = rng.randint(floor + 1, max(floor + 1, total - 900))
+        threshold = rng.randint(floor + 1, max(floor + 1, total - 1500))
         killed = run_until(args, tmp_path / f"run{kill}.log", lambda: sink.progress() >= threshold, RUN_TIMEOUT_S)
         if not killed:
             break

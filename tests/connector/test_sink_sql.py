@@ -406,3 +406,38 @@ def test_stream_from_kafka_checkpoint_lost_exactly_once(spark, bootstrap, make_t
     assert count(db_url, f"SELECT COUNT(*) FROM {table}") == 500
     assert count(db_url, f"SELECT COUNT(DISTINCT value) FROM {table}") == 500
     assert stored_offsets(url=db_url, sink_id=sink_id) == {(topic, 0): 250, (topic, 1): 250}
+
+
+def test_aggregation_complete_mode_with_batch_ids(spark, bootstrap, make_topic, tmp_path):
+    """offsetsFrom=batch: a stateful query (no offset columns) in complete mode replaces the table per batch."""
+    topic = make_topic(2)
+    _produce(bootstrap, topic, 60)
+    url = f"sqlite:///{tmp_path}/agg.db"
+    q = (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "25")
+        .load()
+        .groupBy("partition")
+        .count()
+        .writeStream.format("pykafka-sql")
+        .outputMode("complete")
+        .option("url", url)
+        .option("table", "counts")
+        .option("offsetsFrom", "batch")
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(240), "streaming query did not finish within 240 s"
+    eng = sa.create_engine(url)
+    try:
+        with eng.connect() as conn:
+            got = dict(conn.exec_driver_sql('SELECT "partition", count FROM counts').fetchall())
+            last = conn.exec_driver_sql("SELECT last_batch_id FROM pykafka_offsets_sinks").scalar()
+    finally:
+        eng.dispose()
+    assert got == {0: 30, 1: 30}
+    assert last >= 2  # 60 records at 25 per trigger: at least three micro-batches
