@@ -21,7 +21,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from pyspark_kafka.sinks import starting_offsets, stored_offsets
 from pyspark_kafka.sinks.common import SinkError, SinkMismatchError, SinkUnavailableError
-from pyspark_kafka.sinks.sql import SqlSinkDataSource, staging_table_name
+from pyspark_kafka.sinks.sql import SqlSinkDataSource, reset_sink, staging_table_name
 
 SCHEMA = StructType(
     [
@@ -209,6 +209,11 @@ def test_mismatch_refused_and_nothing_half_committed(db_url, table):
         w3.commit([w3.write(iter([arrow(recs("t", 0, 3, 6) + recs("v", 0, 0, 2))]))], 1)
     assert target_offsets(db_url, table) == recs("t", 0, 0, 3)
     assert stored_offsets(url=db_url, sink_id="job-a") == {("t", 0): 3}
+    # the fix the message names: forget the sink's offsets, then the other query may use the id
+    reset_sink(db_url, "job-a")
+    assert stored_offsets(url=db_url, sink_id="job-a") == {}
+    w2.commit([w2.write(iter([arrow(recs("u", 0, 0, 3))]))], 0)
+    assert stored_offsets(url=db_url, sink_id="job-a") == {("u", 0): 3}
 
 
 def test_unreachable_database_is_a_clear_error(tmp_path):

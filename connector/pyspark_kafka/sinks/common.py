@@ -251,7 +251,8 @@ def check_topics(
             raise SinkMismatchError(
                 f"{where} holds offsets of sinkId '{sink_id}' for topics {sorted(stored)}, but this query "
                 f"declares topics {sorted(declared)}: they were written by a different query. Fix: use a new "
-                "sinkId (or offsetsTable/path) for this query, or reset the sink if you mean to start over."
+                "sinkId (or offsetsTable/path) for this query, or, to start over, forget the stored offsets with "
+                "pyspark_kafka.sinks.sql.reset_sink(url, sink_id) (SQL) or a new directory (Parquet)."
             )
         extra = seen - declared
         if extra:

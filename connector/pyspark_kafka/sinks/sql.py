@@ -564,3 +564,28 @@ def stored_offsets(
             return {(r.topic, int(r.partition)): int(r.next_offset) for r in rows}
     finally:
         engine.dispose()
+
+
+def reset_sink(url: Optional[str], sink_id: str, *, offsets_table: str = DEFAULT_OFFSETS_TABLE) -> None:
+    """Forget what the sink stored for ``sink_id``: its offsets, sink row and staged rows (one transaction).
+
+    The target table's rows stay. Use it to start a query over on purpose (e.g. an
+    ``offsetsFrom=batch`` query whose checkpoint was deleted). Raises
+    SinkUnavailableError when the database cannot be reached.
+    """
+    import sqlalchemy as sa
+
+    engine = open_engine(url or default_url())
+    try:
+        md = sa.MetaData()
+        offsets, sinks = _bookkeeping_tables(md, offsets_table)
+        with engine.begin() as conn:
+            insp = sa.inspect(conn)
+            for t in (offsets, sinks):
+                if insp.has_table(t.name):
+                    conn.execute(t.delete().where(t.c.sink_id == sink_id))
+            stage = staging_table_name(offsets_table, sink_id)
+            if insp.has_table(stage):
+                conn.execute(sa.Table(stage, md, autoload_with=conn).delete())
+    finally:
+        engine.dispose()
