@@ -592,10 +592,10 @@ def _take(consumer, part: KafkaInputPartition, msgs: list, next_offset: int, bui
     or a partition-EOF event at or past the end (the last offsets were control
     records or compacted away — gaps, not data loss).
     """
+    from confluent_kafka import KafkaError, Message
+
     rng = part.range
     until = rng.until_offset
-    from confluent_kafka import Message
-
     if not any(map(Message.error, msgs)):
         first, last = msgs[0].offset(), msgs[-1].offset()
         if first >= next_offset and last < until:
@@ -613,8 +613,6 @@ def _take(consumer, part: KafkaInputPartition, msgs: list, next_offset: int, bui
                 kept.append(m)
                 next_offset = off + 1
             continue
-        from confluent_kafka import KafkaError
-
         code = err.code()
         if code == KafkaError._PARTITION_EOF:
             if m.offset() >= until:
@@ -625,6 +623,8 @@ def _take(consumer, part: KafkaInputPartition, msgs: list, next_offset: int, bui
             kept = []
             next_offset = _on_out_of_range(consumer, part, next_offset)
             break
+        elif err.retriable():
+            log.warning("reading %s: %s (retrying until kafkaConsumer.pollTimeoutMs)", rng, err.str())
         else:
             raise PySparkKafkaError(f"reading {rng} failed at offset {next_offset}: {err.str()}")
     builder.add(kept)
