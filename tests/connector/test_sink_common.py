@@ -9,9 +9,11 @@ from pyspark_kafka.errors import OptionError
 from pyspark_kafka.sinks.common import (
     SinkColumns,
     SinkError,
+    SinkIdentity,
     SinkMismatchError,
     advance,
     check_offset_columns,
+    check_same,
     check_topics,
     classify_span,
     merge_spans,
@@ -65,14 +67,24 @@ def test_offsets_json_fills_earliest_and_filters():
     assert offsets_json({}) == "earliest"
 
 
+SINK = SinkIdentity("sinkId 's' in db", "use another sinkId", "reset it")
+
+
 def test_check_topics():
-    assert check_topics("s", "db", frozenset(), None, {"a"}) == {"a"}
-    assert check_topics("s", "db", frozenset({"a"}), None, {"b"}) == {"a", "b"}
-    assert check_topics("s", "db", frozenset({"a", "b"}), frozenset({"a", "b"}), {"a"}) == {"a", "b"}
-    with pytest.raises(SinkMismatchError, match="different query"):
-        check_topics("s", "db", frozenset({"a"}), frozenset({"b"}), set())
+    assert check_topics(SINK, frozenset(), None, {"a"}) == {"a"}
+    assert check_topics(SINK, frozenset({"a"}), None, {"b"}) == {"a", "b"}
+    assert check_topics(SINK, frozenset({"a", "b"}), frozenset({"a", "b"}), {"a"}) == {"a", "b"}
+    with pytest.raises(SinkMismatchError, match=r"sinkId 's' in db holds .*different query.*use another sinkId"):
+        check_topics(SINK, frozenset({"a"}), frozenset({"b"}), set())
     with pytest.raises(SinkMismatchError, match="add them to option 'topics'"):
-        check_topics("s", "db", frozenset(), frozenset({"a"}), {"a", "c"})
+        check_topics(SINK, frozenset(), frozenset({"a"}), {"a", "c"})
+
+
+def test_check_same():
+    check_same(SINK, "target table", None, "t")
+    check_same(SINK, "target table", "t", "t")
+    with pytest.raises(SinkMismatchError, match="holds target table 'x', but this query has target table 't'"):
+        check_same(SINK, "target table", "x", "t")
 
 
 def test_parse_config_and_missing_columns():

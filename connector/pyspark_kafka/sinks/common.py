@@ -155,13 +155,10 @@ def new_attempt_id() -> str:
     (absent for batch jobs); the random part keeps two attempts apart even
     across restarts.
     """
-    try:
-        from pyspark import TaskContext
+    from pyspark import TaskContext
 
-        tc = TaskContext.get()
-    except ImportError:  # pragma: no cover - pyspark is a dependency
-        tc = None
-    if tc is None:
+    tc = TaskContext.get()
+    if tc is None:  # called outside a Spark task (tests, tools)
         return f"local-{uuid.uuid4().hex}"
     batch = tc.getLocalProperty("streaming.sql.batchId") or "job"
     return f"b{batch}-p{tc.partitionId()}-a{tc.attemptNumber()}-{uuid.uuid4().hex[:12]}"
@@ -230,9 +227,23 @@ def classify_span(lo: int, hi: int, next_offset: Optional[int]) -> str:
     return "mixed"
 
 
+@dataclass(frozen=True)
+class SinkIdentity:
+    """How messages name a sink and the fixes for a mismatch.
+
+    - ``who``: e.g. ``"sinkId 'etl' in offsets table 'pykafka_offsets' of sqlite:///x.db"``
+      or ``"sink directory /data/out"``.
+    - ``new_id_fix``: how to give a query its own sink (option sinkId, another path).
+    - ``reset_fix``: how to forget the stored offsets on purpose.
+    """
+
+    who: str
+    new_id_fix: str
+    reset_fix: str
+
+
 def check_topics(
-    sink_id: str,
-    where: str,
+    sink: SinkIdentity,
     stored: frozenset[str],
     declared: Optional[frozenset[str]],
     seen: Iterable[str],
@@ -249,29 +260,30 @@ def check_topics(
     if declared is not None:
         if stored and stored != declared:
             raise SinkMismatchError(
-                f"{where} holds offsets of sinkId '{sink_id}' for topics {sorted(stored)}, but this query "
-                f"declares topics {sorted(declared)}: they were written by a different query. Fix: use a new "
-                "sinkId (or offsetsTable/path) for this query, or, to start over, forget the stored offsets with "
-                "pyspark_kafka.sinks.sql.reset_sink(url, sink_id) (SQL) or a new directory (Parquet)."
+                f"{sink.who} holds offsets for topics {sorted(stored)}, but this query declares topics "
+                f"{sorted(declared)}: they were written by a different query. Fix: {sink.new_id_fix}, or, "
+                f"to start over on purpose, {sink.reset_fix}."
             )
         extra = seen - declared
         if extra:
             raise SinkMismatchError(
-                f"rows from topics {sorted(extra)} reached sinkId '{sink_id}' which declares topics "
-                f"{sorted(declared)}. Fix: add them to option 'topics' (and use a new sinkId if this is a "
-                "different query), or filter them out before the sink."
+                f"rows from topics {sorted(extra)} reached {sink.who}, which declares topics {sorted(declared)}. "
+                "Fix: add them to option 'topics' if this query really reads them, or filter them out before "
+                "the sink."
             )
         return declared
     return frozenset(stored | seen)
 
 
-def check_same(sink_id: str, where: str, what: str, stored: Optional[str], wanted: str) -> None:
-    """Refuse when a stored sink attribute (target table, offsetsFrom) differs from this query's."""
+def check_same(sink: SinkIdentity, what: str, stored: Optional[str], wanted: str) -> None:
+    """Refuse when a stored sink attribute (target table, offsetsFrom) differs from this query's.
+
+    Raises SinkMismatchError naming both values and the fix.
+    """
     if stored is not None and stored != wanted:
         raise SinkMismatchError(
-            f"{where} holds sinkId '{sink_id}' with {what} '{stored}', but this query has {what} "
-            f"'{wanted}': the stored offsets belong to a different query. Fix: give this query its own "
-            "option 'sinkId' (or another offsetsTable/path)."
+            f"{sink.who} holds {what} '{stored}', but this query has {what} '{wanted}': the stored offsets "
+            f"belong to a different query. Fix: {sink.new_id_fix}, or, to start over on purpose, {sink.reset_fix}."
         )
 
 

@@ -38,6 +38,7 @@ from pyspark_kafka.sinks.common import (
     OFFSETS_FROM_BATCH,
     SinkConfig,
     SinkError,
+    SinkIdentity,
     SinkUnavailableError,
     StagedWrite,
     TopicPartition,
@@ -169,8 +170,12 @@ class ParquetSinkSpec:
     config: SinkConfig
 
     @property
-    def where(self) -> str:
-        return f"sink directory {self.path}"
+    def identity(self) -> SinkIdentity:
+        return SinkIdentity(
+            who=f"sink directory {self.path}",
+            new_id_fix="write this query to its own directory",
+            reset_fix="write to a new directory",
+        )
 
 
 def parse_spec(options: Mapping[str, str], schema: StructType, streaming: bool, overwrite: bool) -> ParquetSinkSpec:
@@ -261,9 +266,9 @@ def commit(spec: ParquetSinkSpec, messages: list, batch_id: Optional[int]) -> Op
     msgs = [m for m in messages if m is not None and m.files]
     span = merge_spans(m.offsets for m in msgs)
     stored = decode_offsets(last["offsets"]) if last else {}
-    check_same("(path)", spec.where, "offsetsFrom", last and last["offsets_from"], cfg.offsets_from)
-    topics = check_topics("(path)", spec.where, frozenset(last["topics"]) if last else frozenset(), cfg.topics,
-                          {t for t, _ in span})
+    check_same(spec.identity, "offsetsFrom", last and last["offsets_from"], cfg.offsets_from)
+    stored_topics = frozenset(last["topics"]) if last else frozenset()
+    topics = check_topics(spec.identity, stored_topics, cfg.topics, {t for t, _ in span})
     last_batch = last.get("batch_id") if last else None
     if cfg.offsets_from == OFFSETS_FROM_BATCH and batch_id is not None and last_batch is not None and batch_id <= last_batch:
         log.clean_tmp()

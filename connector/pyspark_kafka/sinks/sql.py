@@ -41,6 +41,7 @@ from pyspark_kafka.sinks.common import (
     OFFSETS_FROM_BATCH,
     SinkConfig,
     SinkError,
+    SinkIdentity,
     SinkUnavailableError,
     StagedWrite,
     TopicPartition,
@@ -106,8 +107,12 @@ class SqlSinkSpec:
         return staging_table_name(self.offsets_table, self.sink_id)
 
     @property
-    def where(self) -> str:
-        return f"offsets table '{self.offsets_table}' in {safe_url(self.url)}"
+    def identity(self) -> SinkIdentity:
+        return SinkIdentity(
+            who=f"sinkId '{self.sink_id}' in offsets table '{self.offsets_table}' of {safe_url(self.url)}",
+            new_id_fix="give this query its own option 'sinkId'",
+            reset_fix=f"call pyspark_kafka.sinks.sql.reset_sink(url, '{self.sink_id}')",
+        )
 
 
 def parse_spec(options: Mapping[str, str], schema: StructType, streaming: bool) -> SqlSinkSpec:
@@ -367,9 +372,9 @@ class SqlStore:
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(s).where(s.c.sink_id == spec.sink_id).with_for_update()).mappings().first()
             stored_topics = frozenset(json.loads(row["topics"])) if row else frozenset()
-            check_same(spec.sink_id, spec.where, "target table", row and row["target_table"], spec.table)
-            check_same(spec.sink_id, spec.where, "offsetsFrom", row and row["offsets_from"], cfg.offsets_from)
-            topics = check_topics(spec.sink_id, spec.where, stored_topics, cfg.topics, {t for t, _ in span})
+            check_same(spec.identity, "target table", row and row["target_table"], spec.table)
+            check_same(spec.identity, "offsetsFrom", row and row["offsets_from"], cfg.offsets_from)
+            topics = check_topics(spec.identity, stored_topics, cfg.topics, {t for t, _ in span})
             last_batch = row["last_batch_id"] if row else None
             skip = (
                 cfg.offsets_from == OFFSETS_FROM_BATCH
