@@ -19,6 +19,7 @@ from pyspark_kafka.sinks.files import (
     ManifestLog,
     ParquetSinkDataSource,
     committed_files,
+    file_verdict,
     read_committed,
 )
 
@@ -178,3 +179,17 @@ def test_rerun_with_nothing_new_publishes_no_manifest(tmp_path):
     w.commit([w.write(iter([arrow(recs("t", 0, 0, 3))])), w.write(iter([]))])
     assert ManifestLog(str(tmp_path)).sequence() == [0]
     assert committed(tmp_path) == recs("t", 0, 0, 3)
+
+
+@pytest.mark.parametrize(
+    "span,stored,expected",
+    [
+        ({("t", 0): (0, 9)}, {}, "new"),
+        ({("t", 0): (0, 9)}, {("t", 0): 10}, "old"),
+        ({("t", 0): (0, 9), ("t", 1): (0, 3)}, {("t", 0): 10}, "mixed"),
+        ({("t", 0): (5, 9)}, {("t", 0): 7}, "mixed"),
+        ({("t", 0): (10, 12)}, {("t", 0): 10, ("t", 1): 99}, "new"),
+    ],
+)
+def test_file_verdict(span, stored, expected):
+    assert file_verdict(span, stored) == expected

@@ -40,6 +40,7 @@ from pyspark_kafka.sinks.common import (
     SinkError,
     SinkIdentity,
     SinkUnavailableError,
+    OffsetSpan,
     StagedWrite,
     TopicPartition,
     advance,
@@ -230,6 +231,16 @@ def stage_batches(spec: ParquetSinkSpec, batches: Iterator, attempt_id: str) -> 
     return StagedWrite(attempt_id=attempt_id, offsets=merge_spans(spans), rows=rows, files=[rel])
 
 
+def file_verdict(span: OffsetSpan, stored: Mapping[TopicPartition, int]) -> str:
+    """``"new"``, ``"old"`` or ``"mixed"`` for a staged file with offset ``span`` (see ``classify_span``)."""
+    verdicts = {classify_span(lo, hi, stored.get(tp)) for tp, (lo, hi) in span.items()}
+    if verdicts <= {"new"}:
+        return "new"
+    if verdicts == {"old"}:
+        return "old"
+    return "mixed"
+
+
 def _filter_file(spec: ParquetSinkSpec, rel: str, stored: Mapping[TopicPartition, int]) -> tuple[Optional[str], int]:
     """Rewrite a staged file keeping rows with ``offset >= stored next offset``; (new rel path or None, rows)."""
     import pyarrow as pa
@@ -238,7 +249,7 @@ def _filter_file(spec: ParquetSinkSpec, rel: str, stored: Mapping[TopicPartition
 
     cols = spec.config.columns
     table = pq.read_table(os.path.join(spec.path, rel))
-    keep = pa.array([True] * table.num_rows)
+    keep = pa.repeat(True, table.num_rows)
     for (t, p), nxt in stored.items():
         mine = pc.and_(pc.equal(table[cols.topic], t), pc.equal(table[cols.partition], p))
         keep = pc.and_(keep, pc.invert(pc.and_(mine, pc.less(table[cols.offset], nxt))))
@@ -256,8 +267,9 @@ def commit(spec: ParquetSinkSpec, messages: list, batch_id: Optional[int]) -> Op
     """Commit staged files: roll forward, check, filter by offsets, publish manifest, rename, clean.
 
     Returns the published manifest (the previous one when nothing new arrived,
-    None when a replayed ``offsetsFrom=batch`` micro-batch is skipped). Raises SinkMismatchError when the directory's
-    manifests belong to another query; nothing is published then.
+    None when a replayed ``offsetsFrom=batch`` micro-batch is skipped). Raises
+    SinkMismatchError when the directory's manifests belong to another query;
+    nothing is published then.
     """
     log = ManifestLog(spec.path)
     cfg = spec.config
@@ -270,18 +282,19 @@ def commit(spec: ParquetSinkSpec, messages: list, batch_id: Optional[int]) -> Op
     stored_topics = frozenset(last["topics"]) if last else frozenset()
     topics = check_topics(spec.identity, stored_topics, cfg.topics, {t for t, _ in span})
     last_batch = last.get("batch_id") if last else None
-    if cfg.offsets_from == OFFSETS_FROM_BATCH and batch_id is not None and last_batch is not None and batch_id <= last_batch:
+    replayed = batch_id is not None and last_batch is not None and batch_id <= last_batch
+    if cfg.offsets_from == OFFSETS_FROM_BATCH and replayed:
         log.clean_tmp()
         return None
     seq = last["seq"] + 1 if last else 0
     files = []
     for m in msgs:
+        verdict = "new" if cfg.offsets_from == OFFSETS_FROM_BATCH else file_verdict(m.offsets, stored)
         for rel in m.files:
-            verdicts = {classify_span(lo, hi, stored.get(tp)) for tp, (lo, hi) in m.offsets.items()}
-            if verdicts == {"old"}:
+            if verdict == "old":
                 continue
             rows = m.rows
-            if verdicts != {"new"}:
+            if verdict == "mixed":
                 rel, rows = _filter_file(spec, rel, stored)
                 if rel is None:
                     continue
