@@ -97,6 +97,28 @@ def test_streaming_query_fails_on_data_loss(spark, retention_bootstrap, trimmed_
         query.stop()
 
 
+def test_streaming_query_skips_lost_offsets_without_fail_on_data_loss(spark, retention_bootstrap, trimmed_topic, checkpoint_dir):
+    values = []
+    query = (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", retention_bootstrap)
+        .option("subscribe", trimmed_topic)
+        .option("startingOffsets", json.dumps({trimmed_topic: {"0": 0}}))
+        .option("failOnDataLoss", "false")
+        .load()
+        .writeStream.foreachBatch(lambda df, _: values.extend(r.value for r in df.select("value").collect()))
+        .option("checkpointLocation", checkpoint_dir)
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(120)
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert sorted(values) == [b"new-%03d" % i for i in range(NEW)]
+
+
 def test_read_fails_with_the_range_when_the_broker_stops_answering(tmp_path):
     from pyspark_kafka.broker import EmbeddedBroker
     from pyspark_kafka.reader import KafkaBatchReader, ReadTimeoutError, kafka_schema

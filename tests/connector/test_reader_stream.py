@@ -184,6 +184,24 @@ def test_available_now_with_max_offsets_runs_several_batches_and_stops(spark, bo
     assert json.loads(progress[-1]["sources"][0]["latestOffset"]) == {topic: {"0": 150, "1": 150}}  # the backlog
 
 
+def test_min_and_max_offsets_per_trigger_through_the_engine(spark, bootstrap, make_topic, checkpoint_dir):
+    # the engine gets ReadMaxRows from getDefaultReadLimit; AvailableNow ignores the minimum, so the
+    # last, smaller batch still runs
+    topic = make_topic(partitions=1)
+    produce(bootstrap, topic, 100)
+    collector = Collector()
+    query = start(
+        spark, bootstrap, collector, checkpoint_dir, {"availableNow": True},
+        subscribe=topic, startingOffsets="earliest", minOffsetsPerTrigger="20", maxOffsetsPerTrigger="30",
+    )
+    try:
+        assert query.awaitTermination(180)
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert [len(rows) for _, rows in collector.batches if rows] == [30, 30, 30, 10]
+
+
 def test_restart_from_checkpoint_continues_without_loss_or_repeat(spark, bootstrap, make_topic, checkpoint_dir):
     topic = make_topic(partitions=2)
     first = produce(bootstrap, topic, 40, prefix="a")
