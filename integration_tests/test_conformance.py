@@ -22,7 +22,6 @@ def results(embedded_cluster):
     return matrix.run_matrix(embedded_cluster)
 
 
-@pytest.mark.slow
 def test_the_broker_advertises_exactly_its_handler_registry(embedded_cluster):
     from pyspark_kafka.broker.handlers import REGISTRY
 

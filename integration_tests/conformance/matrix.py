@@ -97,7 +97,7 @@ def run_matrix(cluster: C.Cluster, clients: list[str] | None = None, scenarios: 
         versions = {d.name: _version(d) for d in drivers}
     finally:
         for d in drivers:
-            getattr(d, "close", lambda: None)()
+            d.close()
     return {
         "generated": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
         "backend": cluster.name,

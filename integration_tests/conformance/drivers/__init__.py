@@ -38,6 +38,9 @@ class Driver:
         """The client and its version, e.g. ``kafka-python 3.0.12``."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what the driver holds between scenarios (nothing by default)."""
+
     def metadata(self, topic: str) -> Metadata:
         """Brokers and partition leaders of ``topic`` from a Metadata request."""
         raise NotImplementedError
