@@ -24,10 +24,16 @@ tasks of the same Python worker) to partitions chosen by
 succeeds only when every record was acknowledged (at-least-once), otherwise it fails
 with :class:`~pyspark_kafka.errors.DeliveryError`. The commit message of a task counts
 the acknowledged records per topic-partition.
+
+With ``deliveryGuarantee=exactly-once`` each task writes its rows in one Kafka transaction
+with a per-task ``transactional.id`` and commits, in the same transaction, a marker that
+makes a replayed micro-batch write nothing twice (:mod:`pyspark_kafka.transactions`,
+docs/exactly-once-kafka.md).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -50,10 +56,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pyspark_kafka.clients import new_producer, producer_config
+from pyspark_kafka.clients import new_consumer, new_producer, producer_config
 from pyspark_kafka.errors import DeliveryError, OptionError, RecordError, SchemaError
 from pyspark_kafka.options import get_option, redact
 from pyspark_kafka.routing import Router, load_partitioner
+from pyspark_kafka import transactions as txn
 
 log = logging.getLogger(__name__)
 
@@ -134,21 +141,16 @@ def _cast_hint(name: str) -> str:
 
 
 def parse_delivery_guarantee(options: Mapping[str, str]) -> str:
-    """Option ``deliveryGuarantee``: ``at-least-once`` (default) or ``exactly-once``.
+    """Option ``deliveryGuarantee``: ``at-least-once`` (default) or ``exactly-once`` (any case).
 
-    ``exactly-once`` needs Kafka transactions (KIP-98), not available yet: raises
-    OptionError saying so; any other value raises OptionError listing the allowed ones.
+    ``exactly-once`` writes each task's rows in a Kafka transaction (KIP-98) with a replay
+    marker (:mod:`pyspark_kafka.transactions`). Any other value raises OptionError listing
+    the allowed ones.
     """
     raw = get_option(options, "deliveryGuarantee")
     value = AT_LEAST_ONCE if raw is None else raw.strip().lower()
-    if value == AT_LEAST_ONCE:
+    if value in (AT_LEAST_ONCE, EXACTLY_ONCE):
         return value
-    if value == EXACTLY_ONCE:
-        raise OptionError(
-            "option 'deliveryGuarantee'='exactly-once' is not available yet: it needs Kafka "
-            "transactions (KIP-98), which this connector does not support yet. Use "
-            "'at-least-once' (the default; a retried task may write some records twice)"
-        )
     raise OptionError(f"option 'deliveryGuarantee' must be 'at-least-once' or 'exactly-once', got {raw!r}")
 
 
@@ -184,6 +186,8 @@ class WriteSpec:
     ``columns``: input column names present; ``topic``: option ``topic`` or None;
     ``producer``: librdkafka settings; ``partitioner``: option ``partitioner`` as given;
     ``timeout_ms``: delivery timeout, also the bound for metadata requests.
+    ``guarantee``: ``at-least-once`` or ``exactly-once``; for exactly-once ``prefix`` is
+    option ``transactionalIdPrefix`` and ``consumer`` the marker consumer's settings.
     """
 
     columns: frozenset
@@ -191,31 +195,57 @@ class WriteSpec:
     producer: dict
     partitioner: str | None
     timeout_ms: int
+    guarantee: str = AT_LEAST_ONCE
+    prefix: str | None = None
+    consumer: dict | None = None
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.guarantee == EXACTLY_ONCE
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], schema: StructType) -> "WriteSpec":
         """Validate options and schema; raise OptionError / SchemaError before any record is sent."""
-        parse_delivery_guarantee(options)
+        guarantee = parse_delivery_guarantee(options)
         topic = get_option(options, "topic")
         columns = validate_schema(schema, topic)
         partitioner = get_option(options, "partitioner")
         load_partitioner(partitioner)  # fail on the driver, not in every task
-        conf = with_producer_defaults(producer_config(options))
-        if "bootstrap.servers" not in conf:
+        settings = producer_config(options)
+        if "bootstrap.servers" not in settings:
             raise OptionError(
                 "option 'kafka.bootstrap.servers' is required: "
                 ".option('kafka.bootstrap.servers', 'host1:9092,host2:9092')"
             )
+        if guarantee == EXACTLY_ONCE:
+            return cls._exactly_once(options, settings, columns, topic, partitioner)
+        conf = with_producer_defaults(settings)
         timeout_ms = delivery_timeout_ms(conf)
         new_producer(conf).close()  # unknown or malformed kafka.* settings fail here, on the driver
         return cls(columns, topic, conf, partitioner, timeout_ms)
 
+    @classmethod
+    def _exactly_once(cls, options, settings, columns, topic, partitioner) -> "WriteSpec":
+        prefix = txn.parse_prefix(options)
+        conf = txn.transactional_producer_config(settings)
+        consumer = txn.marker_consumer_config(settings)
+        # unknown or malformed kafka.* settings fail here, on the driver (no connection is made)
+        new_producer({**conf, "transactional.id": txn.transactional_id(prefix, "check", 0)}).close()
+        new_consumer({**consumer, "group.id": txn.transactional_id(prefix, "check", 0)}).close()
+        return cls(columns, topic, conf, partitioner, delivery_timeout_ms(conf), EXACTLY_ONCE, prefix, consumer)
+
 
 @dataclass
 class KafkaCommitMessage(WriterCommitMessage):
-    """Result of one write task: acknowledged records per ``(topic, partition)``."""
+    """Result of one write task: acknowledged records per ``(topic, partition)``.
+
+    Exactly-once tasks also report their ``transactional_id`` and ``skipped=True`` when the
+    marker showed their rows as already committed (a replay or a retry), so nothing was written.
+    """
 
     counts: dict = field(default_factory=dict)
+    transactional_id: str | None = None
+    skipped: bool = False
 
     @property
     def records(self) -> int:
@@ -231,6 +261,11 @@ def summarize(messages: Iterable[KafkaCommitMessage | None]) -> dict:
     return dict(total)
 
 
+def _skipped(messages) -> int:
+    """Number of exactly-once tasks that found their rows already committed."""
+    return sum(1 for m in messages if m is not None and m.skipped)
+
+
 class KafkaBatchWriter(DataSourceArrowWriter):
     """``df.write.format("pykafka")``: append the DataFrame's rows to Kafka.
 
@@ -238,6 +273,10 @@ class KafkaBatchWriter(DataSourceArrowWriter):
     True for ``mode("overwrite")``, which Kafka cannot do (raises OptionError, as Spark's
     sink allows only append / errorifexists). Raises SchemaError / OptionError on bad
     columns or options before anything is sent.
+
+    With ``deliveryGuarantee=exactly-once`` every task commits its own transaction under
+    ``transactional.id = {prefix}-job-<random>-{partition}`` (batch id 0): retried and
+    speculative attempts of a task write once; a rerun of the whole job writes again.
     """
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool):
@@ -247,8 +286,11 @@ class KafkaBatchWriter(DataSourceArrowWriter):
                 "use mode('append')"
             )
         self.spec = WriteSpec.from_options(options, schema)
+        self.job_id = txn.new_job_id() if self.spec.exactly_once else None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        if self.spec.exactly_once:
+            return write_transactional(self.spec, txn.batch_task_scope(self.spec.prefix, self.job_id), iterator)
         return write_batches(self.spec, iterator)
 
     def commit(self, messages) -> None:
@@ -257,6 +299,11 @@ class KafkaBatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages) -> None:
         counts = summarize(messages)
+        if self.spec.exactly_once:
+            log.warning("pykafka write aborted; %d records of successful tasks are committed in Kafka "
+                        "(each task's transaction is its own); failed attempts' records are aborted",
+                        sum(counts.values()))
+            return
         log.warning(
             "pykafka write aborted; %d records from successful tasks remain in Kafka (at-least-once)",
             sum(counts.values()),
@@ -268,21 +315,32 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     ``overwrite`` (output mode ``complete``) is allowed as in Spark's sink: every
     micro-batch writes all rows again. Option ``deliveryGuarantee`` is checked here.
+
+    With ``deliveryGuarantee=exactly-once`` each task commits one transaction under
+    ``transactional.id = {prefix}-{queryId}-{partition}`` together with its marker, so a
+    micro-batch replayed after a failure is written once (:mod:`pyspark_kafka.transactions`).
     """
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool):
         self.spec = WriteSpec.from_options(options, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        if self.spec.exactly_once:
+            return write_transactional(self.spec, txn.stream_task_scope(self.spec.prefix), iterator)
         return write_batches(self.spec, iterator)
 
     def commit(self, messages, batchId: int) -> None:
         counts = summarize(messages)
-        log.info("pykafka micro-batch %d committed %d records to %d partitions",
-                 batchId, sum(counts.values()), len(counts))
+        log.info("pykafka micro-batch %d committed %d records to %d partitions (%d tasks found theirs "
+                 "already committed)", batchId, sum(counts.values()), len(counts), _skipped(messages))
 
     def abort(self, messages, batchId: int) -> None:
         counts = summarize(messages)
+        if self.spec.exactly_once:
+            log.warning("pykafka micro-batch %d aborted; %d records of successful tasks are committed in "
+                        "Kafka with their markers: when the batch is replayed those tasks write nothing",
+                        batchId, sum(counts.values()))
+            return
         log.warning("pykafka micro-batch %d aborted; %d records from successful tasks remain in Kafka",
                     batchId, sum(counts.values()))
 
@@ -312,6 +370,68 @@ def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch]) -> KafkaCo
         raise
     _release(task.pooled)
     return message
+
+
+def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
+                        batches: Iterable[pa.RecordBatch]) -> KafkaCommitMessage:
+    """Exactly-once: write ``batches`` in one Kafka transaction of ``scope.transactional_id``.
+
+    Protocol (:mod:`pyspark_kafka.transactions`): no rows → no transaction; otherwise
+    ``init_transactions`` (fences older attempts), read the marker; if ``scope.batch_id`` or
+    a later batch is committed, consume the input, check it is the committed one
+    (:class:`~pyspark_kafka.transactions.ReplayMismatchError` if not) and write nothing;
+    else begin, produce (same checks and routing as :func:`write_batches`), flush, add the
+    marker and commit. Any error aborts the transaction, so a failed attempt leaves nothing
+    visible to read_committed consumers. Raises RecordError, DeliveryError, FencedError.
+    """
+    from confluent_kafka import KafkaException
+
+    rows = iter(batches)
+    first = next((b for b in rows if b.num_rows), None)
+    if first is None:
+        return KafkaCommitMessage({}, scope.transactional_id)
+    failures = _DeliveryFailures()
+    transaction = txn.TaskTransaction(spec.producer, spec.consumer, scope, _marker_topic(spec, first),
+                                      spec.timeout_ms, on_delivery=failures)
+    try:
+        marker = transaction.init()
+        decision = txn.decide(marker, scope.batch_id)
+        if decision is not txn.Decision.WRITE:
+            replayed = sum((txn.Fingerprint.of(b) for b in rows), txn.Fingerprint.of(first))
+            if decision is txn.Decision.ALREADY_COMMITTED:
+                txn.check_replay(marker, replayed, scope.transactional_id)
+            log.info("%s: batch %d already committed (%s); writing nothing",
+                     scope.transactional_id, scope.batch_id, decision.value)
+            return KafkaCommitMessage({}, scope.transactional_id, skipped=True)
+        transaction.begin()
+        task = _WriteTask(spec, _PooledProducer((), transaction.producer, failures))
+        fingerprint = txn.Fingerprint()
+        for batch in itertools.chain([first], rows):
+            fingerprint += txn.Fingerprint.of(batch)
+            task.send(batch)
+        message = task.finish()
+        transaction.commit(txn.Marker(scope.batch_id, fingerprint))
+        return KafkaCommitMessage(message.counts, scope.transactional_id)
+    except KafkaException as e:  # fatal producer error (e.g. fenced) surfacing from poll/flush
+        raise transaction.kafka_error(e, "produce") from None
+    finally:
+        transaction.close()
+
+
+def _marker_topic(spec: WriteSpec, first: pa.RecordBatch) -> str:
+    """Topic whose partition 0 holds the task's marker: option ``topic``, else the first row's topic.
+
+    The same on every replay of the task (its rows are the same). Raises RecordError for a null topic.
+    """
+    if spec.topic is not None:
+        return spec.topic
+    topic = first.column("topic")[0].as_py()
+    if topic is None:
+        raise RecordError(
+            "row 0 of this task's batch has a null 'topic'; fill the column or set option "
+            "'topic' (.option('topic', 'name')), which then applies to every row"
+        )
+    return topic
 
 
 class _DeliveryFailures:
@@ -397,14 +517,17 @@ def close_idle_producers() -> None:
 
 
 class _WriteTask:
-    """One task's producer, partition metadata cache, router and delivery accounting."""
+    """One task's producer, partition metadata cache, router and delivery accounting.
 
-    def __init__(self, spec: WriteSpec):
+    ``pooled``: the producer to use (a transactional one); by default one from this worker's pool.
+    """
+
+    def __init__(self, spec: WriteSpec, pooled: _PooledProducer | None = None):
         self.spec = spec
         self.router = Router(load_partitioner(spec.partitioner))
         self.routed: Counter = Counter()  # (topic, partition) -> records handed to the producer
         self._metadata: dict[str, tuple[int, list[int]]] = {}
-        self.pooled = _acquire(spec.producer)
+        self.pooled = pooled or _acquire(spec.producer)
         self.producer = self.pooled.producer
         self.failures = self.pooled.failures
 
@@ -596,7 +719,8 @@ class _WriteTask:
             raise DeliveryError(
                 f"Kafka did not acknowledge {self.failures.count} record(s) of this task: "
                 f"{'; '.join(self.failures.reasons)}. "
-                "The task fails so that nothing is lost; Spark may retry it (at-least-once)"
+                "The task fails so that nothing is lost; Spark may retry it "
+                + ("(its transaction is aborted)" if self.spec.exactly_once else "(at-least-once)")
             )
 
     def finish(self) -> KafkaCommitMessage:
@@ -683,5 +807,6 @@ __all__ = [
     "WriteSpec",
     "validate_schema",
     "write_batches",
+    "write_transactional",
     "parse_delivery_guarantee",
 ]
