@@ -1,14 +1,15 @@
 """The pykafka writer as black-box Spark jobs on every backend: routing, headers and
-timestamps, a Spark read-back round trip, and delivery errors. What was written is read
-back with confluent-kafka (independent of the connector)."""
+timestamps, a Spark read-back round trip, a streaming copy (``assign``, AvailableNow) and
+delivery errors. What was written is read back with confluent-kafka (not the connector)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 import pytest
 
-from integration_tests.helpers import consume_all, read
+from integration_tests.helpers import consume_all, produce, read, read_stream, run_available_now
 
 # Kafka's UtilsTest.testMurmur2 vectors (key, murmur2): the Java DefaultPartitioner puts
 # a keyed record in partition (murmur2(key) & 0x7fffffff) % partitions.
@@ -64,3 +65,16 @@ def test_a_record_the_broker_refuses_fails_the_job_naming_topic_and_error(spark,
     assert "did not acknowledge" in message and f"topic '{topic}' partition 0" in message
     assert "MSG_SIZE_TOO_LARGE" in message
     assert all(len(m.value()) < 2000 for m in consume_all(kafka_cluster.bootstrap, topic))
+
+
+def test_streaming_query_copies_a_topic_through_a_transformation(spark, kafka_cluster, checkpoint_dir):
+    source, sink = kafka_cluster.create_topic(2), kafka_cluster.create_topic(3)
+    produce(kafka_cluster.bootstrap, source, [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(40)])
+    stream = read_stream(spark, kafka_cluster.bootstrap, assign=json.dumps({source: [0, 1]}),
+                         startingOffsets="earliest", maxOffsetsPerTrigger="15")
+    run_available_now(stream.selectExpr("key", "upper(CAST(value AS STRING)) AS value").writeStream
+                      .format("pykafka").option("kafka.bootstrap.servers", kafka_cluster.bootstrap)
+                      .option("topic", sink).option("checkpointLocation", checkpoint_dir))
+
+    copied = consume_all(kafka_cluster.bootstrap, sink)
+    assert sorted((m.key(), m.value()) for m in copied) == sorted((b"k%d" % i, b"V%d" % i) for i in range(40))
