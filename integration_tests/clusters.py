@@ -60,34 +60,95 @@ class BackendUnavailable(Exception):
     """A backend cannot run here; the message is the reason (reported as the skip reason)."""
 
 
-def api_versions(bootstrap: str, timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:
-    """``{api_key: (min_version, max_version)}`` the broker at ``bootstrap`` advertises.
-
-    Sends ApiVersions v0 (every Kafka broker answers it, KIP-35) to the first bootstrap
-    address over a plain socket. Raises OSError when the broker cannot be reached and
-    RuntimeError when it answers with an error code.
-    """
-    from kio.schema.api_versions.v0.request import ApiVersionsRequest
-    from kio.schema.api_versions.v0.response import ApiVersionsResponse
+def _request(bootstrap: str, request, response_type, timeout_s: float = 10.0):
+    """Send one non-flexible kio ``request`` (request header v1) to the first bootstrap address
+    over a plain socket; return the decoded ``response_type`` entity. Raises OSError when the
+    broker cannot be reached or closes the connection."""
     from kio.schema.request_header.v1.header import RequestHeader
     from kio.schema.response_header.v0.header import ResponseHeader
     from kio.serial import entity_reader, entity_writer
 
     host, port = bootstrap.split(",")[0].strip().rsplit(":", 1)
     buf = io.BytesIO()
-    entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=API_VERSIONS, request_api_version=0,
+    entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=request.__api_key__,
+                                                   request_api_version=request.__version__,
                                                    correlation_id=1, client_id="integration-probe"))
-    entity_writer(ApiVersionsRequest)(buf, ApiVersionsRequest())
+    entity_writer(type(request))(buf, request)
     body = buf.getvalue()
     with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
         sock.sendall(struct.pack(">i", len(body)) + body)
         size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
         frame = _recv_exactly(sock, size)
     _, used = entity_reader(ResponseHeader)(frame, 0)
-    response, _ = entity_reader(ApiVersionsResponse)(frame, used)
+    response, _ = entity_reader(response_type)(frame, used)
+    return response
+
+
+def api_versions(bootstrap: str, timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:
+    """``{api_key: (min_version, max_version)}`` the broker at ``bootstrap`` advertises.
+
+    Sends ApiVersions v0 (every Kafka broker answers it, KIP-35). Raises OSError when the
+    broker cannot be reached and RuntimeError when it answers with an error code.
+    """
+    from kio.schema.api_versions.v0.request import ApiVersionsRequest
+    from kio.schema.api_versions.v0.response import ApiVersionsResponse
+
+    response = _request(bootstrap, ApiVersionsRequest(), ApiVersionsResponse, timeout_s)
     if response.error_code != 0:
         raise RuntimeError(f"ApiVersions from {bootstrap} failed with error code {int(response.error_code)}")
     return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+
+
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+"""RecordBatch v2 attributes bits 0-2: the compression codec (Kafka's CompressionType ids)."""
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    """The header of one stored RecordBatch v2 (KIP-98 layout): ``codec`` name, ``producer_id``
+    (-1 without idempotence), ``transactional`` (attributes bit 4), ``control`` (bit 5)."""
+
+    base_offset: int
+    codec: str
+    producer_id: int
+    transactional: bool
+    control: bool
+
+
+def parse_batch_headers(records: bytes) -> list[BatchHeader]:
+    """Headers of the whole record batches in ``records`` (a Fetch response's record set; a
+    trailing partial batch is ignored). Offsets: base offset 0, length 8, attributes 21,
+    producer id 43 (Kafka's DefaultRecordBatch)."""
+    out, pos = [], 0
+    while pos + 61 <= len(records):
+        base_offset, length = struct.unpack_from(">qi", records, pos)
+        if pos + 12 + length > len(records):
+            break
+        attributes = struct.unpack_from(">h", records, pos + 21)[0]
+        producer_id = struct.unpack_from(">q", records, pos + 43)[0]
+        out.append(BatchHeader(base_offset, CODECS.get(attributes & 0x07, f"codec {attributes & 0x07}"),
+                               producer_id, bool(attributes & 0x10), bool(attributes & 0x20)))
+        pos += 12 + length
+    return out
+
+
+def batch_headers(bootstrap: str, topic: str, partition: int, max_bytes: int = 4 << 20) -> list[BatchHeader]:
+    """The stored batch headers of one partition from offset 0 (one Fetch v4 to the bootstrap
+    broker, which must lead the partition; read_uncommitted, up to ``max_bytes``). Raises
+    RuntimeError naming the error code when the fetch fails."""
+    import datetime
+
+    from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.fetch.v4.response import FetchResponse
+
+    request = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=max_bytes,
+                           isolation_level=0, topics=(FetchTopic(topic=topic, partitions=(
+                               FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=max_bytes),)),))
+    response = _request(bootstrap, request, FetchResponse)
+    (data,) = [p for t in response.responses for p in t.partitions]
+    if data.error_code != 0:
+        raise RuntimeError(f"Fetch {topic}-{partition} from {bootstrap} failed with error code {int(data.error_code)}")
+    return parse_batch_headers(bytes(data.records or b""))
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:

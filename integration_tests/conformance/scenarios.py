@@ -101,6 +101,10 @@ class Context:
         """Every record of ``topic`` up to the end of each partition, with the reference consumer."""
         return [from_confluent(m) for m in helpers.consume_all(self.bootstrap, topic, isolation)]
 
+    def batches(self, topic: str, partition: int) -> list[C.BatchHeader]:
+        """Headers of the record batches stored in one partition, as the broker returns them."""
+        return C.batch_headers(self.bootstrap, topic, partition)
+
     def committed(self, topic: str, group: str, partitions: int) -> dict[int, int]:
         """The group's committed offsets ``{partition: offset}`` (OffsetFetch by the reference client)."""
         return helpers.committed_offsets(self.bootstrap, group, topic, partitions)
@@ -147,9 +151,10 @@ def metadata(ctx: Context, d) -> None:
 def _produce_scenario(codec: str) -> Callable:
     def run(ctx: Context, d) -> None:
         topic = ctx.topic(3)
-        keyed = [Rec(b"keyed-%d" % i, b"k%d" % (i % 5), (("h", b"keyed"), ("trace", b"%d" % (i % 5))))
+        pad = b"-" + b"x" * 100  # compressible, so that every codec really compresses
+        keyed = [Rec(b"keyed-%d" % i + pad, b"k%d" % (i % 5), (("h", b"keyed"), ("trace", b"%d" % (i % 5))))
                  for i in range(10)]
-        unkeyed = [Rec(b"unkeyed-%d" % i, None, (("h", b"unkeyed"),)) for i in range(10)]
+        unkeyed = [Rec(b"unkeyed-%d" % i + pad, None, (("h", b"unkeyed"),)) for i in range(10)]
         d.produce(topic, keyed, codec=codec)
         d.produce(topic, unkeyed, codec=codec)
         got = d.fetch(topic, {p: 0 for p in range(3)}, 20)
@@ -166,6 +171,8 @@ def _produce_scenario(codec: str) -> Callable:
             offsets = sorted(f.offset for f in got if f.partition == p)
             assert offsets == list(range(len(offsets))), f"partition {p} offsets {offsets} are not 0..n-1"
         assert len(ctx.read_all(topic)) == 20, "the reference consumer does not see exactly the 20 records"
+        stored = {h.codec for p in range(3) for h in ctx.batches(topic, p)}
+        assert stored == {codec}, f"the broker stores batches compressed with {stored}, expected {codec}"
 
     return run
 
@@ -219,6 +226,7 @@ def produce_idempotent(ctx: Context, d) -> None:
     records = [Rec(b"v%d" % i, b"k", partition=0) for i in range(50)]
     d.produce(topic, records, idempotent=True)
     assert [f.value for f in ctx.read_all(topic)] == [r.value for r in records], "lost, duplicated or reordered"
+    assert all(h.producer_id >= 0 for h in ctx.batches(topic, 0)), "a batch without a producer id (not idempotent)"
 
 
 def produce_transactional(ctx: Context, d) -> None:
@@ -228,6 +236,9 @@ def produce_transactional(ctx: Context, d) -> None:
     assert committed == [b"a1", b"a2", b"c1"], f"read_committed sees {committed}"
     everything = [f.value for f in ctx.read_all(topic)]
     assert everything == [b"a1", b"a2", b"b1", b"c1"], f"read_uncommitted sees {everything}"
+    headers = ctx.batches(topic, 0)
+    assert all(h.transactional for h in headers), "a batch of the transactional producer lacks the flag"
+    assert sum(h.control for h in headers) == 3, "expected 3 transaction markers (commit, abort, commit)"
 
 
 

@@ -3,7 +3,9 @@
 Every driver implements :class:`Driver` with one Kafka client and nothing else (no helper
 from another client), so a scenario's outcome is that client's. A driver lists what its
 client cannot do in :attr:`Driver.unsupported` (``{scenario id: reason}``); the matrix
-reports those cells as ``unsupported`` without running them.
+reports those cells as ``unsupported`` without running them. A limitation that depends on the
+client's version is detected at run time (the driver raises ``Unsupported``) and listed in
+:attr:`Driver.unsupported_when`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ class Driver:
 
     name = "driver"
     unsupported: dict[str, str] = {}
+    """Scenarios this client cannot do at all: ``{scenario id: reason}`` (not run)."""
+    unsupported_when: dict[str, str] = {}
+    """Scenarios where the driver may raise Unsupported at run time: ``{scenario id: condition}``."""
 
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
