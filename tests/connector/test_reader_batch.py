@@ -211,3 +211,14 @@ def test_long_ranges_come_in_bounded_batches_from_a_reused_consumer(bootstrap, m
     next(it)
     it.close()
     assert clients.idle_consumer_count() == 0
+
+
+def test_log_append_time_topics_report_timestamp_type_1(bootstrap, make_topic):
+    from pyspark_kafka.reader import KafkaBatchReader, kafka_schema
+
+    topic = make_topic(partitions=1, config={"message.timestamp.type": "LogAppendTime"})
+    produce(bootstrap, topic, [{"value": b"a", "timestamp": BASE_TS}])
+    reader = KafkaBatchReader({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, kafka_schema(False))
+    (row,) = [r for p in reader.partitions() for b in reader.read(p) for r in b.to_pylist()]
+    assert row["timestampType"] == 1
+    assert row["timestamp"].timestamp() * 1000 != BASE_TS  # the broker's append time replaced the producer's
