@@ -344,17 +344,18 @@ class GroupOffsets:
         if failed:
             raise KafkaException(failed[0].error)
 
-    def commit(self, processed: Mapping[tuple, int]) -> bool:
-        """Commit ``processed`` (``{tp: next offset}``) where it is ahead of the group; True on success.
+    def commit(self, processed: Mapping[tuple, int]) -> dict | None:
+        """Commit ``processed`` (``{tp: next offset}``) where it is ahead of the group.
 
-        Retriable errors are retried :data:`COMMIT_ATTEMPTS` times; a failure is
-        logged as a warning naming the group, the partitions and the fix, kept
-        in :attr:`last_error`, and the same offsets are tried again by the next
-        call.
+        Returns the offsets written (``{}`` when the group is already there or
+        ahead), or None when the commit failed: retriable errors are retried
+        :data:`COMMIT_ATTEMPTS` times, then the failure is logged as a warning
+        naming the group, the partitions and the fix, kept in
+        :attr:`last_error`, and the same offsets are tried again by the next call.
         """
         todo = {tp: o for tp, o in processed.items() if self._done.get(tp) != o}
         if not todo:
-            return True
+            return {}
         for attempt in range(COMMIT_ATTEMPTS):
             try:
                 ahead = offsets_to_commit(todo, self.committed(list(todo)))
@@ -362,10 +363,10 @@ class GroupOffsets:
                     self._commit_once(ahead)
                 self._done.update(todo)
                 self.last_error = None
-                return True
+                return ahead
             except Exception as exc:  # KafkaException, or PySparkKafkaError from committed()
                 cause = exc.__cause__ if isinstance(exc, PySparkKafkaError) and exc.__cause__ else exc
-                self.last_error = exc
+                self.last_error = cause
                 if attempt + 1 < COMMIT_ATTEMPTS and _retriable(cause):
                     time.sleep(COMMIT_BACKOFF_MS * 2**attempt / 1000)
                     continue
@@ -373,8 +374,8 @@ class GroupOffsets:
                     "could not commit offsets of %s to consumer group %r: %s; %s",
                     _tps_text(todo), self.group_id, exc, _commit_fix(cause),
                 )
-                return False
-        return False
+                return None
+        return None
 
 
 @contextmanager
@@ -424,9 +425,6 @@ class StreamGroup:
         self._options = dict(options)
         self._subscription = subscription
         self._timeout_s = timeout_ms / 1000
-        self._reset()
-
-    def _reset(self) -> None:
         self._consumer = None
         self._offsets: GroupOffsets | None = None
         self.owned: set = set()
@@ -579,6 +577,9 @@ class StreamGroup:
                 log.warning("closing the consumer of group %r failed: %s", self.group.group_id, exc)
         self._offsets = None
         self.owned, self.continuing = set(), set()
+        if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
 
 
 # --------------------------------------------------------------------------- batch
@@ -601,7 +602,7 @@ class GroupBatch:
     timeout_ms: int
 
     def commit(self) -> dict:
-        """Commit ``end`` to the group (call it after the write succeeded); returns the offsets committed.
+        """Commit ``end`` to the group (call it after the write succeeded); returns the offsets written.
 
         Never moves an offset backwards (partitions the group has already
         passed are left alone). Raises GroupCommitError after
@@ -609,14 +610,14 @@ class GroupBatch:
         and the next run reads these records again.
         """
         with group_offsets(self.options, self.group_id, self.timeout_ms / 1000) as offsets:
-            ahead = offsets_to_commit(self.end, offsets.committed(list(self.end))) if self.end else {}
-            if ahead and not offsets.commit(ahead):
-                raise GroupCommitError(
-                    f"could not commit offsets of {_tps_text(ahead)} to group {self.group_id!r}: "
-                    f"{offsets.last_error}; {_commit_fix(offsets.last_error)}. The write succeeded: the next run "
-                    f"reads these records again unless the commit is retried (call commit() again)"
-                )
-            return ahead
+            written = offsets.commit(self.end)
+        if written is None:
+            raise GroupCommitError(
+                f"could not commit offsets of {_tps_text(self.end)} to group {self.group_id!r}: "
+                f"{offsets.last_error}; {_commit_fix(offsets.last_error)}. If the write succeeded, call commit() again; "
+                f"otherwise the next run reads these records again"
+            )
+        return written
 
 
 _PLANNED = ("subscribe", "subscribePattern", "assign", "startingOffsets", "startingTimestamp",

@@ -8,6 +8,7 @@ checked with independent confluent-kafka clients.
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 import uuid
 
@@ -17,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from test_reader_stream import produce, stream_reader
 
+from pyspark_kafka.groups import GroupBatch, GroupCommitError
 from pyspark_kafka.reader import KafkaBatchReader, kafka_schema
 
 DEADLINE_S = 60.0
@@ -56,6 +58,7 @@ def test_commit_offsets_commits_what_spark_finished_and_never_moves_backwards(bo
         assert len(values(reader, reader.partitions(start, end))) == 10
         reader.latestOffset(end, ReadAllAvailable())  # Spark asks for the next batch: the first one is done
         assert group_offsets(bootstrap, group) == {0: 6, 1: 4}
+        assert pickle.loads(pickle.dumps(reader))._group.owned == set()  # shipped to executors without its consumer
 
         produce(bootstrap, topic, 4, partition=0)  # partition 0 ends at 10 now
         commit_outside(bootstrap, group, topic, {0: 9})  # someone else is ahead on partition 0
@@ -88,6 +91,28 @@ def test_a_failed_commit_is_reported_not_fatal(bootstrap, make_topic, caplog):
     finally:
         reader.stop()
         member.close()
+
+
+def test_batch_commit_failure_raises_naming_the_group_and_keeps_its_offsets(bootstrap, make_topic):
+    topic, group = make_topic(partitions=1), f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, 5, partition=0)
+    commit_outside(bootstrap, group, topic, {0: 2})
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    batch = GroupBatch(None, {(topic, 0): 2}, {(topic, 0): 5}, group, {"kafka.bootstrap.servers": bootstrap}, 10_000)
+    try:
+        member.subscribe([topic])
+        deadline = time.monotonic() + DEADLINE_S
+        while not member.assignment():
+            assert time.monotonic() < deadline, "the member was never assigned the partition"
+            member.poll(0.2)
+        with pytest.raises(GroupCommitError, match=f"group '{group}'.*the group has active members"):
+            batch.commit()
+        assert group_offsets(bootstrap, group) == {0: 2}
+    finally:
+        member.close()
+    assert batch.commit() == {(topic, 0): 5}  # the group is empty again: the retried commit goes through
+    assert batch.commit() == {}  # already there: nothing written
+    assert group_offsets(bootstrap, group) == {0: 5}
 
 
 def test_starting_offsets_group_uses_committed_offsets_then_auto_offset_reset(bootstrap, make_topic):
