@@ -204,27 +204,31 @@ def test_min_and_max_offsets_per_trigger_through_the_engine(spark, bootstrap, ma
 
 def test_restart_from_checkpoint_continues_without_loss_or_repeat(spark, bootstrap, make_topic, checkpoint_dir):
     topic = make_topic(partitions=2)
-    first = produce(bootstrap, topic, 40, prefix="a")
-    collector = Collector()
-    options = dict(subscribe=topic, startingOffsets="earliest")
-    q = start(spark, bootstrap, collector, checkpoint_dir, {"availableNow": True}, **options)
-    try:
-        assert q.awaitTermination(180)
+    produced = produce(bootstrap, topic, 60, prefix="a")
+    options = dict(subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="10")
+    first = Collector()
+    q = start(spark, bootstrap, first, checkpoint_dir, {"processingTime": "200 milliseconds"}, **options)
+    try:  # stop a running query part way through the backlog
+        wait_until(lambda: len([b for b in first.batches if b[1]]) >= 2, 120, "two micro-batches")
     finally:
         q.stop()
-    assert sorted(r[2] for r in collector.rows) == sorted(first)
-
-    second = produce(bootstrap, topic, 30, prefix="b")
-    collector_2 = Collector()
+    produced += produce(bootstrap, topic, 30, prefix="b")
+    second = Collector()
     # startingOffsets only applies to a new query: the checkpoint decides where a restart begins
-    q = start(spark, bootstrap, collector_2, checkpoint_dir, {"availableNow": True}, **options)
+    q = start(spark, bootstrap, second, checkpoint_dir, {"availableNow": True}, **options)
     try:
         assert q.awaitTermination(180)
+        assert q.exception() is None
     finally:
         q.stop()
-    assert sorted(r[2] for r in collector_2.rows) == sorted(second)
-    keys = [(r[0], r[1]) for r in collector.rows + collector_2.rows]
-    assert len(keys) == len(set(keys)) == 70
+    assert second.batches and min(b for b, _ in second.batches) <= max(b for b, _ in first.batches) + 1
+    batches: dict = {}
+    for batch_id, rows in first.batches + second.batches:
+        # a batch that was running when the query stopped is replayed with exactly the same offsets
+        assert sorted(batches.setdefault(batch_id, rows)) == sorted(rows), f"batch {batch_id} replayed differently"
+    keys = [(r[0], r[1]) for rows in batches.values() for r in rows]
+    assert len(keys) == len(set(keys)), "a record was delivered in two micro-batches"
+    assert sorted(r[2] for rows in batches.values() for r in rows) == sorted(produced)
 
 
 @pytest.mark.slow
