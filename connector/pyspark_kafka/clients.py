@@ -80,6 +80,14 @@ def new_consumer(conf: Mapping[str, object]):
         raise _client_error("consumer", conf, exc) from None
 
 
+def check_consumer_config(conf: Mapping[str, object]) -> None:
+    """Create and close a consumer with ``conf`` so a bad setting fails on the driver, not in every task.
+
+    Raises OptionError naming the setting (secrets redacted).
+    """
+    new_consumer(conf).close()
+
+
 def new_admin(conf: Mapping[str, object]):
     """A ``confluent_kafka.admin.AdminClient``; raises OptionError naming a bad setting."""
     from confluent_kafka import KafkaException

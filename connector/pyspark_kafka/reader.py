@@ -50,7 +50,7 @@ from pyspark.sql.types import (
 
 from pyspark_kafka import groups as G
 from pyspark_kafka import offsets as O
-from pyspark_kafka.clients import client_params, consumer_config, new_admin, pooled_consumer
+from pyspark_kafka.clients import check_consumer_config, client_params, consumer_config, new_admin, pooled_consumer
 from pyspark_kafka.errors import DataLossError, OptionError, PySparkKafkaError
 from pyspark_kafka.options import get_option, kafka_params, parse_bool, parse_int, require_bootstrap
 
@@ -684,6 +684,7 @@ class KafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> list:
         """Resolve starting/ending offsets on the driver and split them into input partitions."""
+        check_consumer_config(self._conf)
         meta = OffsetReader(self._opts)
         try:
             tps = meta.topic_partitions()
@@ -758,6 +759,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ``startingOffsets=group``: the group's committed offsets; with
         ``groupMembership`` no partition (they come with the assignment).
         """
+        check_consumer_config(self._conf)
         o = self._opts
         if o.group.membership:
             initial = {}

@@ -165,6 +165,18 @@ def test_secrets_never_appear_in_client_errors(bootstrap):
     assert "no.such.setting" in message and "hunter2" not in message and "[redacted]" in message
 
 
+def test_bad_consumer_setting_fails_on_the_driver(bootstrap):
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": "t", "kafka.isolation.level": "sometimes"}
+    with pytest.raises(OptionError, match="cannot create a Kafka consumer.*isolation.level"):
+        KafkaBatchReader(options, kafka_schema(False)).partitions()
+    stream = KafkaStreamReader(options, kafka_schema(False))
+    try:
+        with pytest.raises(OptionError, match="isolation.level"):
+            stream.initialOffset()
+    finally:
+        stream.stop()
+
+
 def test_option_errors_reach_the_user_through_spark(spark, bootstrap):
     def reader():
         return spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
