@@ -451,19 +451,21 @@ def test_streaming_query_writes_every_micro_batch(spark, bootstrap, make_topic, 
     assert all(m.partition() == partition_for(m.key(), 3) for m in records)
 
 
-def test_streaming_exactly_once_is_refused_at_start(spark, bootstrap, make_topic, checkpoint_dir):
+def test_streaming_exactly_once_with_a_fixed_transactional_id_is_refused_at_start(spark, bootstrap, make_topic,
+                                                                                   checkpoint_dir):
     topic = make_topic(partitions=1)
     stream = spark.readStream.format("rate").option("rowsPerSecond", 1).load().selectExpr("CAST(value AS STRING) AS value")
     with pytest.raises(Exception) as e:
         query = (stream.writeStream.format("pykafka")
-                 .options(**opts(bootstrap, topic=topic, deliveryGuarantee="exactly-once"))
+                 .options(**opts(bootstrap, topic=topic, deliveryGuarantee="exactly-once",
+                                 **{"kafka.transactional.id": "fixed"}))
                  .option("checkpointLocation", checkpoint_dir).start())
         try:
             query.awaitTermination(60)
             raise AssertionError(f"query ran: {query.exception()}")
         finally:
             query.stop()
-    assert "'exactly-once' is not available yet" in spark_error(e)
+    assert "'kafka.transactional.id' cannot be set with deliveryGuarantee=exactly-once" in spark_error(e)
 
 
 def test_broker_gone_mid_write_fails_the_task_with_the_delivery_error(tmp_path):

@@ -83,15 +83,15 @@ def test_topic_column_is_optional_when_option_is_set():
 def test_delivery_guarantee_option():
     assert parse_delivery_guarantee({}) == "at-least-once"
     assert parse_delivery_guarantee({"deliveryGuarantee": "AT-LEAST-ONCE"}) == "at-least-once"
-    with pytest.raises(OptionError, match=r"'exactly-once' is not available yet: it needs Kafka transactions \(KIP-98\)"):
-        parse_delivery_guarantee({"deliveryguarantee": "exactly-once"})
+    assert parse_delivery_guarantee({"deliveryguarantee": "Exactly-Once"}) == "exactly-once"
     with pytest.raises(OptionError, match=r"must be 'at-least-once' or 'exactly-once', got 'twice'"):
         parse_delivery_guarantee({"deliveryGuarantee": "twice"})
 
 
-def test_exactly_once_stream_writer_fails_at_start():
-    with pytest.raises(OptionError, match="not available yet"):
-        KafkaStreamWriter({**OPTS, "deliveryGuarantee": "exactly-once"}, schema(value=StringType()), False)
+def test_exactly_once_stream_writer_with_contradicting_acks_fails_at_start():
+    with pytest.raises(OptionError, match=r"'kafka.acks'='1' contradicts deliveryGuarantee=exactly-once"):
+        KafkaStreamWriter({**OPTS, "deliveryGuarantee": "exactly-once", "kafka.acks": "1"},
+                          schema(value=StringType()), False)
 
 
 def test_batch_overwrite_is_rejected_like_spark():
