@@ -125,8 +125,8 @@ class KcatDriver(Driver):
             if refused:
                 raise Unsupported(
                     f"kcat's librdkafka: '{refused.group(0)}': it infers codec support from old Produce "
-                    "versions, and this broker (like Apache Kafka 4.0, KIP-896) serves Produce 3+ only; the "
-                    "records arrive uncompressed (librdkafka issue 4956, fixed in later librdkafka)")
+                    "versions, and this broker (like Apache Kafka 4.0, KIP-896) serves Produce 3+ only, so it "
+                    "sends the batch uncompressed (librdkafka issue 4956, fixed in later librdkafka)")
 
     def transactions(self, topic: str, steps: list[tuple[list[bytes], bool]]) -> None:
         for values, commit in steps:
