@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+import warnings
 from dataclasses import dataclass
 from enum import Enum
 from typing import Mapping
@@ -396,11 +397,13 @@ class TaskTransaction:
             except Exception:  # fenced or fatal: the coordinator aborts it (next attempt or timeout)
                 pass
             self.in_transaction = False
-        for close in (self.consumer.close, self.producer.close):
-            try:
-                close()
-            except Exception:  # closing is best effort
-                pass
+        with warnings.catch_warnings():  # the producer warns when its close() cannot abort (fenced, unreachable)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for close in (self.consumer.close, self.producer.close):
+                try:
+                    close()
+                except Exception:  # closing is best effort
+                    pass
 
     def kafka_error(self, exc, doing: str) -> DeliveryError:
         """The error to raise for librdkafka's ``KafkaException`` ``exc`` while ``doing`` something.
