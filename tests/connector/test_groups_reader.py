@@ -138,11 +138,11 @@ def test_starting_offsets_group_uses_committed_offsets_then_auto_offset_reset(bo
 class Member:
     """Drives one stream reader with groupMembership like Spark's engine; keeps what it read."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str):
+    def __init__(self, bootstrap: str, topic: str, group: str, strategy: str):
         self.reader = stream_reader(
             bootstrap, subscribe=topic, groupMembership="true",
             **{"kafka.group.id": group, "kafka.auto.offset.reset": "earliest", "kafka.heartbeat.interval.ms": "200",
-               "kafka.session.timeout.ms": "6000"},
+               "kafka.session.timeout.ms": "6000", "kafka.partition.assignment.strategy": strategy},
         )
         self.start = self.reader.initialOffset()
         self.rows: list = []  # (partition, offset, value)
@@ -171,11 +171,12 @@ def step_until(members, condition, what: str) -> None:
             m.step()
 
 
-def test_two_members_split_partitions_and_hand_over_without_loss_or_duplicates(bootstrap, make_topic):
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])  # eager and incremental rebalances
+def test_two_members_split_partitions_and_hand_over_without_loss_or_duplicates(bootstrap, make_topic, strategy):
     topic, group = make_topic(partitions=6), f"g-{uuid.uuid4().hex[:8]}"
     sent = [v for p in range(6) for v in produce(bootstrap, topic, 5, partition=p, prefix=f"a{p}")]
-    a = Member(bootstrap, topic, group)
-    b = Member(bootstrap, topic, group)
+    a = Member(bootstrap, topic, group, strategy)
+    b = Member(bootstrap, topic, group, strategy)
     try:
         step_until([a], lambda: len(a.rows) == 30, "member a alone to read every partition")
         step_until([a, b], lambda: len(a.owned) == 3 and len(b.owned) == 3, "the group to split the partitions")
