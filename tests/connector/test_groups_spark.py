@@ -82,9 +82,10 @@ def group_members(bootstrap: str, group: str) -> list:
 @pytest.mark.slow
 def test_two_streaming_queries_in_one_group_split_partitions_and_take_over(spark, bootstrap, make_topic, tmp_path):
     topic, group = make_topic(partitions=6), f"members-{uuid.uuid4().hex[:8]}"
+    # a session timeout longer than every wait below: b can only take over because a left the group cleanly
     opts = {"subscribe": topic, "groupMembership": "true", "kafka.group.id": group,
             "kafka.auto.offset.reset": "earliest", "kafka.heartbeat.interval.ms": "500",
-            "kafka.session.timeout.ms": "10000"}
+            "kafka.session.timeout.ms": "200000"}
     trigger = {"processingTime": "500 milliseconds"}
     out_a, out_b = Collector(), Collector()
     query_a = start(spark, bootstrap, out_a, str(tmp_path / "a"), trigger, **opts)
