@@ -46,6 +46,8 @@ COMMIT_ATTEMPTS = 3
 """Attempts of one offset commit when the error is retriable (coordinator moving, timeouts)."""
 COMMIT_BACKOFF_MS = 200
 """Wait before the second commit attempt; doubled for each further attempt."""
+COMMIT_RETRY_MS = 5_000
+"""After a failed commit, the same offsets are tried again at most this often (new offsets at once)."""
 MEMBER_ASSIGN_WAIT_MS = 2_000
 """Longest wait of one ``latestOffset`` call for a member that has no assignment (joining, rebalancing)."""
 
@@ -317,6 +319,7 @@ class GroupOffsets:
         self.group_id = group_id
         self._timeout_s = timeout_s
         self._done: dict = {}  # offsets known to be committed (or behind the group): skip them next time
+        self._failed: tuple = ({}, 0.0)  # the offsets of the last failed commit, and when to try them again
         self.last_error: Exception | None = None
 
     def committed(self, tps) -> dict:
@@ -350,12 +353,16 @@ class GroupOffsets:
         Returns the offsets written (``{}`` when the group is already there or
         ahead), or None when the commit failed: retriable errors are retried
         :data:`COMMIT_ATTEMPTS` times, then the failure is logged as a warning
-        naming the group, the partitions and the fix, kept in
-        :attr:`last_error`, and the same offsets are tried again by the next call.
+        naming the group, the partitions and the fix, and kept in
+        :attr:`last_error`. The same offsets are tried again by a call at least
+        :data:`COMMIT_RETRY_MS` later (Spark may ask for offsets every few ms
+        while idle); new offsets are tried at once.
         """
         todo = {tp: o for tp, o in processed.items() if self._done.get(tp) != o}
         if not todo:
             return {}
+        if todo == self._failed[0] and time.monotonic() < self._failed[1]:
+            return None
         for attempt in range(COMMIT_ATTEMPTS):
             try:
                 ahead = offsets_to_commit(todo, self.committed(list(todo)))
@@ -374,6 +381,7 @@ class GroupOffsets:
                     "could not commit offsets of %s to consumer group %r: %s; %s",
                     _tps_text(todo), self.group_id, exc, _commit_fix(cause),
                 )
+                self._failed = (todo, time.monotonic() + COMMIT_RETRY_MS / 1000)
                 return None
         return None
 
