@@ -285,7 +285,8 @@ def test_spark_batch_write_twice_adds_nothing(spark, tmp_path):
     assert count(url, "SELECT COUNT(DISTINCT value) FROM flights") == 60
     assert starting_offsets(url=url, table="flights") == '{"t":{"0":20,"1":20,"2":20}}'
     # another job reusing the sink id for a different table is refused through Spark, nothing written
-    with pytest.raises(Exception, match="sinkId 'flights' in offsets table .* holds target table 'flights'.*different query"):
+    refused = "sinkId 'flights' in offsets table .* holds target table 'flights'.*different query"
+    with pytest.raises(Exception, match=refused):
         (
             df.write.format("pykafka-sql").option("url", url).option("table", "other").option("sinkId", "flights")
             .option("partitionColumn", "kafka_partition").option("offsetColumn", "kafka_offset")

@@ -183,7 +183,9 @@ def parse_spec(options: Mapping[str, str], schema: StructType, streaming: bool, 
     """Parse and check the options. Raises OptionError or SinkError (missing offset columns)."""
     path = get_option(options, "path")
     if not path:
-        raise OptionError("the Parquet sink needs a directory: .save('/data/out') / .start('/data/out') or option 'path'")
+        raise OptionError(
+            "the Parquet sink needs a directory: .save('/data/out') / .start('/data/out') or option 'path'"
+        )
     if overwrite:
         raise OptionError(
             "pykafka-parquet appends only (mode 'append', output mode 'append'); overwriting would drop the "
