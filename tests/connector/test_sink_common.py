@@ -96,3 +96,21 @@ def test_parse_config_and_missing_columns():
     with pytest.raises(SinkError, match=r"no column\(s\) \['offset'\].*offsetColumn"):
         check_offset_columns(["topic", "partition", "value"], parse_sink_config({}))
     check_offset_columns(["value"], parse_sink_config({"offsetsFrom": "batch"}))
+
+
+def test_registration_packages_are_packaged():
+    """setup.cfg's ``packages = find:`` ships the static-registration shims next to pyspark_kafka."""
+    import os
+
+    from setuptools import find_packages
+
+    import pyspark_kafka_parquet
+    import pyspark_kafka_sql
+    from pyspark_kafka.sinks.files import ParquetSinkDataSource
+    from pyspark_kafka.sinks.sql import SqlSinkDataSource
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "connector")
+    assert {"pyspark_kafka_sql", "pyspark_kafka_parquet", "pyspark_kafka.sinks"} <= set(find_packages(where=root))
+    assert pyspark_kafka_sql.DefaultSource is SqlSinkDataSource and SqlSinkDataSource.name() == "pykafka-sql"
+    assert pyspark_kafka_parquet.DefaultSource is ParquetSinkDataSource
+    assert ParquetSinkDataSource.name() == "pykafka-parquet"

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from pyspark_kafka.errors import OptionError
-from pyspark_kafka.sinks import starting_offsets, stored_offsets
+from pyspark_kafka.sinks import register, starting_offsets, stored_offsets
 from pyspark_kafka.sinks.common import SinkMismatchError, SinkUnavailableError
 from pyspark_kafka.sinks.files import (
     LOG_DIR,
@@ -162,6 +162,7 @@ def test_bad_input_errors(tmp_path):
 
 
 def test_spark_batch_backfill_twice_adds_nothing(spark, tmp_path):
+    register(spark)  # explicit registration works alongside the static one
     df = spark.createDataFrame(
         [("t", i % 2, i // 2, f"v{i}") for i in range(40)], "topic string, partition int, offset long, value string"
     )

@@ -101,10 +101,12 @@ class ManifestLog:
         return sorted(int(n[:-5]) for n in os.listdir(self.log_dir) if n.endswith(".json") and n[:-5].isdigit())
 
     def read(self, seq: int) -> dict:
+        """Manifest ``seq`` as a dict (keys: version, seq, batch_id, offsets_from, topics, offsets, files)."""
         with open(os.path.join(self.log_dir, manifest_name(seq)), encoding="utf-8") as f:
             return json.load(f)
 
     def latest(self) -> Optional[dict]:
+        """The newest manifest, or None before the first commit."""
         seqs = self.sequence()
         return self.read(seqs[-1]) if seqs else None
 
