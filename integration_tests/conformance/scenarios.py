@@ -4,8 +4,8 @@ A scenario is a function ``(ctx, driver) -> None`` that raises on failure. It se
 with the *reference* client (confluent-kafka, through :class:`Context`) where the client
 under test is not the subject, drives the client under test only through the small
 :class:`~integration_tests.conformance.drivers.Driver` interface, and checks the outcome,
-where possible with the reference client too (watermarks, committed offsets,
-read_committed). Each scenario names the Kafka APIs the broker must serve for it
+where possible independently of it: the reference client (watermarks, committed offsets,
+read_committed) and the stored batch headers (codec, producer id, transaction flags). Each scenario names the Kafka APIs the broker must serve for it
 (:attr:`Scenario.apis`); the matrix reports a scenario as ``unsupported`` on a broker that
 does not advertise them.
 """
@@ -111,6 +111,7 @@ class Context:
 
 
 def confluent_kwargs(r: Rec) -> dict:
+    """Keyword arguments of confluent-kafka's ``Producer.produce`` for ``r`` (unset fields left out)."""
     kwargs = {"value": r.value, "key": r.key}
     if r.headers:
         kwargs["headers"] = list(r.headers)
