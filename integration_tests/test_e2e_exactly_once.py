@@ -3,8 +3,9 @@
 - ``pykafka-sql``: a streaming query, then a second one that lost its checkpoint and starts
   from earliest again: every record is stored once, and the stored offsets are the high
   watermarks. ``pykafka-parquet``: a batch backfill rerun adds nothing.
-- consumer groups: ``kafka.group.id`` is used for reading and never gets commits (Spark's
-  semantics: offsets live in the checkpoint).
+- consumer groups: ``kafka.group.id`` alone never gets commits (Spark's semantics: offsets live
+  in the checkpoint); with ``commitOffsets=true`` the group follows the query, and a new query
+  with ``startingOffsets=group`` starts where the group is.
 - transactions: ``kafka.isolation.level=read_committed`` skips aborted records and stops at
   an open transaction (last stable offset); ``deliveryGuarantee=exactly-once`` writes once.
 """
@@ -18,6 +19,7 @@ import pytest
 
 from integration_tests import clusters as C
 from integration_tests.helpers import (
+    Collector,
     committed_offsets,
     consume_all,
     produce,
@@ -76,15 +78,38 @@ def test_parquet_sink_backfill_rerun_adds_nothing(spark, kafka_cluster, tmp_path
     assert sorted(table.column("v").to_pylist()) == sorted(f"v{i}" for i in range(40))
 
 
-def test_kafka_group_id_is_used_to_read_and_never_committed(spark, kafka_cluster, checkpoint_dir):
+def test_kafka_group_id_is_used_to_read_and_never_committed_by_default(spark, kafka_cluster, checkpoint_dir):
     kafka_cluster.require(C.GROUP_APIS, "checking a group's committed offsets")
     topic, group = kafka_cluster.create_topic(2), f"it-group-{uuid.uuid4().hex[:8]}"
     produce(kafka_cluster.bootstrap, topic, [{"value": b"v%d" % i, "partition": i % 2} for i in range(10)])
     assert read(spark, kafka_cluster.bootstrap, subscribe=topic, **{"kafka.group.id": group}).count() == 10
     stream = read_stream(spark, kafka_cluster.bootstrap, subscribe=topic, startingOffsets="earliest",
-                         groupIdPrefix="it-prefix")
+                         groupIdPrefix="it-prefix", **{"kafka.group.id": group})
     run_available_now(stream.writeStream.format("noop").option("checkpointLocation", checkpoint_dir))
     assert committed_offsets(kafka_cluster.bootstrap, group, topic, 2) == {}
+
+
+def test_committed_offsets_let_a_new_query_start_where_the_group_is(spark, kafka_cluster, tmp_path):
+    kafka_cluster.require(C.GROUP_APIS, "commitOffsets and startingOffsets=group")
+    topic, group = kafka_cluster.create_topic(2), f"it-group-{uuid.uuid4().hex[:8]}"
+    bootstrap = kafka_cluster.bootstrap
+    produce(bootstrap, topic, [{"value": b"a%d" % i, "partition": i % 2} for i in range(10)])
+    options = {"subscribe": topic, "kafka.group.id": group, "commitOffsets": "true"}
+
+    def run(checkpoint: str, **extra) -> Collector:
+        collector = Collector()
+        stream = read_stream(spark, bootstrap, **options, **extra)
+        run_available_now(stream.writeStream.foreachBatch(collector).option("checkpointLocation", checkpoint))
+        return collector
+
+    first = run(str(tmp_path / "chk-1"), startingOffsets="earliest")
+    assert sorted(v for *_, v in first.rows) == sorted(b"a%d" % i for i in range(10))
+    assert committed_offsets(bootstrap, group, topic, 2) == {0: 5, 1: 5}  # lag tools see the progress
+
+    produce(bootstrap, topic, [{"value": b"b%d" % i, "partition": i % 2} for i in range(4)])
+    second = run(str(tmp_path / "chk-2"), startingOffsets="group")  # a new query: no checkpoint
+    assert sorted(v for *_, v in second.rows) == sorted(b"b%d" % i for i in range(4))
+    assert committed_offsets(bootstrap, group, topic, 2) == {0: 7, 1: 7}
 
 
 def test_read_committed_skips_aborted_records_and_stops_at_an_open_transaction(spark, kafka_cluster):
