@@ -26,7 +26,7 @@ sys.path.insert(0, HERE)
 
 import common  # noqa: E402
 
-MODULES = ("broker", "read", "write")
+MODULES = ("broker", "read", "write", "pipeline")
 
 
 def summarise(row: dict) -> dict:
