@@ -37,7 +37,7 @@ EMBEDDED_CONFIG = {"log.retention.check.interval.ms": str(RETENTION_CHECK_MS)}
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, API_VERSIONS = 13, 14, 18
-INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 22, 24, 26
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
 
 
 def api_name(key: int) -> str:
@@ -54,6 +54,8 @@ IDEMPOTENCE_APIS = (INIT_PRODUCER_ID,)
 """What an idempotent producer needs (KIP-98)."""
 TRANSACTION_APIS = (FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN)
 """What a transactional producer needs (KIP-98), without sending offsets to the transaction."""
+TRANSACTIONAL_OFFSETS_APIS = TRANSACTION_APIS + (ADD_OFFSETS_TO_TXN, TXN_OFFSET_COMMIT, OFFSET_FETCH)
+"""What a transaction that also commits consumer-group offsets needs (``send_offsets_to_transaction``)."""
 
 
 class BackendUnavailable(Exception):
