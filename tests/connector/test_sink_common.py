@@ -114,3 +114,33 @@ def test_registration_packages_are_packaged():
     assert pyspark_kafka_sql.DefaultSource is SqlSinkDataSource and SqlSinkDataSource.name() == "pykafka-sql"
     assert pyspark_kafka_parquet.DefaultSource is ParquetSinkDataSource
     assert ParquetSinkDataSource.name() == "pykafka-parquet"
+
+
+def test_fixed_topic_option_replaces_the_topic_column():
+    cfg = parse_sink_config({"TOPIC": "flights", "partitionColumn": "p", "offsetColumn": "o", "topics": "flights"})
+    assert cfg.columns.fixed_topic == "flights" and cfg.columns.names() == ["p", "o"]
+    check_offset_columns(["p", "o", "v"], cfg)
+    batch = pa.record_batch({"p": pa.array([1, 0, 1], pa.int32()), "o": pa.array([9, 4, 7], pa.int64())})
+    assert span_of_arrow(batch, cfg.columns) == {("flights", 0): (4, 4), ("flights", 1): (7, 9)}
+
+
+@pytest.mark.parametrize(
+    "options,match",
+    [
+        ({"topic": "a", "topicColumn": "t"}, r"'topic' and 'topicColumn' both.*Fix"),
+        ({"topic": "a", "offsetsFrom": "batch"}, r"offsetsFrom=batch uses no offset columns.*remove option 'topic'"),
+        ({"topic": "a", "topics": "b,c"}, r"topic='a' is not among the declared topics \['b', 'c'\].*Fix"),
+        ({"topic": " "}, r"option 'topic' must name the source topic"),
+    ],
+)
+def test_fixed_topic_contradictions_are_refused(options, match):
+    with pytest.raises(OptionError, match=match):
+        parse_sink_config(options)
+
+
+def test_fixed_topic_and_topic_column_both_present_or_neither_is_refused():
+    both = parse_sink_config({"topic": "a"})
+    with pytest.raises(SinkError, match=r"topic='a'.*also has a 'topic' column.*Fix: drop the option 'topic'"):
+        check_offset_columns(["topic", "partition", "offset"], both)
+    with pytest.raises(SinkError, match=r"no column\(s\) \['topic'\].*option 'topic'"):
+        check_offset_columns(["partition", "offset"], parse_sink_config({}))

@@ -12,7 +12,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from pyspark_kafka.errors import OptionError
 from pyspark_kafka.sinks import register, starting_offsets, stored_offsets
-from pyspark_kafka.sinks.common import SinkMismatchError, SinkUnavailableError
+from pyspark_kafka.sinks.common import SinkError, SinkMismatchError, SinkUnavailableError
 from pyspark_kafka.sinks.files import (
     LOG_DIR,
     TMP_DIR,
@@ -138,6 +138,29 @@ def test_mismatched_topics_refused(tmp_path):
         w3.commit([], 1)
     assert len(ManifestLog(str(tmp_path)).sequence()) == 1
     assert committed(tmp_path) == recs("t", 0, 0, 3)
+
+
+def test_fixed_topic_option_without_topic_column(tmp_path):
+    """Option topic: offsets stored under that topic, a mixed replay filtered, mismatch refused, resume works."""
+    no_topic = StructType([f for f in SCHEMA.fields if f.name != "topic"])
+    rows = lambda r: arrow(r).drop_columns(["topic"])  # noqa: E731
+    w = writer(tmp_path, schema=no_topic, topic="t", topics="t")
+    w.commit([w.write(iter([rows(recs("t", 0, 0, 10))])), w.write(iter([rows(recs("t", 1, 0, 4))]))], 0)
+    mixed = w.write(iter([rows(recs("t", 0, 0, 12))]))  # checkpoint lost: t-0 re-read from 0
+    w.commit([mixed, w.write(iter([rows(recs("t", 1, 0, 4))]))], 0)
+    table = read_committed(str(tmp_path))
+    assert table.column_names == ["partition", "offset", "value"]
+    assert sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist())) == [
+        (p, o) for _, p, o in recs("t", 0, 0, 12) + recs("t", 1, 0, 4)
+    ]
+    assert stored_offsets(path=str(tmp_path)) == {("t", 0): 12, ("t", 1): 4}
+    assert starting_offsets(path=str(tmp_path), topics=["t"]) == '{"t":{"0":12,"1":4}}'
+    other = writer(tmp_path, schema=no_topic, topic="u", topics="u")
+    with pytest.raises(SinkMismatchError, match=r"topics \['t'\].*declares topics \['u'\]"):
+        other.commit([other.write(iter([rows(recs("u", 0, 0, 3))]))], 1)
+    assert len(ManifestLog(str(tmp_path)).sequence()) == 2
+    with pytest.raises(SinkError, match=r"no column\(s\) \['topic'\].*option 'topic'"):
+        writer(tmp_path, schema=no_topic)
 
 
 def test_manifest_is_published_once_per_sequence(tmp_path):

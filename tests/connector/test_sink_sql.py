@@ -216,6 +216,32 @@ def test_mismatch_refused_and_nothing_half_committed(db_url, table):
     assert stored_offsets(url=db_url, sink_id="job-a") == {("u", 0): 3}
 
 
+NO_TOPIC = StructType([f for f in SCHEMA.fields if f.name != "topic"])
+
+
+def test_fixed_topic_option_without_topic_column(db_url, table):
+    """Option topic: offsets stored under that topic, replays filtered, mismatch refused, resume works."""
+    no_topic = lambda rows: arrow(rows).drop_columns(["topic"])  # noqa: E731
+    w = stream_writer(db_url, table, schema=NO_TOPIC, topic="t", topics="t")
+    w.commit([w.write(iter([no_topic(recs("t", 0, 0, 10) + recs("t", 1, 0, 5))]))], 0)
+    # checkpoint lost: batch ids restart and t-0 is re-read from 0 (mixed), t-1 all old
+    w = stream_writer(db_url, table, schema=NO_TOPIC, topic="t", topics="t")
+    w.commit([w.write(iter([no_topic(recs("t", 0, 0, 12))])), w.write(iter([no_topic(recs("t", 1, 0, 5))]))], 0)
+    assert count(db_url, f"SELECT COUNT(*) FROM {table}") == 17
+    assert count(db_url, f"SELECT COUNT(DISTINCT value) FROM {table}") == 17
+    assert stored_offsets(url=db_url, table=table) == {("t", 0): 12, ("t", 1): 5}
+    assert starting_offsets(url=db_url, table=table, topics=["t"]) == '{"t":{"0":12,"1":5}}'
+    # the same sink id for another source topic is another query
+    other = stream_writer(db_url, table, schema=NO_TOPIC, topic="u", topics="u")
+    with pytest.raises(SinkMismatchError, match=r"topics \['t'\].*declares topics \['u'\]"):
+        other.commit([other.write(iter([no_topic(recs("u", 0, 0, 3))]))], 1)
+    assert count(db_url, f"SELECT COUNT(*) FROM {table}") == 17
+    assert stored_offsets(url=db_url, table=table) == {("t", 0): 12, ("t", 1): 5}
+    # a topic column next to option topic is refused before anything is written
+    with pytest.raises(SinkError, match="also has a 'topic' column"):
+        stream_writer(db_url, table, topic="t")
+
+
 def test_unreachable_database_is_a_clear_error(tmp_path):
     with pytest.raises(SinkUnavailableError, match="cannot connect.*directory exists"):
         stream_writer(f"sqlite:///{tmp_path}/no/such/dir/x.db", "t")

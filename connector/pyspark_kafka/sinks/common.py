@@ -54,13 +54,23 @@ class SinkUnavailableError(SinkError):
 
 @dataclass(frozen=True)
 class SinkColumns:
-    """Names of the columns carrying each row's source record (Spark Kafka reader names by default)."""
+    """Where each row's source record comes from (Spark Kafka reader column names by default).
+
+    - ``topic``, ``partition``, ``offset``: column names (options ``topicColumn``,
+      ``partitionColumn``, ``offsetColumn``).
+    - ``fixed_topic``: option ``topic``, the source topic of every row as a constant;
+      the DataFrame then has no topic column and ``topic`` is unused.
+    """
 
     topic: str = "topic"
     partition: str = "partition"
     offset: str = "offset"
+    fixed_topic: Optional[str] = None
 
     def names(self) -> list[str]:
+        """The columns every row must carry: partition and offset, plus topic unless it is fixed."""
+        if self.fixed_topic is not None:
+            return [self.partition, self.offset]
         return [self.topic, self.partition, self.offset]
 
 
@@ -80,14 +90,27 @@ class SinkConfig:
 
 
 def parse_sink_config(options: Mapping[str, str]) -> SinkConfig:
-    """Parse ``topicColumn``, ``partitionColumn``, ``offsetColumn``, ``offsetsFrom``, ``topics``.
+    """Parse ``topicColumn``, ``partitionColumn``, ``offsetColumn``, ``topic``, ``offsetsFrom``, ``topics``.
 
-    Raises OptionError naming the option and the accepted values.
+    Option ``topic`` (the source topic as a constant, for a DataFrame without a topic
+    column) excludes ``topicColumn`` and ``offsetsFrom=batch``, and must be one of the
+    declared ``topics``. Raises OptionError naming the option and the fix.
     """
+    fixed_topic = get_option(options, "topic")
+    if fixed_topic is not None:
+        fixed_topic = fixed_topic.strip()
+        if not fixed_topic:
+            raise OptionError("option 'topic' must name the source topic of every row, e.g. 'orders'")
+        if get_option(options, "topicColumn") is not None:
+            raise OptionError(
+                "options 'topic' and 'topicColumn' both name the rows' source topic. Fix: keep 'topicColumn' "
+                "when the DataFrame has a topic column, or 'topic' (a constant) when it has none."
+            )
     cols = SinkColumns(
         topic=get_option(options, "topicColumn", "topic"),
         partition=get_option(options, "partitionColumn", "partition"),
         offset=get_option(options, "offsetColumn", "offset"),
+        fixed_topic=fixed_topic,
     )
     mode = (get_option(options, "offsetsFrom", OFFSETS_FROM_ROWS) or "").strip().lower()
     if mode not in (OFFSETS_FROM_ROWS, OFFSETS_FROM_BATCH):
@@ -95,31 +118,50 @@ def parse_sink_config(options: Mapping[str, str]) -> SinkConfig:
             f"option 'offsetsFrom' must be 'rows' (offsets taken from the topic/partition/offset columns) "
             f"or 'batch' (streaming batch id as idempotence key), got {mode!r}"
         )
+    if fixed_topic is not None and mode == OFFSETS_FROM_BATCH:
+        raise OptionError(
+            "option 'topic' names the source topic of the partition/offset columns, but offsetsFrom=batch "
+            "uses no offset columns. Fix: remove option 'topic', or use offsetsFrom=rows."
+        )
     raw_topics = get_option(options, "topics")
     topics = None
     if raw_topics is not None:
         topics = frozenset(t.strip() for t in raw_topics.split(",") if t.strip())
         if not topics:
             raise OptionError("option 'topics' must list the source topics, e.g. 'orders,payments'")
+        if fixed_topic is not None and fixed_topic not in topics:
+            raise OptionError(
+                f"option topic='{fixed_topic}' is not among the declared topics {sorted(topics)}. "
+                "Fix: correct option 'topic', or add it to option 'topics'."
+            )
     return SinkConfig(cols, mode, topics)
 
 
 def check_offset_columns(schema_names: Iterable[str], config: SinkConfig) -> None:
-    """Refuse a DataFrame lacking the offset columns the sink needs (``offsetsFrom=rows``).
+    """Refuse a DataFrame lacking the offset columns the sink needs (``offsetsFrom=rows``),
+    or having a topic column while option ``topic`` also names the topic.
 
-    Raises SinkError naming the missing columns and the three possible fixes.
+    Raises SinkError naming the columns and the possible fixes.
     """
     if config.offsets_from != OFFSETS_FROM_ROWS:
         return
     present = set(schema_names)
-    missing = [c for c in config.columns.names() if c not in present]
+    cols = config.columns
+    if cols.fixed_topic is not None and cols.topic in present:
+        raise SinkError(
+            f"option topic='{cols.fixed_topic}' names the rows' source topic, but the DataFrame also has a "
+            f"'{cols.topic}' column: the sink cannot tell which one is right. Fix: drop the option 'topic' "
+            f"(the column is used), or drop or rename the column '{cols.topic}'."
+        )
+    missing = [c for c in cols.names() if c not in present]
     if missing:
         raise SinkError(
             f"the DataFrame has no column(s) {missing} but the sink needs each row's source "
             f"topic, partition and offset to store offsets with the results (columns present: {sorted(present)}). "
             "Fix: keep the pykafka reader's 'topic', 'partition', 'offset' columns in the select, or name "
-            "your columns with options topicColumn/partitionColumn/offsetColumn, or for aggregations in a "
-            "streaming query use option offsetsFrom=batch."
+            "your columns with options topicColumn/partitionColumn/offsetColumn, or give a single source "
+            "topic as option 'topic' instead of a topic column, or for aggregations in a streaming query "
+            "use option offsetsFrom=batch."
         )
 
 
@@ -180,6 +222,7 @@ def merge_spans(spans: Iterable[OffsetSpan]) -> OffsetSpan:
 def span_of_arrow(batch, columns: SinkColumns) -> OffsetSpan:
     """Per topic-partition (min, max) offset of a ``pyarrow.RecordBatch``/``Table``.
 
+    With ``columns.fixed_topic`` every row belongs to that topic (no topic column).
     Raises SinkError when a topic, partition or offset is null (the row cannot be
     placed in any offset range, so it could be neither de-duplicated nor resumed).
     """
@@ -194,15 +237,13 @@ def span_of_arrow(batch, columns: SinkColumns) -> OffsetSpan:
                 f"column '{name}' has null values: every row must carry the topic, partition and offset "
                 "of the Kafka record it came from. Fix: filter those rows out, or use offsetsFrom=batch."
             )
-    grouped = table.group_by([columns.topic, columns.partition]).aggregate(
-        [(columns.offset, "min"), (columns.offset, "max")]
-    )
-    d = grouped.to_pydict()
+    keys = [columns.partition] if columns.fixed_topic is not None else [columns.topic, columns.partition]
+    d = table.group_by(keys).aggregate([(columns.offset, "min"), (columns.offset, "max")]).to_pydict()
+    n = len(d[columns.partition])
+    topics = [columns.fixed_topic] * n if columns.fixed_topic is not None else d[columns.topic]
     return {
         (t, int(p)): (int(lo), int(hi))
-        for t, p, lo, hi in zip(
-            d[columns.topic], d[columns.partition], d[f"{columns.offset}_min"], d[f"{columns.offset}_max"]
-        )
+        for t, p, lo, hi in zip(topics, d[columns.partition], d[f"{columns.offset}_min"], d[f"{columns.offset}_max"])
     }
 
 

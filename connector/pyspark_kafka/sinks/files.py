@@ -255,7 +255,11 @@ def _filter_file(spec: ParquetSinkSpec, rel: str, stored: Mapping[TopicPartition
     table = pq.read_table(os.path.join(spec.path, rel))
     keep = pa.repeat(True, table.num_rows)
     for (t, p), nxt in stored.items():
-        mine = pc.and_(pc.equal(table[cols.topic], t), pc.equal(table[cols.partition], p))
+        if cols.fixed_topic is not None and t != cols.fixed_topic:
+            continue  # another topic's offsets: none of this file's rows
+        mine = pc.equal(table[cols.partition], p)
+        if cols.fixed_topic is None:
+            mine = pc.and_(pc.equal(table[cols.topic], t), mine)
         keep = pc.and_(keep, pc.invert(pc.and_(mine, pc.less(table[cols.offset], nxt))))
     kept = table.filter(keep)
     if kept.num_rows == 0:
@@ -363,7 +367,8 @@ class ParquetSinkDataSource(DataSource):
     """Data source ``pykafka-parquet`` (write only): exactly-once into a Parquet directory.
 
     Options: ``path`` (required), ``compression`` (pyarrow codec, default snappy),
-    ``topicColumn``/``partitionColumn``/``offsetColumn``, ``offsetsFrom``, ``topics``.
+    ``topicColumn``/``partitionColumn``/``offsetColumn`` or ``topic`` (constant source topic),
+    ``offsetsFrom``, ``topics``.
     See ``docs/sinks.md``.
     """
 

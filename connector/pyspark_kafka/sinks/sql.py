@@ -410,10 +410,11 @@ class SqlStore:
         st, o, cols = self.stage, self.offsets, self.spec.config.columns
         cond = [st.c[SINK_COL] == self.spec.sink_id, st.c[ATTEMPT_COL].in_(attempts)]
         if self.spec.config.offsets_from != OFFSETS_FROM_BATCH:
+            row_topic = sa.literal(cols.fixed_topic) if cols.fixed_topic is not None else st.c[cols.topic]
             already = sa.exists(
                 sa.select(sa.literal(1)).where(
                     o.c.sink_id == self.spec.sink_id,
-                    o.c.topic == st.c[cols.topic],
+                    o.c.topic == row_topic,
                     o.c.partition == st.c[cols.partition],
                     st.c[cols.offset] < o.c.next_offset,
                 )
@@ -522,8 +523,8 @@ class SqlSinkDataSource(DataSource):
     """Data source ``pykafka-sql`` (write only): exactly-once into a SQL table.
 
     Options: ``url``, ``table`` (required), ``offsetsTable``, ``sinkId``,
-    ``createTable``, ``topicColumn``/``partitionColumn``/``offsetColumn``,
-    ``offsetsFrom`` (``rows``|``batch``), ``topics``, ``busyTimeoutMs``.
+    ``createTable``, ``topicColumn``/``partitionColumn``/``offsetColumn`` or ``topic``
+    (constant source topic), ``offsetsFrom`` (``rows``|``batch``), ``topics``, ``busyTimeoutMs``.
     See ``docs/sinks.md``.
     """
 
