@@ -1,7 +1,7 @@
 """kafka-python producing to and consuming from the embedded broker, and reading what librdkafka wrote.
 
-kafka-python 3 turns on the idempotent producer by default, which needs InitProducerId
-(transactions are served by a later module); these tests set ``enable_idempotence=False``.
+The producer keeps kafka-python 3's defaults, so it is idempotent (InitProducerId, producer id and
+sequence numbers in every batch) for every codec.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 
 def kp_produce(bootstrap, topic, records, **conf):
     conf = {"linger_ms": 5, **conf}
-    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False, **conf)
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **conf)
     try:
         futures = [p.send(topic, key=k, value=v, headers=h, timestamp_ms=ts, partition=0) for k, v, h, ts in records]
         p.flush(DEADLINE_S)
@@ -48,11 +48,18 @@ def kp_consume(bootstrap, topic, count, **conf) -> list:
         c.close()
 
 
+def stored_producer_ids(broker, topic: str) -> set[int]:
+    """Producer ids in the headers of the batches stored for ``topic``-0 (read-only look at the log)."""
+    plog = broker.broker.logs.get_log(topic, 0)
+    return {header.producer_id for segment in plog.segments for _, header in segment.iter_headers()}
+
+
 @pytest.mark.parametrize("codec", CODECS)
-def test_produce_consume_every_codec(bootstrap, make_topic, codec):
+def test_produce_consume_every_codec(broker, bootstrap, make_topic, codec):
     topic = make_topic(partitions=1)
     metadata = kp_produce(bootstrap, topic, RECORDS, compression_type=codec)
     assert [m.offset for m in metadata] == list(range(len(RECORDS)))
+    assert min(stored_producer_ids(broker, topic)) >= 0  # idempotent: every batch names its producer
     assert kp_consume(bootstrap, topic, len(RECORDS)) == expected(RECORDS)
     # librdkafka reads kafka-python's batches too.
     assert as_tuples(consume(bootstrap, topic, len(RECORDS))) == expected(RECORDS)

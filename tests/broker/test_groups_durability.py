@@ -36,9 +36,12 @@ def test_group_resumes_from_committed_offsets_after_sigkill(tmp_path):
     try:
         create_topic(first.bootstrap, TOPIC, 3)
         p = Producer({"bootstrap.servers": first.bootstrap})
-        for i in range(30):
-            p.produce(TOPIC, value=b"%d" % i, partition=i % 3)
-        assert p.flush(30) == 0
+        try:
+            for i in range(30):
+                p.produce(TOPIC, value=b"%d" % i, partition=i % 3)
+            assert p.flush(30) == 0
+        finally:
+            p.close()
         c = consumer(first.bootstrap)
         c.subscribe([TOPIC])
         poll_records(c, 30)

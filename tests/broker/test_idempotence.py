@@ -85,10 +85,13 @@ def test_replayed_produce_requests_leave_exactly_one_copy(bootstrap, make_topic)
     topic = make_topic(partitions=1)
     with KafkaProxy(bootstrap, duplicate_produce=3) as proxy:
         p = Producer({"bootstrap.servers": proxy.bootstrap, "enable.idempotence": True, "linger.ms": 5})
-        for round_ in range(4):
-            for i in range(50):
-                p.produce(topic, value=b"r%d-%03d" % (round_, i), partition=0)
-            assert p.flush(DEADLINE_S) == 0
+        try:
+            for round_ in range(4):
+                for i in range(50):
+                    p.produce(topic, value=b"r%d-%03d" % (round_, i), partition=0)
+                assert p.flush(DEADLINE_S) == 0
+        finally:
+            p.close()
         assert len(proxy.duplicate_answers) == 3
     for first, second in proxy.duplicate_answers:
         a, b = partition_response(first), partition_response(second)

@@ -17,6 +17,7 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
+from conftest import create_topic
 from wire import WireClient
 
 DEADLINE_S = 20.0
@@ -24,11 +25,14 @@ DEADLINE_S = 20.0
 
 def _produce(bootstrap, topic, values, partition=0, timestamps=None):
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
-    for i, v in enumerate(values):
-        ts = timestamps[i] if timestamps else 0
-        p.produce(topic, value=v, key=b"k%d" % i, partition=partition, timestamp=ts)
-        p.flush(DEADLINE_S)  # one batch per record: distinct batch timestamps
-    assert p.flush(DEADLINE_S) == 0
+    try:
+        for i, v in enumerate(values):
+            ts = timestamps[i] if timestamps else 0
+            p.produce(topic, value=v, key=b"k%d" % i, partition=partition, timestamp=ts)
+            p.flush(DEADLINE_S)  # one batch per record: distinct batch timestamps
+        assert p.flush(DEADLINE_S) == 0
+    finally:
+        p.close()
 
 
 def _fetch_request(topic, offset, max_wait_ms, min_bytes=1, partition=0, max_bytes=1 << 20):
@@ -239,10 +243,7 @@ def test_retention_check_runs_on_its_interval(tmp_path):
     from pyspark_kafka.broker import EmbeddedBroker
 
     with EmbeddedBroker(data_dir=tmp_path / "data", config={"log.retention.check.interval.ms": "50"}) as b:
-        admin = _admin(b.bootstrap_servers)
-        topic = "retained"
-        admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "1024", "retention.ms": "1000"})]
-                            )[topic].result(DEADLINE_S)
+        topic = create_topic(b.bootstrap_servers, "retained", 1, {"segment.bytes": "1024", "retention.ms": "1000"})
         old = int(time.time() * 1000) - 60_000  # CreateTime a minute ago: past retention.ms
         _produce(b.bootstrap_servers, topic, [b"x" * 600] * 6, timestamps=[old] * 6)
         c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "ret"})

@@ -24,9 +24,12 @@ def test_temporary_data_dir_is_removed_and_data_survives_a_restart(tmp_path):
     broker = EmbeddedBroker(data_dir=data_dir).start()
     try:
         p = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all"})
-        for i in range(5):
-            p.produce("kept", value=b"%d" % i, partition=0)
-        assert p.flush(DEADLINE_S) == 0
+        try:
+            for i in range(5):
+                p.produce("kept", value=b"%d" % i, partition=0)
+            assert p.flush(DEADLINE_S) == 0
+        finally:
+            p.close()
     finally:
         broker.stop()
     assert data_dir.is_dir()

@@ -170,8 +170,10 @@ def test_second_producer_fences_the_first(bootstrap, make_topic):
         first.commit_transaction(DEADLINE_S)
     error = caught.value.args[0]
     assert error.fatal() and "fenced" in error.str().lower(), error
+    del first, caught  # destroy the fenced producer now (its close() would raise its fatal error again)
 
     produce_txn(second, topic, [b"live-%d" % i for i in range(4)], 2, commit=True)
+    second.close()
     assert sorted(values(read_all(bootstrap, topic, 2, "read_committed"))) == sorted(b"live-%d" % i for i in range(4))
     assert len(read_all(bootstrap, topic, 2, "read_uncommitted")) == 10
 
@@ -182,6 +184,7 @@ def test_transaction_timeout_is_rejected_above_the_broker_maximum(bootstrap):
     with pytest.raises(KafkaException) as caught:
         p.init_transactions(DEADLINE_S)
     assert caught.value.args[0].code() == INVALID_TRANSACTION_TIMEOUT
+    del p, caught  # destroy the failed producer now (its close() would raise its fatal error again)
 
 
 def test_offsets_in_a_transaction_are_visible_only_after_commit(bootstrap, make_topic):
@@ -263,6 +266,7 @@ def test_coordinator_aborts_a_timed_out_transaction(tmp_path):
         assert read_all(bootstrap, topic, 1, "read_committed") == []
         with pytest.raises(KafkaException):
             p.commit_transaction(DEADLINE_S)  # its epoch was bumped: the producer is fenced
+        del p  # destroyed before its broker stops (close() would raise the fatal error again)
 
 
 def test_interleaved_transactions_in_one_partition(bootstrap, make_topic):

@@ -96,9 +96,9 @@ def test_broker_killed_mid_transaction_restarts_with_it_resolvable(tmp_path):
         for i in range(6):
             p.produce(topic, value=b"open-%d" % i, partition=i % 2)
         assert p.flush(DEADLINE_S) == 0
+        del p  # gone without ending its transaction (destroying a producer does not abort it)
     finally:
         broker.kill()
-    del p
 
     broker = BrokerProcess(data)
     try:
@@ -112,6 +112,7 @@ def test_broker_killed_mid_transaction_restarts_with_it_resolvable(tmp_path):
         assert list_offset(bootstrap, topic, 0, 1) == list_offset(bootstrap, topic, 0, 0) == 8
         assert len(read_all(bootstrap, topic, 2, "read_uncommitted")) == 12
         produce_txn(p, topic, [b"second-%d" % i for i in range(4)], 2, commit=True)
+        p.close()
     finally:
         broker.kill()  # right after the commit was acknowledged
 
