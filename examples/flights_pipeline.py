@@ -52,12 +52,12 @@ TABLE = flights_report.TABLE
 TRIGGER_INTERVAL = "10 seconds"  # --continuous
 CONNECT_TIMEOUT_S = 10.0
 
-#: Columns of ``flights_enriched``, in order. ``topic``, ``kafka_partition`` and
-#: ``kafka_offset`` are the source record of each row: the SQL sink derives the
-#: offsets it stores from them and skips rows it already holds.
+#: Columns of ``flights_enriched``, in order. ``kafka_partition`` and ``kafka_offset``
+#: are the source record of each row (its topic is the sink's option ``topic``): the
+#: SQL sink derives the offsets it stores from them and skips rows it already holds.
 OUTPUT_COLUMNS = [
     "year", "month", "day", "carrier", "carrier_name", "flight", "origin", "dest",
-    "dep_delay", "arr_delay", "distance", "topic", "kafka_partition", "kafka_offset",
+    "dep_delay", "arr_delay", "distance", "kafka_partition", "kafka_offset",
 ]
 
 
@@ -198,22 +198,21 @@ def enriched_stream(spark, bootstrap: str, topic: str, max_offsets_per_trigger: 
     )
     flights = records.select(
         F.from_json(F.col("value").cast("string"), flight_schema()).alias("f"),
-        F.col("topic"),
         F.col("partition").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"),
-    ).select("f.*", "topic", "kafka_partition", "kafka_offset")
+    ).select("f.*", "kafka_partition", "kafka_offset")
     return flights.join(F.broadcast(airlines), "carrier", "left").select(*OUTPUT_COLUMNS)
 
 
 def start_query(df, db_path: Path, checkpoint: Path, topic: str, continuous: bool):
     """Start the write to the ``pykafka-sql`` sink (SQLite ``db_path``, table ``flights_enriched``,
-    offsets from the ``topic``/``kafka_partition``/``kafka_offset`` columns)."""
+    offsets from the ``kafka_partition``/``kafka_offset`` columns of source topic ``topic``)."""
     writer = (
         df.writeStream.format("pykafka-sql")
         .option("url", f"sqlite:///{db_path.resolve()}")
         .option("table", TABLE)
         .option("topics", topic)
-        .option("topicColumn", "topic")
+        .option("topic", topic)
         .option("partitionColumn", "kafka_partition")
         .option("offsetColumn", "kafka_offset")
         .option("checkpointLocation", str(checkpoint.resolve()))
