@@ -323,12 +323,14 @@ class TaskTransaction:
     ``producer_conf``: checked settings from :func:`transactional_producer_config` (the
     transactional id is added here); ``consumer_conf``: from :func:`marker_consumer_config`;
     ``marker_topic``: the topic whose partition 0 holds the marker; ``timeout_ms``: bound of
-    every blocking call. ``on_delivery`` is the producer's delivery callback. Raises
-    FencedError or DeliveryError (naming the transactional id, the Kafka error and the fix).
+    every blocking call. The producer has no delivery callback: a callback running while
+    librdkafka raises a fatal error (fenced) breaks confluent-kafka, and a failed record makes
+    ``commit_transaction`` fail anyway. Raises FencedError or DeliveryError (naming the
+    transactional id, the Kafka error and the fix).
     """
 
     def __init__(self, producer_conf: Mapping[str, object], consumer_conf: Mapping[str, object],
-                 scope: TaskScope, marker_topic: str, timeout_ms: int, on_delivery=None):
+                 scope: TaskScope, marker_topic: str, timeout_ms: int):
         from pyspark_kafka.clients import new_consumer, new_producer
 
         self.scope = scope
@@ -336,12 +338,15 @@ class TaskTransaction:
         self.marker_topic = marker_topic
         self.timeout_s = timeout_ms / 1000
         self.txn_timeout_ms = int(producer_conf.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
-        conf = {**producer_conf, "transactional.id": self.tid}
-        if on_delivery is not None:
-            conf.update({"delivery.report.only.error": True, "on_delivery": on_delivery})
+        self.fatal_error = None  # a fatal producer error (e.g. fenced), reported by librdkafka's error_cb
+        conf = {**producer_conf, "transactional.id": self.tid, "error_cb": self._on_error}
         self.producer = new_producer(conf)
         self.consumer = new_consumer({**consumer_conf, "group.id": self.tid})
         self.in_transaction = False
+
+    def _on_error(self, err) -> None:
+        if err.fatal() and self.fatal_error is None:
+            self.fatal_error = err
 
     def init(self) -> Marker | None:
         """InitProducerId (fences older attempts, aborts their open transaction), then read the marker."""
@@ -406,14 +411,14 @@ class TaskTransaction:
                     pass
 
     def kafka_error(self, exc, doing: str) -> DeliveryError:
-        """The error to raise for librdkafka's ``KafkaException`` ``exc`` while ``doing`` something.
+        """The error to raise for librdkafka's ``KafkaException`` (or ``KafkaError``) ``exc`` while ``doing`` something.
 
         FencedError when another producer took the transactional id over; otherwise DeliveryError
         with the Kafka error name and, where there is one, the fix.
         """
         from confluent_kafka import KafkaError
 
-        err = exc.args[0]
+        err = exc.args[0] if isinstance(exc, Exception) else exc
         code = err.code()
         if code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
             return FencedError(

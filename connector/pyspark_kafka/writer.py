@@ -390,9 +390,8 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
     first = next((b for b in rows if b.num_rows), None)
     if first is None:
         return KafkaCommitMessage({}, scope.transactional_id)
-    failures = _DeliveryFailures()
     transaction = txn.TaskTransaction(spec.producer, spec.consumer, scope, _marker_topic(spec, first),
-                                      spec.timeout_ms, on_delivery=failures)
+                                      spec.timeout_ms)
     try:
         marker = transaction.init()
         decision = txn.decide(marker, scope.batch_id)
@@ -404,7 +403,7 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
                      scope.transactional_id, scope.batch_id, decision.value)
             return KafkaCommitMessage({}, scope.transactional_id, skipped=True)
         transaction.begin()
-        task = _WriteTask(spec, _PooledProducer((), transaction.producer, failures))
+        task = _WriteTask(spec, _PooledProducer((), transaction.producer, _DeliveryFailures()))
         fingerprint = txn.Fingerprint()
         for batch in itertools.chain([first], rows):
             fingerprint += txn.Fingerprint.of(batch)
@@ -412,8 +411,12 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
         message = task.finish()
         transaction.commit(txn.Marker(scope.batch_id, fingerprint))
         return KafkaCommitMessage(message.counts, scope.transactional_id)
-    except KafkaException as e:  # fatal producer error (e.g. fenced) surfacing from poll/flush
+    except KafkaException as e:  # fatal producer error surfacing from poll/flush
         raise transaction.kafka_error(e, "produce") from None
+    except DeliveryError:  # records not acknowledged: name the fatal cause (e.g. fenced) when there is one
+        if transaction.fatal_error is not None:
+            raise transaction.kafka_error(transaction.fatal_error, "produce") from None
+        raise
     finally:
         transaction.close()
 

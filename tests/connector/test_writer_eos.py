@@ -181,6 +181,31 @@ def test_an_open_transaction_of_a_killed_attempt_is_aborted_by_the_next_attempt(
     del crashed
 
 
+def test_a_task_longer_than_the_transaction_timeout_is_fenced_with_the_fix(tmp_path):
+    """The coordinator aborts a transaction older than transaction.timeout.ms and bumps the epoch."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from pyspark_kafka.broker import EmbeddedBroker
+
+    config = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+    with EmbeddedBroker(data_dir=tmp_path / "broker", config=config) as broker:
+        bootstrap = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("slow", num_partitions=1, replication_factor=1)])["slow"].result(timeout=20)
+        spec = spec_for(bootstrap, topic="slow", **{"kafka.transaction.timeout.ms": "1000"})
+
+        def slow_input():
+            yield rows(0, 2)
+            # 2 records + the abort marker the coordinator writes when the transaction times out
+            wait_until(lambda: end_offsets(bootstrap, "slow", "read_committed") == {0: 3})
+            yield rows(2, 1)
+
+        with pytest.raises(FencedError, match=r"transaction.timeout.ms=1000 ms.*raise kafka.transaction.timeout.ms"):
+            write_transactional(spec, TaskScope("t12-q-0", 0), slow_input())
+        assert values(bootstrap, "slow") == []
+        assert committed_marker(bootstrap, "t12-q-0") == []
+
+
 def test_unreachable_cluster_fails_with_the_transactional_id(make_topic):
     spec = WriteSpec.from_options({"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t",
                                    "deliveryGuarantee": "exactly-once", "kafka.transaction.timeout.ms": "3000"},
