@@ -411,6 +411,8 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
         message = task.finish()
         transaction.commit(txn.Marker(scope.batch_id, fingerprint))
         return KafkaCommitMessage(message.counts, scope.transactional_id)
+    except txn.FencedError:
+        raise
     except KafkaException as e:  # fatal producer error surfacing from poll/flush
         raise transaction.kafka_error(e, "produce") from None
     except DeliveryError:  # records not acknowledged: name the fatal cause (e.g. fenced) when there is one
