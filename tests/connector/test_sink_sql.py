@@ -21,7 +21,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from pyspark_kafka.sinks import starting_offsets, stored_offsets
 from pyspark_kafka.sinks.common import SinkError, SinkMismatchError, SinkUnavailableError
-from pyspark_kafka.sinks.sql import SqlSinkDataSource, reset_sink, staging_table_name
+from pyspark_kafka.sinks.sql import SqlSinkDataSource, reset_sink, spark_to_sql_type, staging_table_name
 
 SCHEMA = StructType(
     [
@@ -473,3 +473,39 @@ def test_aggregation_complete_mode_with_batch_ids(spark, bootstrap, make_topic, 
         eng.dispose()
     assert got == {0: 30, 1: 30}
     assert last >= 2  # 60 records at 25 per trigger: at least three micro-batches
+
+
+def test_all_mapped_types_round_trip(db_url, table):
+    """Every Spark type the sink maps (decimal, date, boolean, floats, small ints, timestamp_ntz) stores and
+    reads back through SQLAlchemy with the declared column types (SQLite takes the tuple fast path)."""
+    import datetime as dt
+    import decimal
+
+    from pyspark.sql.types import (BooleanType, ByteType, DateType, DecimalType, DoubleType, FloatType, ShortType,
+                                   TimestampNTZType)
+
+    fields = [("d", DecimalType(10, 2), pa.decimal128(10, 2), decimal.Decimal("12345.67")),
+              ("day", DateType(), pa.date32(), dt.date(2013, 11, 3)),
+              ("ok", BooleanType(), pa.bool_(), True),
+              ("x", DoubleType(), pa.float64(), 0.1),
+              ("f", FloatType(), pa.float32(), 0.5),
+              ("s", ShortType(), pa.int16(), -7),
+              ("b", ByteType(), pa.int8(), 3),
+              ("at", TimestampNTZType(), pa.timestamp("us"), dt.datetime(2013, 1, 1, 5, 0, 1, 250000))]
+    schema = StructType([StructField(n, t) for n, t, _, _ in fields] + list(SCHEMA.fields))
+    arrays = [pa.array([v, None], at) for _, _, at, v in fields]
+    batch = pa.record_batch(arrays + arrow(recs("t", 0, 0, 2)).columns, names=schema.fieldNames())
+    w = stream_writer(db_url, table, schema=schema)
+    w.commit([w.write(iter([batch]))], 0)
+    eng = sa.create_engine(db_url)
+    try:
+        with eng.connect() as conn:
+            md = sa.MetaData()
+            declared = [sa.Column(n, spark_to_sql_type(t)) for n, t, _, _ in fields]
+            got = sa.Table(table, md, *declared, sa.Column("offset", sa.BigInteger))
+            rows = conn.execute(sa.select(got).order_by(got.c.offset)).mappings().all()
+    finally:
+        eng.dispose()
+    assert [rows[0][n] for n, _, _, _ in fields] == [pytest.approx(v) if isinstance(v, float) else v
+                                                     for _, _, _, v in fields]
+    assert all(rows[1][n] is None for n, _, _, _ in fields)

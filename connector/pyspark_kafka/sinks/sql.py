@@ -24,6 +24,7 @@ the sink id. One query or job writes a given sink id at a time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -281,7 +282,7 @@ class SqlStore:
         self.stage = sa.Table(
             spec.staging_table,
             self.md,
-            sa.Column(SINK_COL, sa.String(255), nullable=False, index=True),
+            sa.Column(SINK_COL, sa.String(255), nullable=False),
             sa.Column(ATTEMPT_COL, sa.String(128), nullable=False),
             *stage_cols,
         )
@@ -329,7 +330,11 @@ class SqlStore:
     def stage_batches(self, batches: Iterator, attempt_id: str) -> StagedWrite:
         """Insert Arrow batches into the staging table, one short transaction each.
 
-        Returns the commit message: attempt id, offset span, row count.
+        SQLite: the rows go as tuples straight to the DB-API cursor's ``executemany``
+        (values converted column by column with SQLAlchemy's own bind processors, so
+        they are stored exactly as SQLAlchemy would store them, about 3x faster).
+        Other dialects: SQLAlchemy's ``executemany`` (batched "insertmanyvalues" on
+        PostgreSQL). Returns the commit message: attempt id, offset span, row count.
         """
         spans, rows = [], 0
         for batch in batches:
@@ -337,14 +342,38 @@ class SqlStore:
                 continue
             if self.spec.config.offsets_from != OFFSETS_FROM_BATCH:
                 spans.append(span_of_arrow(batch, self.spec.config.columns))
-            records = _utc(batch).to_pylist()
-            for r in records:
-                r[SINK_COL] = self.spec.sink_id
-                r[ATTEMPT_COL] = attempt_id
+            batch = _utc(batch)
             with self.engine.begin() as conn:
-                conn.execute(self.stage.insert(), records)
+                if self.engine.dialect.name == "sqlite":
+                    conn.exec_driver_sql(self._insert_sql, self._stage_tuples(batch, attempt_id))
+                else:
+                    conn.execute(self.stage.insert(), self._stage_dicts(batch, attempt_id))
             rows += batch.num_rows
         return StagedWrite(attempt_id=attempt_id, offsets=merge_spans(spans), rows=rows)
+
+    @functools.cached_property
+    def _insert_sql(self) -> str:
+        """``INSERT INTO <staging> (all columns) VALUES (?, ...)`` in the dialect's paramstyle."""
+        return str(self.stage.insert().compile(dialect=self.engine.dialect))
+
+    def _stage_tuples(self, batch, attempt_id: str) -> list[tuple]:
+        """Rows of ``batch`` as tuples in staging-column order, values bound as SQLAlchemy binds them."""
+        dialect = self.engine.dialect
+        columns = []
+        for column in list(self.stage.columns)[2:]:
+            values = batch.column(column.name).to_pylist()
+            process = column.type.bind_processor(dialect)
+            columns.append(values if process is None else [process(v) for v in values])
+        n = batch.num_rows
+        return list(zip([self.spec.sink_id] * n, [attempt_id] * n, *columns))
+
+    def _stage_dicts(self, batch, attempt_id: str) -> list[dict]:
+        """Rows of ``batch`` as dicts, with the sink id and attempt id columns."""
+        records = batch.to_pylist()
+        for r in records:
+            r[SINK_COL] = self.spec.sink_id
+            r[ATTEMPT_COL] = attempt_id
+        return records
 
     # ---------------------------------------------------------------- driver
 
