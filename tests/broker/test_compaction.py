@@ -12,7 +12,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from conftest import create_topic
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.config import LogConfig
-from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC, encode_batch
+from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
+from pyspark_kafka.broker.log.records import encode_batch
 from pyspark_kafka.broker.log.cleaner import LogCleaner, iter_records
 from pyspark_kafka.broker.log.partition_log import PartitionLog
 

@@ -36,13 +36,12 @@ from kio.serial import entity_writer
 from conftest import create_topic
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.coordinator import group as g
+from pyspark_kafka.broker.coordinator.internal_topics import java_string_hash, partition_for
 from pyspark_kafka.broker.coordinator.offsets import (
     OffsetAndMetadata,
     is_expired,
-    java_string_hash,
     offset_value,
     parse_offset_value,
-    partition_for,
 )
 from pyspark_kafka.broker.server import Broker
 from wire import WireClient
@@ -215,6 +214,7 @@ def test_admin_apis_list_describe_delete(wbroker, topic):
         assert active in {x.group_id for x in stable} and idle not in {x.group_id for x in stable}
         d = c.request(DescribeGroupsRequest(groups=(active, "never-seen"), include_authorized_operations=False))
         assert d.groups[0].protocol_data == "range" and d.groups[0].members[0].member_assignment == b"x"
+        assert d.groups[0].members[0].client_host == "/127.0.0.1"  # the member's address, as Kafka shows it
         assert d.groups[1].group_state == "Dead"
         deleted = c.request(OffsetDeleteRequest(group_id=active, topics=(OffsetDeleteRequestTopic(
             name=topic, partitions=(OffsetDeleteRequestPartition(partition_index=0),)),)))

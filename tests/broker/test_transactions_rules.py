@@ -16,9 +16,8 @@ from pyspark_kafka.broker.coordinator.txn import (
     encode_key,
     encode_value,
     end_txn_transition,
-    java_string_hash,
-    partition_for,
 )
+from pyspark_kafka.broker.coordinator.internal_topics import java_string_hash, partition_for
 from pyspark_kafka.broker.log.errors import (
     ConcurrentTransactionsError,
     InvalidProducerIdMappingError,
@@ -111,13 +110,14 @@ def test_epoch_bump_moves_to_a_new_producer_id_when_exhausted():
     assert bumped(_meta(TxnState.EMPTY, epoch=MAX_EPOCH), lambda: 99) == (99, 0)
 
 
-@pytest.mark.parametrize("text, expected", [("", 0), ("hello", 99162322), ("transactional-id-1", None)])
-def test_java_string_hash(text, expected):
-    h = java_string_hash(text)
-    assert -(2**31) <= h < 2**31
-    if expected is not None:
-        assert h == expected
-    assert 0 <= partition_for(text, 50) < 50
+@pytest.mark.parametrize("text, hash_code, partition", [
+    ("", 0, 0), ("hello", 99162322, 22), ("my-transactional-id", -959806496, 46), ("payments-eos", -480596375, 25),
+    ("polygenelubricants", -(2**31), 0),  # Utils.abs(Integer.MIN_VALUE) == 0
+])
+def test_internal_topic_partition_is_kafkas(text, hash_code, partition):
+    """Values computed with Java 17: ``s.hashCode()`` and ``Utils.abs(s.hashCode()) % 50``."""
+    assert java_string_hash(text) == hash_code
+    assert partition_for(text, 50) == partition
 
 
 def test_transaction_log_record_round_trip():

@@ -23,9 +23,11 @@ from typing import Any, Callable, Iterable
 
 from pyspark_kafka.broker import protocol
 from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.coordinator.group import coordinator_for as group_coordinator
 from pyspark_kafka.broker.coordinator.txn import coordinator as txn_coordinator
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
 from pyspark_kafka.broker.handlers.api_versions import api_versions_body
+from pyspark_kafka.broker.log.errors import KafkaError
 from pyspark_kafka.broker.log.manager import LogManager
 
 log = logging.getLogger("pyspark_kafka.broker")
@@ -108,8 +110,10 @@ class Broker:
 # --- connections ----------------------------------------------------------------------------
 
 
-async def _dispatch(broker: Broker, frame: bytes) -> list | None:
+async def _dispatch(broker: Broker, frame: bytes, client_host: str = "") -> list | None:
     """Decode ``frame``, run its handler and return the encoded response chunks (None: no response).
+
+    ``client_host`` is the peer as Kafka shows it (``/127.0.0.1``).
 
     Raises ProtocolError or CloseConnection when the connection must be closed.
     """
@@ -129,7 +133,7 @@ async def _dispatch(broker: Broker, frame: bytes) -> list | None:
             )
         return chunks
     header, request = protocol.decode_request(frame, api_key, version)
-    ctx = RequestContext(broker, api_key, version, correlation_id, header.client_id)
+    ctx = RequestContext(broker, api_key, version, correlation_id, header.client_id, client_host)
     try:
         result = await api.handler(ctx, request)
     except (CloseConnection, protocol.ProtocolError):
@@ -188,6 +192,7 @@ async def _write_chunks(writer: asyncio.StreamWriter, chunks: list) -> None:
 async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Serve one client connection until it closes or sends something unparseable."""
     peer = writer.get_extra_info("peername")
+    client_host = f"/{peer[0]}" if peer else ""
     max_request = broker.config.get_int("socket.request.max.bytes")
     try:
         while True:
@@ -199,7 +204,7 @@ async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer:
                 )
                 return
             frame = await reader.readexactly(size)
-            chunks = await _dispatch(broker, frame)
+            chunks = await _dispatch(broker, frame, client_host)
             if chunks is not None:
                 await _write_chunks(writer, _open_file_chunks(chunks))
     except (asyncio.IncompleteReadError, ConnectionError):
@@ -280,6 +285,11 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     timers.append(asyncio.create_task(
         _every(flush_check_interval_ms(broker.config), lambda: broker.logs.flush_due(now_ms()), "log flush")
     ))
+    try:
+        group_coordinator(broker)  # replays __consumer_offsets: groups and committed offsets
+    except KafkaError:
+        log.exception("cannot load %s now: group requests answer COORDINATOR_NOT_AVAILABLE and retry the load",
+                      "__consumer_offsets")
     txn = txn_coordinator(broker)  # loads __transaction_state, completes transactions a crash interrupted
     timers.append(asyncio.create_task(_every(
         broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -57,6 +56,7 @@ from kio.schema.consumer_protocol_subscription.v2 import ConsumerProtocolSubscri
 from kio.schema.consumer_protocol_subscription.v3 import ConsumerProtocolSubscription as SubscriptionV3
 from kio.serial import entity_reader
 
+from pyspark_kafka.broker.clock import now_ms
 from pyspark_kafka.broker.coordinator.offsets import (
     GroupRecord,
     MemberRecord,
@@ -64,13 +64,11 @@ from pyspark_kafka.broker.coordinator.offsets import (
     OffsetStore,
     TopicPartition,
 )
-from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
 
 log = logging.getLogger(__name__)
 
 # Kafka error codes used by the coordinator (org.apache.kafka.common.protocol.Errors).
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
 OFFSET_METADATA_TOO_LARGE = 12
 COORDINATOR_NOT_AVAILABLE = 15
 ILLEGAL_GENERATION = 22
@@ -94,11 +92,6 @@ DEAD = "Dead"
 
 CONSUMER_PROTOCOL = "consumer"
 _SUBSCRIPTION_SCHEMAS = (SubscriptionV0, SubscriptionV1, SubscriptionV2, SubscriptionV3)
-
-
-def now_ms() -> int:
-    """Wall-clock ms since the epoch."""
-    return time.time_ns() // 1_000_000
 
 
 # --- pure rules ---------------------------------------------------------------------------------
@@ -816,7 +809,8 @@ class GroupCoordinator:
 
 
 def coordinator_for(broker) -> GroupCoordinator:
-    """The broker's group coordinator, created and loaded on first use (from the event loop).
+    """The broker's group coordinator; the server creates and loads it at start, else the first use does
+    (from the event loop).
 
     Raises KafkaError when ``__consumer_offsets`` cannot be loaded (handlers answer
     COORDINATOR_NOT_AVAILABLE and the next request tries again).

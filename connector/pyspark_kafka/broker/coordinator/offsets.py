@@ -39,15 +39,11 @@ open stay pending until :meth:`~OffsetStore.complete_txn`.
 
 from __future__ import annotations
 
-import datetime
-import io
 import logging
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Mapping
 
-from kio.records.readers import read_batch
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
+from kio.serial.errors import DecodeError
 from kio.serial.readers import (
     read_int16,
     read_int32,
@@ -65,13 +61,20 @@ from kio.serial.writers import (
     write_nullable_legacy_string,
 )
 
-from pyspark_kafka.broker.log.errors import KafkaError, RecordBatchTooLargeError, RecordTooLargeError
+from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields, ensure_internal_topic, partition_for
+from pyspark_kafka.broker.log.errors import (
+    CoordinatorNotAvailableError,
+    InvalidCommitOffsetSizeError,
+    KafkaError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
 from pyspark_kafka.broker.log.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT
+from pyspark_kafka.broker.log.records import encode_batch, iter_batches
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-DEFAULT_OFFSETS_SEGMENT_BYTES = 104857600  # Kafka's offsets.topic.segment.bytes
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -80,21 +83,6 @@ OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_VALUE_VERSION = 3
 
 CONTROL_COMMIT = 1
-
-INVALID_COMMIT_OFFSET_SIZE = 28
-COORDINATOR_NOT_AVAILABLE = 15
-
-
-class CommitSizeError(KafkaError):
-    """The commit's records exceed the offsets topic's ``max.message.bytes`` (INVALID_COMMIT_OFFSET_SIZE)."""
-
-    error_code = INVALID_COMMIT_OFFSET_SIZE
-
-
-class OffsetsStorageError(KafkaError):
-    """``__consumer_offsets`` could not be written (COORDINATOR_NOT_AVAILABLE, clients retry)."""
-
-    error_code = COORDINATOR_NOT_AVAILABLE
 
 
 @dataclass(frozen=True)
@@ -141,31 +129,24 @@ TopicPartition = tuple[str, int]
 # --- record keys and values (pure functions) -------------------------------------------------
 
 
-def _encode(*parts: tuple) -> bytes:
-    buf = io.BytesIO()
-    for writer, value in parts:
-        writer(buf, value)
-    return buf.getvalue()
-
-
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
     """OffsetCommitKey v1 bytes for ``group_id``/``topic``/``partition``."""
-    return _encode((write_int16, OFFSET_KEY_VERSION), (write_legacy_string, group_id),
+    return encode_fields((write_int16, OFFSET_KEY_VERSION), (write_legacy_string, group_id),
                    (write_legacy_string, topic), (write_int32, partition))
 
 
 def group_key(group_id: str) -> bytes:
     """GroupMetadataKey v2 bytes for ``group_id``."""
-    return _encode((write_int16, GROUP_KEY_VERSION), (write_legacy_string, group_id))
+    return encode_fields((write_int16, GROUP_KEY_VERSION), (write_legacy_string, group_id))
 
 
 def offset_value(value: OffsetAndMetadata) -> bytes:
     """OffsetCommitValue bytes: v3, or v1 when ``expire_timestamp_ms`` is set (Kafka's choice)."""
     if value.expire_timestamp_ms >= 0:
-        return _encode((write_int16, OFFSET_VALUE_VERSION_WITH_EXPIRY), (write_int64, value.offset),
+        return encode_fields((write_int16, OFFSET_VALUE_VERSION_WITH_EXPIRY), (write_int64, value.offset),
                        (write_legacy_string, value.metadata), (write_int64, value.commit_timestamp_ms),
                        (write_int64, value.expire_timestamp_ms))
-    return _encode((write_int16, OFFSET_VALUE_VERSION), (write_int64, value.offset), (write_int32, value.leader_epoch),
+    return encode_fields((write_int16, OFFSET_VALUE_VERSION), (write_int64, value.offset), (write_int32, value.leader_epoch),
                    (write_legacy_string, value.metadata), (write_int64, value.commit_timestamp_ms))
 
 
@@ -183,25 +164,12 @@ def group_value(group: GroupRecord) -> bytes:
             (write_int32, m.rebalance_timeout_ms), (write_int32, m.session_timeout_ms),
             (write_legacy_bytes, m.subscription), (write_legacy_bytes, m.assignment),
         ]
-    return _encode(*parts)
-
-
-class _Cursor:
-    """Sequential reads of kio primitives from ``data``."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-        self.pos = 0
-
-    def read(self, reader):
-        value, size = reader(self.data, self.pos)
-        self.pos += size
-        return value
+    return encode_fields(*parts)
 
 
 def parse_key(data: bytes) -> tuple:
     """``("offset", group, topic, partition)`` or ``("group", group)``; ValueError for other versions."""
-    c = _Cursor(data)
+    c = Cursor(data)
     version = c.read(read_int16)
     if version in (0, 1):
         return "offset", c.read(read_legacy_string), c.read(read_legacy_string), c.read(read_int32)
@@ -212,7 +180,7 @@ def parse_key(data: bytes) -> tuple:
 
 def parse_offset_value(data: bytes) -> OffsetAndMetadata:
     """OffsetCommitValue v0..v3 → :class:`OffsetAndMetadata`."""
-    c = _Cursor(data)
+    c = Cursor(data)
     version = c.read(read_int16)
     offset = c.read(read_int64)
     epoch = c.read(read_int32) if version >= 3 else -1
@@ -224,7 +192,7 @@ def parse_offset_value(data: bytes) -> OffsetAndMetadata:
 
 def parse_group_value(data: bytes) -> GroupRecord:
     """GroupMetadataValue v3 → :class:`GroupRecord` (other versions: ValueError)."""
-    c = _Cursor(data)
+    c = Cursor(data)
     version = c.read(read_int16)
     if version != GROUP_VALUE_VERSION:
         raise ValueError(f"unsupported GroupMetadataValue version {version}")
@@ -241,35 +209,6 @@ def parse_group_value(data: bytes) -> GroupRecord:
             c.read(read_legacy_bytes),
         ))
     return GroupRecord(protocol_type, generation, protocol, leader, state_ts, tuple(members))
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (signed 32-bit, over UTF-16 code units)."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of ``group_id`` (Kafka: ``Utils.abs(hashCode) % n``)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(2**31) else abs(h)) % num_partitions
-
-
-def encode_batch(records: list[tuple[bytes, bytes | None]], now_ms: int, *, producer_id: int = -1,
-                 producer_epoch: int = -1, attributes: int = 0) -> bytes:
-    """One uncompressed RecordBatch v2 (offsets from 0) of ``(key, value)`` records, written by kio."""
-    ts = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.timezone.utc)
-    batch = NewRecordBatch(
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1, attributes=attributes,
-        records=tuple(Record(attributes=0, timestamp=ts, offset=i, key=k, value=v, headers=())
-                      for i, (k, v) in enumerate(records)),
-    )
-    buf = io.BytesIO()
-    write_new_batch(buf, batch)
-    return buf.getvalue()
 
 
 def is_expired(value: OffsetAndMetadata, now_ms: int, retention_ms: int, empty_since_ms: int) -> bool:
@@ -294,67 +233,49 @@ class OffsetStore:
     """Committed offsets and group metadata of all groups, backed by ``__consumer_offsets``.
 
     ``OffsetStore(logs, config)`` with the broker's LogManager and BrokerConfig; call :meth:`load`
-    once (creates the topic when missing, replays it). Used from the broker's event loop thread
-    only. Write methods append first and update the cache only after the append succeeded, so a
-    failed write never changes what OffsetFetch returns. They raise :class:`CommitSizeError`
-    (INVALID_COMMIT_OFFSET_SIZE) when the records exceed the topic's ``max.message.bytes`` and
-    :class:`OffsetsStorageError` (COORDINATOR_NOT_AVAILABLE) when the log cannot be written.
+    once (replays the topic when it exists). The topic is created (compacted, with
+    ``offsets.topic.num.partitions`` partitions) by the first write, as Kafka creates it on first
+    use. Used from the broker's event loop thread only. Write methods append first and update the
+    cache only after the append succeeded, so a failed write never changes what OffsetFetch
+    returns. They raise :class:`InvalidCommitOffsetSizeError` (INVALID_COMMIT_OFFSET_SIZE) when the
+    records exceed the topic's ``max.message.bytes`` and :class:`CoordinatorNotAvailableError`
+    (COORDINATOR_NOT_AVAILABLE) when the log cannot be written.
     """
 
     def __init__(self, logs, config) -> None:
         self.logs = logs
         self.config = config
-        self.num_partitions = 0
         self.loaded_groups: dict[str, GroupRecord] = {}  # group metadata found by load()
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._pending: dict[int, _PendingTxn] = {}
 
     # -- loading ------------------------------------------------------------------------------
-    def ensure_topic(self) -> None:
-        """Create ``__consumer_offsets`` (compacted) when missing; learn its partition count."""
-        info = self.logs.topic(OFFSETS_TOPIC)
-        if info is None:
-            segment_bytes = self.config.get_int("offsets.topic.segment.bytes") or DEFAULT_OFFSETS_SEGMENT_BYTES
-            info = self.logs.create_topic(
-                OFFSETS_TOPIC, self.config.get_int("offsets.topic.num.partitions"),
-                {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)},
-            )
-        self.num_partitions = info.num_partitions
-
     def load(self) -> None:
         """Replay every ``__consumer_offsets`` partition into the cache (groups into :attr:`loaded_groups`)."""
-        self.ensure_topic()
         self._offsets.clear()
         self._pending.clear()
         self.loaded_groups.clear()
+        info = self.logs.topic(OFFSETS_TOPIC)
         count = 0
-        for partition in range(self.num_partitions):
-            for batch in self._read_batches(partition):
+        for partition in range(info.num_partitions if info is not None else 0):
+            for batch in iter_batches(self.logs.get_log(OFFSETS_TOPIC, partition)):
                 self._replay(batch)
                 count += len(batch.records)
         log.info("loaded %d records of %s: %d groups with offsets, %d with metadata, %d open transactions",
                  count, OFFSETS_TOPIC, len(self._offsets), len(self.loaded_groups), len(self._pending))
 
-    def _read_batches(self, partition: int) -> Iterator:
-        plog = self.logs.get_log(OFFSETS_TOPIC, partition)
-        for segment in list(plog.segments):
-            for position, header in segment.iter_headers():
-                if header.last_offset < plog.log_start_offset:
-                    continue
-                yield read_batch(segment.read_batch(position, header.size), 0)[0]
-
     def _replay(self, batch) -> None:
         attributes = batch.attributes
         if attributes & CONTROL_BIT:
             for record in batch.records:
-                c = _Cursor(record.key)
+                c = Cursor(record.key)
                 c.read(read_int16)
                 self._resolve(batch.producer_id, c.read(read_int16) == CONTROL_COMMIT)
             return
         for record in batch.records:
             try:
                 key = parse_key(record.key)
-            except (ValueError, TypeError) as e:
+            except (ValueError, TypeError, DecodeError) as e:
                 log.warning("skipping unreadable %s record at offset %d: %s", OFFSETS_TOPIC, record.offset, e)
                 continue
             if key[0] == "group":
@@ -389,22 +310,24 @@ class OffsetStore:
 
     # -- writing ------------------------------------------------------------------------------
     def partition_of(self, group_id: str) -> int:
-        """The ``__consumer_offsets`` partition holding ``group_id``."""
-        return partition_for(group_id, self.num_partitions)
+        """The ``__consumer_offsets`` partition holding ``group_id`` (the topic is created if missing).
+
+        Raises KafkaError when the topic cannot be created.
+        """
+        info = ensure_internal_topic(self.logs, OFFSETS_TOPIC, self.config.get_int("offsets.topic.num.partitions"),
+                                     self.config.get_int("offsets.topic.segment.bytes"))
+        return partition_for(group_id, info.num_partitions)
 
     def _append(self, group_id: str, batch: bytes, now_ms: int) -> None:
-        plog = self.logs.get_log(OFFSETS_TOPIC, self.partition_of(group_id))
-        if plog is None:
-            raise OffsetsStorageError(f"{OFFSETS_TOPIC} partition {self.partition_of(group_id)} is missing")
         try:
-            plog.append(batch, now_ms=now_ms)
+            self.logs.get_log(OFFSETS_TOPIC, self.partition_of(group_id)).append(batch, now_ms=now_ms)
         except (RecordTooLargeError, RecordBatchTooLargeError) as e:
-            raise CommitSizeError(
+            raise InvalidCommitOffsetSizeError(
                 f"the commit for group {group_id!r} is {len(batch)} bytes, more than {OFFSETS_TOPIC} accepts "
                 f"({e}); commit fewer partitions or shorter metadata per request"
             ) from None
         except KafkaError as e:
-            raise OffsetsStorageError(f"cannot write {OFFSETS_TOPIC} for group {group_id!r}: {e}") from e
+            raise CoordinatorNotAvailableError(f"cannot write {OFFSETS_TOPIC} for group {group_id!r}: {e}") from e
 
     def commit(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata], now_ms: int) -> None:
         """Persist ``{(topic, partition): OffsetAndMetadata}`` for ``group_id`` in one batch, then cache it."""
@@ -460,7 +383,7 @@ class OffsetStore:
         """Append ``offsets`` as a transactional batch of ``producer_id``/``producer_epoch``; keep them pending.
 
         They become committed offsets only through ``complete_txn(producer_id, commit=True)``.
-        Raises CommitSizeError or OffsetsStorageError (nothing staged then).
+        Raises InvalidCommitOffsetSizeError or CoordinatorNotAvailableError (nothing staged then).
         """
         if not offsets:
             return
@@ -477,7 +400,7 @@ class OffsetStore:
         partition it staged offsets in; on commit, its offsets become visible to OffsetFetch.
 
         Returns False (and writes nothing) when the producer has no pending offsets.
-        Raises OffsetsStorageError when a marker cannot be written (the offsets stay pending).
+        Raises CoordinatorNotAvailableError when a marker cannot be written (the offsets stay pending).
         """
         pending = self._pending.get(producer_id)
         if pending is None:
@@ -487,6 +410,6 @@ class OffsetStore:
             try:
                 plog.append_marker(producer_id, pending.producer_epoch, commit, coordinator_epoch, now_ms=now_ms)
             except KafkaError as e:
-                raise OffsetsStorageError(f"cannot write a transaction marker to {OFFSETS_TOPIC}-{partition}: {e}") from e
+                raise CoordinatorNotAvailableError(f"cannot write a transaction marker to {OFFSETS_TOPIC}-{partition}: {e}") from e
         self._resolve(producer_id, commit)
         return True

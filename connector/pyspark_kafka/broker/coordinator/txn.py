@@ -33,19 +33,19 @@ Producer ids come from :class:`ProducerIdManager`: blocks of 1000 reserved durab
 
 from __future__ import annotations
 
-import datetime
 import enum
-import io
 import logging
-import struct
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from kio.records.readers import read_batch
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
+from kio.serial.errors import DecodeError
+from kio.serial.readers import read_int8, read_int16, read_int32, read_int64, read_legacy_string
+from kio.serial.writers import write_int8, write_int16, write_int32, write_int64, write_legacy_string
 
+from pyspark_kafka.broker.coordinator.group import coordinator_for
+from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields, ensure_internal_topic, partition_for
+from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
 from pyspark_kafka.broker.log.checkpoint import atomic_write
 from pyspark_kafka.broker.log.errors import (
     ConcurrentTransactionsError,
@@ -57,11 +57,11 @@ from pyspark_kafka.broker.log.errors import (
     ProducerFencedError,
 )
 from pyspark_kafka.broker.log.producer_state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from pyspark_kafka.broker.log.records import encode_batch, iter_batches
 
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-OFFSETS_TOPIC = "__consumer_offsets"
 MAX_EPOCH = 32767 - 1  # Kafka bumps to a new producer id before the epoch reaches Short.MAX_VALUE
 PRODUCER_ID_BLOCK_SIZE = 1000
 PRODUCER_ID_BLOCK_FILE = "producer-id-block"
@@ -115,20 +115,6 @@ class TransactionMetadata:
 
 
 # --- pure rules ---------------------------------------------------------------------------------
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (signed 32-bit, over UTF-16 code units)."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(key: str, num_partitions: int) -> int:
-    """Partition of an internal topic for ``key`` (Kafka: ``Utils.abs(key.hashCode) % n``)."""
-    return (java_string_hash(key) & 0x7FFFFFFF) % num_partitions
 
 
 def check_timeout(timeout_ms: int, max_timeout_ms: int) -> None:
@@ -192,14 +178,9 @@ def bumped(meta: TransactionMetadata, new_producer_id: Callable[[], int]) -> tup
 # --- __transaction_state records ------------------------------------------------------------------
 
 
-def _string(value: str) -> bytes:
-    data = value.encode()
-    return struct.pack(">h", len(data)) + data
-
-
 def encode_key(transactional_id: str) -> bytes:
     """TransactionLogKey v0 bytes."""
-    return struct.pack(">h", KEY_VERSION) + _string(transactional_id)
+    return encode_fields((write_int16, KEY_VERSION), (write_legacy_string, transactional_id))
 
 
 def encode_value(meta: TransactionMetadata) -> bytes:
@@ -207,67 +188,40 @@ def encode_value(meta: TransactionMetadata) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(meta.partitions):
         by_topic.setdefault(topic, []).append(partition)
-    out = io.BytesIO()
-    out.write(struct.pack(">hqhib", VALUE_VERSION, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
-                          int(meta.state)))
-    out.write(struct.pack(">i", len(by_topic)))
+    fields: list[tuple] = [
+        (write_int16, VALUE_VERSION), (write_int64, meta.producer_id), (write_int16, meta.producer_epoch),
+        (write_int32, meta.timeout_ms), (write_int8, int(meta.state)), (write_int32, len(by_topic)),
+    ]
     for topic, partitions in by_topic.items():
-        out.write(_string(topic))
-        out.write(struct.pack(">i", len(partitions)))
-        out.write(b"".join(struct.pack(">i", p) for p in partitions))
-    out.write(struct.pack(">qq", meta.last_update_ms, meta.start_ms))
-    return out.getvalue()
-
-
-class _Reader:
-    def __init__(self, data: bytes):
-        self.data = data
-        self.pos = 0
-
-    def take(self, fmt: str):
-        values = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return values if len(values) > 1 else values[0]
-
-    def string(self) -> str:
-        n = self.take(">h")
-        value = self.data[self.pos : self.pos + n].decode()
-        self.pos += n
-        return value
+        fields += [(write_legacy_string, topic), (write_int32, len(partitions))]
+        fields += [(write_int32, p) for p in partitions]
+    fields += [(write_int64, meta.last_update_ms), (write_int64, meta.start_ms)]
+    return encode_fields(*fields)
 
 
 def decode_key(data: bytes) -> str:
     """The transactional id of a TransactionLogKey; ValueError for an unknown version."""
-    r = _Reader(data)
-    version = r.take(">h")
+    c = Cursor(data)
+    version = c.read(read_int16)
     if version != KEY_VERSION:
         raise ValueError(f"unknown {TRANSACTION_STATE_TOPIC} key version {version}")
-    return r.string()
+    return c.read(read_legacy_string)
 
 
 def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
     """A TransactionLogValue v0 as :class:`TransactionMetadata`; ValueError for an unknown version."""
-    r = _Reader(data)
-    version, producer_id, epoch, timeout_ms, state = r.take(">hqhib")
+    c = Cursor(data)
+    version = c.read(read_int16)
     if version != VALUE_VERSION:
         raise ValueError(f"unknown {TRANSACTION_STATE_TOPIC} value version {version}")
+    producer_id, epoch, timeout_ms, state = c.read(read_int64), c.read(read_int16), c.read(read_int32), c.read(read_int8)
     partitions = set()
-    for _ in range(r.take(">i")):
-        topic = r.string()
-        partitions.update((topic, r.take(">i")) for _ in range(r.take(">i")))
-    last_update, start = r.take(">qq")
+    for _ in range(c.read(read_int32)):
+        topic = c.read(read_legacy_string)
+        partitions.update((topic, c.read(read_int32)) for _ in range(c.read(read_int32)))
+    last_update, start = c.read(read_int64), c.read(read_int64)
     return TransactionMetadata(transactional_id, producer_id, epoch, timeout_ms, TxnState(state), partitions,
                                start, last_update)
-
-
-def state_batch(key: bytes, value: bytes, now_ms: int) -> bytes:
-    """One uncompressed RecordBatch v2 holding one ``__transaction_state`` record (written by kio)."""
-    ts = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.timezone.utc)
-    record = Record(attributes=0, timestamp=ts, offset=0, key=key, value=value, headers=())
-    buf = io.BytesIO()
-    write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1, base_sequence=-1, attributes=0,
-                                        records=(record,)))
-    return buf.getvalue()
 
 
 # --- producer ids --------------------------------------------------------------------------------
@@ -337,7 +291,7 @@ class TransactionCoordinator:
                     try:
                         txn_id = decode_key(key)
                         meta = None if value is None else decode_value(txn_id, value)
-                    except (ValueError, struct.error, UnicodeDecodeError, TypeError) as e:
+                    except (ValueError, DecodeError, UnicodeDecodeError, TypeError) as e:
                         log.warning("skipping an unreadable %s record: %s", TRANSACTION_STATE_TOPIC, e)
                         continue
                     if meta is None:
@@ -356,29 +310,20 @@ class TransactionCoordinator:
             log.info("loaded %d transactional ids from %s", len(self.transactions), TRANSACTION_STATE_TOPIC)
 
     def _read_records(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
-        plog = self.logs.get_log(TRANSACTION_STATE_TOPIC, partition)
-        for segment in list(plog.segments):
-            for position, header in segment.iter_headers():
-                if header.last_offset < plog.log_start_offset or header.is_control:
-                    continue
-                batch, _ = read_batch(segment.read_batch(position, header.size), 0)
-                for record in batch.records:
-                    yield record.key, record.value
+        for batch in iter_batches(self.logs.get_log(TRANSACTION_STATE_TOPIC, partition)):
+            for record in batch.records:
+                yield record.key, record.value
 
     # -- persistence --------------------------------------------------------------------------
     def _state_log(self, transactional_id: str):
-        info = self.logs.topic(TRANSACTION_STATE_TOPIC)
-        if info is None:
-            info = self.logs.create_topic(
-                TRANSACTION_STATE_TOPIC, self.config.get_int("transaction.state.log.num.partitions"),
-                {"cleanup.policy": "compact", "segment.bytes": str(STATE_SEGMENT_BYTES)},
-            )
+        info = ensure_internal_topic(self.logs, TRANSACTION_STATE_TOPIC,
+                                     self.config.get_int("transaction.state.log.num.partitions"), STATE_SEGMENT_BYTES)
         return self.logs.get_log(TRANSACTION_STATE_TOPIC, partition_for(transactional_id, info.num_partitions))
 
     def _persist(self, meta: TransactionMetadata, now_ms: int) -> None:
         """Append ``meta`` to ``__transaction_state``, then make it the current state."""
         meta.last_update_ms = now_ms
-        batch = state_batch(encode_key(meta.transactional_id), encode_value(meta), now_ms)
+        batch = encode_batch([(encode_key(meta.transactional_id), encode_value(meta))], now_ms)
         self._state_log(meta.transactional_id).append(batch, now_ms=now_ms)
         old = self.transactions.get(meta.transactional_id)
         if old is not None and old.producer_id != meta.producer_id:
@@ -445,7 +390,7 @@ class TransactionCoordinator:
 
     def offsets_partition(self, group_id: str) -> TopicPartition:
         """The ``__consumer_offsets`` partition of ``group_id`` (what AddOffsetsToTxn adds)."""
-        return OFFSETS_TOPIC, offset_store(self.broker).partition_of(group_id)
+        return OFFSETS_TOPIC, coordinator_for(self.broker).offsets.partition_of(group_id)
 
     # -- EndTxn ---------------------------------------------------------------------------------
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, now_ms: int) -> None:
@@ -483,7 +428,7 @@ class TransactionCoordinator:
             plog.append_marker(meta.producer_id, meta.producer_epoch, commit, now_ms=now_ms)
             self.broker.notify_append(topic, partition)
         if any(topic == OFFSETS_TOPIC for topic, _ in meta.partitions):
-            offset_store(self.broker).complete_txn(meta.producer_id, commit, now_ms)
+            coordinator_for(self.broker).offsets.complete_txn(meta.producer_id, commit, now_ms)
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         self._persist(replace(meta, state=done, partitions=set(), start_ms=-1), now_ms)
 
@@ -535,16 +480,6 @@ class TransactionCoordinator:
             and (not producer_ids or m.producer_id in producer_ids)
             and (min_duration_ms < 0 or (m.state == TxnState.ONGOING and now_ms - m.start_ms > min_duration_ms))
         ]
-
-
-def offset_store(broker):
-    """The broker's ``__consumer_offsets`` store (the group coordinator's, loaded on first use).
-
-    Raises KafkaError when ``__consumer_offsets`` cannot be loaded.
-    """
-    from pyspark_kafka.broker.coordinator.group import coordinator_for
-
-    return coordinator_for(broker).offsets
 
 
 def coordinator(broker) -> TransactionCoordinator:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
+
+from pyspark_kafka.broker.clock import now_ms  # noqa: F401 - handlers take the clock from here
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 
@@ -40,10 +41,11 @@ class Api:
 
 @dataclass(frozen=True)
 class RequestContext:
-    """What a handler knows about a request: the broker, the api version and the header.
+    """What a handler knows about a request: the broker, the api version, the header and the peer.
 
     ``broker`` is the :class:`pyspark_kafka.broker.server.Broker` (log manager, config,
-    advertised host/port, append notifications).
+    advertised host/port, append notifications); ``client_host`` is the client's address as
+    Kafka shows it (``/127.0.0.1``; empty when unknown).
     """
 
     broker: Any
@@ -51,6 +53,7 @@ class RequestContext:
     api_version: int
     correlation_id: int
     client_id: str | None
+    client_host: str = ""
 
 
 class CloseConnection(Exception):
@@ -58,11 +61,6 @@ class CloseConnection(Exception):
 
     Kafka does this for a failed acks=0 produce, so the client refreshes its metadata.
     """
-
-
-def now_ms() -> int:
-    """Wall-clock time in ms since the epoch (Kafka timestamps)."""
-    return time.time_ns() // 1_000_000
 
 
 REGISTRY: dict[int, Api] = {}

@@ -15,30 +15,20 @@ from __future__ import annotations
 from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.log.errors import (
-    InvalidPartitionsError,
+    NONE,
+    UNKNOWN_TOPIC_ID,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
+    InvalidRequestError,
     KafkaError,
-    UnknownTopicOrPartitionError,
 )
 
-NONE = 0
-INVALID_REPLICA_ASSIGNMENT = 39
-INVALID_REQUEST = 42
-UNKNOWN_TOPIC_ID = 100
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
-
-
-class _AssignmentError(KafkaError):
-    error_code = INVALID_REPLICA_ASSIGNMENT
-
-
-class _InvalidRequest(KafkaError):
-    error_code = INVALID_REQUEST
 
 
 def _partition_count(broker, topic) -> int:
@@ -51,25 +41,15 @@ def _partition_count(broker, topic) -> int:
     if topic.assignments:
         for a in topic.assignments:
             if list(a.broker_ids) != [me]:
-                raise _AssignmentError(
+                raise InvalidReplicaAssignmentError(
                     f"partition {a.partition_index} is assigned to brokers {list(a.broker_ids)}: only broker {me} exists"
                 )
         if sorted(a.partition_index for a in topic.assignments) != list(range(len(topic.assignments))):
-            raise _AssignmentError("replica assignment partitions must be 0..N-1, each once")
+            raise InvalidReplicaAssignmentError("replica assignment partitions must be 0..N-1, each once")
         return len(topic.assignments)
     if topic.num_partitions == -1:
         return broker.config.get_int("num.partitions")
     return topic.num_partitions
-
-
-def _created_configs(broker, name: str, validate_only: bool) -> list[dict]:
-    if validate_only or broker.logs.topic(name) is None:
-        return []
-    return [
-        {"name": n, "value": v, "read_only": False, "config_source": DYNAMIC_TOPIC_CONFIG if not d else DEFAULT_CONFIG,
-         "is_sensitive": False}
-        for n, v, d in broker.logs.describe_topic_configs(name)
-    ]
 
 
 @register(api_key=19, min_version=2, max_version=7)
@@ -84,7 +64,7 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                   "num_partitions": -1, "replication_factor": -1, "configs": []}
         try:
             if names.count(topic.name) > 1:
-                raise _InvalidRequest(f"topic {topic.name!r} appears more than once in the request")
+                raise InvalidRequestError(f"topic {topic.name!r} appears more than once in the request")
             validate_topic_name(topic.name)
             count = _partition_count(broker, topic)
             configs = {c.name: c.value for c in topic.configs}
@@ -96,7 +76,7 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                 topic_id=None if validate_only else info.topic_id,
                 num_partitions=count,
                 replication_factor=1,
-                configs=_created_configs(broker, topic.name, validate_only),
+                configs=[] if validate_only else topic_configs(broker, topic.name, include_synonyms=False),
             )
         results.append(result)
     return {"throttle_time": 0, "topics": results}
@@ -119,11 +99,7 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
                 error_code, message = UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}"
         if error_code == NONE:
             try:
-                info = broker.logs.topic(name)
-                if info is None:
-                    raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-                topic_id = info.topic_id
-                broker.logs.delete_topic(name)
+                topic_id = broker.logs.delete_topic(name).topic_id
             except KafkaError as exc:
                 error_code, message = exc.error_code, str(exc)
         responses.append({"name": name, "topic_id": topic_id, "error_code": error_code, "error_message": message})
@@ -138,20 +114,10 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
     for topic in request.topics:
         error_code, message = NONE, None
         try:
-            info = broker.logs.topic(topic.name)
-            if info is None:
-                raise UnknownTopicOrPartitionError(f"topic {topic.name!r} does not exist")
             for a in topic.assignments or ():
                 if list(a.broker_ids) != [broker.node_id]:
-                    raise _AssignmentError(f"new partitions may only be assigned to broker {broker.node_id}")
-            if request.validate_only:
-                if topic.count <= info.num_partitions:
-                    raise InvalidPartitionsError(
-                        f"Topic {topic.name} currently has {info.num_partitions} partitions, "
-                        f"{topic.count} would not be an increase."
-                    )
-            else:
-                broker.logs.create_partitions(topic.name, topic.count)
+                    raise InvalidReplicaAssignmentError(f"new partitions may only be assigned to broker {broker.node_id}")
+            broker.logs.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
         except KafkaError as exc:
             error_code, message = exc.error_code, str(exc)
         results.append({"name": topic.name, "error_code": error_code, "error_message": message})
@@ -202,15 +168,13 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
         try:
             if res.resource_type == TOPIC_RESOURCE:
                 validate_topic_name(res.resource_name)
-                if broker.logs.topic(res.resource_name) is None:
-                    raise UnknownTopicOrPartitionError(f"topic {res.resource_name!r} does not exist")
                 configs = topic_configs(broker, res.resource_name, synonyms)
             elif res.resource_type == BROKER_RESOURCE:
                 if res.resource_name not in ("", str(broker.node_id)):
-                    raise _InvalidRequest(f"broker {res.resource_name!r} is not this broker ({broker.node_id})")
+                    raise InvalidRequestError(f"broker {res.resource_name!r} is not this broker ({broker.node_id})")
                 configs = broker_configs(broker, synonyms)
             else:
-                raise _InvalidRequest(f"resource type {res.resource_type} is not supported: use topic (2) or broker (4)")
+                raise InvalidRequestError(f"resource type {res.resource_type} is not supported: use topic (2) or broker (4)")
         except KafkaError as exc:
             error_code, message = exc.error_code, str(exc)
         if res.configuration_keys is not None:

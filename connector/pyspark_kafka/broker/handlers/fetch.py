@@ -29,12 +29,9 @@ from __future__ import annotations
 import asyncio
 
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
 from pyspark_kafka.broker.protocol import ms
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-UNKNOWN_TOPIC_ID = 100
 READ_COMMITTED = 1
 
 

@@ -23,13 +23,12 @@ from pyspark_kafka.broker.coordinator.group import (
 )
 from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
 from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
-from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.handlers.metadata import NO_AUTHORIZED_OPERATIONS
+from pyspark_kafka.broker.log.errors import INVALID_REQUEST, KafkaError
 from pyspark_kafka.broker.protocol import ms
 
-INVALID_REQUEST = 42
 GROUP_KEY = 0
 TXN_KEY = 1
-NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
 def _coordinator(ctx: RequestContext):
@@ -38,10 +37,6 @@ def _coordinator(ctx: RequestContext):
         return coordinator_for(ctx.broker)
     except KafkaError:
         return None
-
-
-def _client_host(ctx: RequestContext) -> str:
-    return getattr(ctx, "client_host", None) or ""
 
 
 # --- FindCoordinator ------------------------------------------------------------------------
@@ -84,7 +79,7 @@ async def join_group(ctx: RequestContext, request) -> dict:
     rebalance = getattr(request, "rebalance_timeout", None)
     result = await coordinator.join_group(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None), ctx.client_id or "",
-        _client_host(ctx), session_ms, session_ms if rebalance is None else ms(rebalance), request.protocol_type,
+        ctx.client_host, session_ms, session_ms if rebalance is None else ms(rebalance), request.protocol_type,
         [(p.name, p.metadata) for p in request.protocols], require_known_member_id=ctx.api_version >= 4,
     )
     return {

@@ -11,11 +11,8 @@ timestamp -1 when there is none.
 from __future__ import annotations
 
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.log.errors import INVALID_REQUEST, NONE, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_REQUEST = 42
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3

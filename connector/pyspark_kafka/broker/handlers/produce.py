@@ -25,16 +25,13 @@ from __future__ import annotations
 from pyspark_kafka.broker.config import validate_topic_name
 from pyspark_kafka.broker.handlers import CloseConnection, RequestContext, now_ms, register
 from pyspark_kafka.broker.coordinator.txn import coordinator
-from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
 from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, parse_header
 
-NONE = 0
 INVALID_TOPIC_EXCEPTION = 17
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")  # written only by the coordinators
 CORRUPT_MESSAGE = 2
-UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_REQUIRED_ACKS = 21
-UNKNOWN_TOPIC_ID = 100
 
 
 def _partition_result(index: int, error_code: int, message: str | None = None, append=None) -> dict:

@@ -13,13 +13,13 @@ InitProducerId v6 (two-phase commit, KIP-939) is not served.
 
 from __future__ import annotations
 
-from pyspark_kafka.broker.coordinator.txn import coordinator, offset_store
+from pyspark_kafka.broker.coordinator.group import coordinator_for
+from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
+from pyspark_kafka.broker.coordinator.txn import STATE_BY_NAME, coordinator
 from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
-from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
 from pyspark_kafka.broker.protocol import ms
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
 OPERATION_NOT_ATTEMPTED = 55
 TRANSACTIONAL_ID_NOT_FOUND = 105
 
@@ -88,8 +88,6 @@ async def add_offsets_to_txn(ctx: RequestContext, request) -> dict:
 @register(api_key=28, min_version=0, max_version=4)
 async def txn_offset_commit(ctx: RequestContext, request) -> dict:
     """Stage the group's offsets in the producer's transaction; OffsetFetch sees them only after commit."""
-    from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
-
     broker = ctx.broker
     txn = coordinator(broker)
     now = now_ms()
@@ -102,7 +100,7 @@ async def txn_offset_commit(ctx: RequestContext, request) -> dict:
                 p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
             for t in request.topics for p in t.partitions
         }
-        offset_store(broker).stage_txn_offsets(request.producer_id, request.producer_epoch, request.group_id,
+        coordinator_for(broker).offsets.stage_txn_offsets(request.producer_id, request.producer_epoch, request.group_id,
                                                offsets, now)
     except KafkaError as exc:
         error = exc.error_code
@@ -154,8 +152,6 @@ async def describe_transactions(ctx: RequestContext, request) -> dict:
 @register(api_key=66, min_version=0, max_version=1)
 async def list_transactions(ctx: RequestContext, request) -> dict:
     """Transactional ids filtered by state names, producer ids and (v1) minimum running time in ms."""
-    from pyspark_kafka.broker.coordinator.txn import STATE_BY_NAME
-
     txn = coordinator(ctx.broker)
     states = set(request.state_filters)
     unknown = sorted(s for s in states if s not in STATE_BY_NAME)

@@ -37,11 +37,10 @@ from typing import Iterator, NamedTuple
 import crc32c
 from kio.serial.readers import read_int8, read_signed_varint, read_signed_varlong
 
-from pyspark_kafka.broker.log.checkpoint import fsync_dir
+from pyspark_kafka.broker.log.checkpoint import fsync_dir, write_synced
 from pyspark_kafka.broker.log.record_batch import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
-    CRC_START,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
@@ -259,10 +258,7 @@ def _batches(segment: LogSegment) -> Iterator[tuple[int, BatchHeader, bytes]]:
 def _swap_in(segment: LogSegment, data: bytes, config) -> LogSegment:
     """Replace ``segment``'s ``.log`` with ``data`` (crash-safe order) and return the reopened segment."""
     cleaned = segment.log_path.with_name(segment.log_path.name + CLEANED_SUFFIX)
-    with open(cleaned, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    write_synced(cleaned, data)
     segment.close()
     segment.offset_index_path.unlink(missing_ok=True)
     segment.time_index_path.unlink(missing_ok=True)

@@ -68,6 +68,12 @@ class InvalidReplicationFactorError(KafkaError):
     error_code = 38
 
 
+class InvalidReplicaAssignmentError(KafkaError):
+    """A manual replica assignment naming another broker or skipping partitions (INVALID_REPLICA_ASSIGNMENT)."""
+
+    error_code = 39
+
+
 class InvalidConfigError(KafkaError, ValueError):
     """An unknown config name or a value of the wrong type or range (INVALID_CONFIG)."""
 
@@ -76,6 +82,12 @@ class InvalidConfigError(KafkaError, ValueError):
 
 class ConfigError(InvalidConfigError):
     """A broker config given at startup is unknown or malformed; the message names the key and the fix."""
+
+
+class InvalidRequestError(KafkaError):
+    """A request that is well formed but asks for something this broker cannot do (INVALID_REQUEST)."""
+
+    error_code = 42
 
 
 class KafkaStorageError(KafkaError):
@@ -90,13 +102,22 @@ class InvalidRecordError(KafkaError):
     error_code = 87
 
 
+# -- consumer groups ---------------------------------------------------------------------------
+
+
+class CoordinatorNotAvailableError(KafkaError):
+    """``__consumer_offsets`` cannot be read or written (COORDINATOR_NOT_AVAILABLE); clients retry."""
+
+    error_code = 15
+
+
+class InvalidCommitOffsetSizeError(KafkaError):
+    """An offset commit larger than ``__consumer_offsets`` accepts (INVALID_COMMIT_OFFSET_SIZE)."""
+
+    error_code = 28
+
+
 # -- idempotent producers and transactions (KIP-98) ------------------------------------------
-
-
-class CoordinatorLoadInProgressError(KafkaError):
-    """The coordinator is still loading its state (COORDINATOR_LOAD_IN_PROGRESS); the client retries."""
-
-    error_code = 14
 
 
 class OutOfOrderSequenceError(KafkaError):
@@ -139,3 +160,11 @@ class ProducerFencedError(KafkaError):
     """A newer producer with the same transactional id exists (PRODUCER_FENCED, KIP-588)."""
 
     error_code = 90
+
+
+# -- codes the handlers put into responses directly (Kafka's ``Errors``) ------------------------
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.error_code
+INVALID_REQUEST = InvalidRequestError.error_code
+UNKNOWN_TOPIC_ID = 100

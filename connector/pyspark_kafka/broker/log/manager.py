@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from pyspark_kafka.broker import clock
 from pyspark_kafka.broker.config import (
     TOPIC_CONFIG_TO_BROKER,
     BrokerConfig,
@@ -292,8 +293,8 @@ class LogManager:
             raise UnknownTopicOrPartitionError(f"This server does not host this topic: {name!r}")
         return info
 
-    def delete_topic(self, name: str) -> None:
-        """Delete the topic and all its data (metadata first, then the directories).
+    def delete_topic(self, name: str) -> TopicInfo:
+        """Delete the topic and all its data (metadata first, then the directories); return what it was.
 
         Raises UnknownTopicOrPartitionError.
         """
@@ -308,6 +309,7 @@ class LogManager:
             if partition_log is not None:
                 partition_log.delete()
         log.info("deleted topic %s", name)
+        return info
 
     def create_partitions(self, name: str, new_total: int, validate_only: bool = False) -> TopicInfo:
         """Grow ``name`` to ``new_total`` partitions (Kafka never shrinks a topic).
@@ -406,7 +408,7 @@ class LogManager:
     def run_cleaner(self, now_ms: int | None = None) -> int:
         """Compact every log whose ``cleanup.policy`` includes ``compact`` (see :mod:`.cleaner`);
         returns the number of records removed. A log that fails to clean is logged and left as it was."""
-        now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+        now = now_ms if now_ms is not None else clock.now_ms()
         removed = 0
         for partition_log in list(self._logs.values()):
             if not partition_log.config.compacts:
@@ -424,7 +426,7 @@ class LogManager:
 
         For the server's periodic task (Kafka's ``log.flush.scheduler.interval.ms``).
         """
-        now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+        now = now_ms if now_ms is not None else clock.now_ms()
         flushed = sum(1 for partition_log in self._logs.values() if partition_log.flush_if_due(now))
         if flushed:
             self.checkpoint()

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from pyspark_kafka.broker import clock
 from pyspark_kafka.broker.config import LogConfig
 from pyspark_kafka.broker.log.checkpoint import fsync_dir
 from pyspark_kafka.broker.log.errors import (
@@ -63,7 +64,6 @@ from pyspark_kafka.broker.log.segment import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
-    now_ms,
 )
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ class PartitionLog:
         self.log_end_offset = 0
         self.high_watermark = 0
         self.recovery_point = 0
-        self.last_flush_ms = now_ms()
+        self.last_flush_ms = clock.now_ms()
         self.on_flush: Callable[[], None] | None = None  # called when the recovery point advances
         self.recovery_stats = RecoveryStats(clean_shutdown=clean_shutdown)
         self.producer_state = ProducerStateManager(self.dir, f"{topic}-{partition}")
@@ -254,7 +254,7 @@ class PartitionLog:
 
     def _snapshot_producer_state(self, now_ms: int | None = None) -> None:
         """Drop expired producers (``producer.id.expiration.ms``), then snapshot the state at the LEO."""
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else clock.now_ms()
         self.producer_state.remove_expired(now, self.config.producer_id_expiration_ms)
         self.producer_state.take_snapshot(self.log_end_offset)
 
@@ -353,7 +353,7 @@ class PartitionLog:
         RecordBatchTooLargeError, OutOfOrderSequenceError, InvalidProducerEpochError,
         InvalidTxnStateError (log unchanged) or KafkaStorageError.
         """
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else clock.now_ms()
         headers = validate_batches(records)
         self._check_sizes(headers, len(records))
         controls = []
@@ -384,7 +384,7 @@ class PartitionLog:
         :class:`AbortedTxn` so read_committed fetches skip its records. The LSO moves on.
         Raises InvalidProducerEpochError when ``producer_epoch`` is older than the partition's.
         """
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else clock.now_ms()
         self._check_marker_epoch(producer_id, producer_epoch)
         records = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
         return self._append_valid(records, [parse_header(records)], now, [CONTROL_COMMIT if commit else CONTROL_ABORT])
@@ -472,7 +472,7 @@ class PartitionLog:
     def _flush_segments(self, segments: list[LogSegment], recovery_point: int, now_ms: int | None) -> None:
         for segment in segments:
             segment.flush()
-        self.last_flush_ms = now_ms if now_ms is not None else _wall_ms()
+        self.last_flush_ms = now_ms if now_ms is not None else clock.now_ms()
         if recovery_point > self.recovery_point:
             self.recovery_point = recovery_point
             if self.on_flush is not None:
@@ -595,7 +595,7 @@ class PartitionLog:
         The active segment is never deleted. Only with ``cleanup.policy`` containing ``delete``.
         The log start offset advances to the first remaining segment's base offset.
         """
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else clock.now_ms()
         config = self.config
         closed = self.segments[:-1]
         if not closed:
@@ -671,6 +671,3 @@ class PartitionLog:
             doomed = self.dir
         shutil.rmtree(doomed, ignore_errors=True)
 
-
-def _wall_ms() -> int:
-    return now_ms()

@@ -27,8 +27,6 @@ replays the batch headers after it (control batches also have their one record r
 
 from __future__ import annotations
 
-import datetime
-import io
 import json
 import logging
 import os
@@ -38,11 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from kio.records.readers import read_batch
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
-from kio.static.primitive import i8, i16, i32, i64
-
 from pyspark_kafka.broker.log.checkpoint import atomic_write
 from pyspark_kafka.broker.log.errors import (
     InvalidProducerEpochError,
@@ -50,12 +43,16 @@ from pyspark_kafka.broker.log.errors import (
     OutOfOrderSequenceError,
 )
 from pyspark_kafka.broker.log.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader
+from pyspark_kafka.broker.log.records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    decode_batch,
+    encode_batch,
+)
 
 log = logging.getLogger(__name__)
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
 BATCHES_RETAINED = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight 5)
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -145,8 +142,7 @@ def check_sequence(entry: ProducerEntry | None, epoch: int, first_seq: int, wher
 
 def control_type(batch: bytes) -> int:
     """CONTROL_COMMIT or CONTROL_ABORT from a control batch's one record (key: version int16, type int16)."""
-    parsed, _ = read_batch(batch, 0)
-    key = parsed.records[0].key
+    key = decode_batch(batch).records[0].key
     if key is None or len(key) < 4:
         raise ValueError("control record without a 4-byte key")
     return int.from_bytes(key[2:4], "big", signed=True)
@@ -338,17 +334,7 @@ def control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinat
     Key: version 0 (int16), type (int16: 0 abort, 1 commit); value: version 0 (int16),
     coordinator epoch (int32) — Kafka's ``EndTransactionMarker``. Base offset 0, sequence -1.
     """
-    record = Record(
-        attributes=i8(0),
-        timestamp=datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.timezone.utc),
-        offset=i64(0),
-        key=struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT),
-        value=struct.pack(">hi", 0, coordinator_epoch),
-        headers=(),
-    )
-    buf = io.BytesIO()
-    write_new_batch(buf, NewRecordBatch(
-        producer_id=i64(producer_id), producer_epoch=i16(producer_epoch), base_sequence=i32(NO_SEQUENCE),
-        records=(record,), attributes=i16(TRANSACTIONAL_BIT | CONTROL_BIT),
-    ))
-    return buf.getvalue()
+    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return encode_batch([(key, value)], timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+                        attributes=TRANSACTIONAL_BIT | CONTROL_BIT)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Iterator
 
+from pyspark_kafka.broker.clock import now_ms
 from pyspark_kafka.broker.log.errors import KafkaStorageError
 from pyspark_kafka.broker.log.index import INT32_MAX, IndexCorruptError, OffsetIndex, TimeIndex
 from pyspark_kafka.broker.log.record_batch import (
@@ -44,10 +44,6 @@ _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 def segment_file_name(base_offset: int, suffix: str) -> str:
     """``00000000000000000042.log`` for base offset 42 (Kafka's 20-digit file names)."""
     return f"{base_offset:020d}{suffix}"
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class LogSegment:

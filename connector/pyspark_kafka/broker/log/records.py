@@ -1,0 +1,54 @@
+"""Whole RecordBatch v2 encoding and decoding (via kio) for the records the broker writes itself.
+
+The coordinators keep their state as records in internal topics (``__consumer_offsets``,
+``__transaction_state``) and write transaction markers (control batches); they build and read
+those batches here. The produce and fetch paths never use this module: client batches are
+stored and served as sent (see :mod:`~pyspark_kafka.broker.log.record_batch`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+from typing import Iterable, Iterator
+
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch, Record, RecordBatch
+from kio.records.writers import write_new_batch
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+
+
+def encode_batch(records: Iterable[tuple[bytes | None, bytes | None]], timestamp_ms: int, *,
+                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                 attributes: int = 0) -> bytes:
+    """One uncompressed RecordBatch v2 (base offset 0, no sequence) of ``(key, value)`` records.
+
+    Every record gets ``timestamp_ms`` (ms since the epoch); ``attributes`` are the batch
+    attribute bits (e.g. transactional, control). A ``None`` value is a tombstone.
+    """
+    ts = datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.timezone.utc)
+    batch = NewRecordBatch(
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE, attributes=attributes,
+        records=tuple(Record(attributes=0, timestamp=ts, offset=i, key=key, value=value, headers=())
+                      for i, (key, value) in enumerate(records)),
+    )
+    buf = io.BytesIO()
+    write_new_batch(buf, batch)
+    return buf.getvalue()
+
+
+def decode_batch(data: bytes) -> RecordBatch:
+    """The kio :class:`RecordBatch` (header fields and decoded records) of one whole batch."""
+    return read_batch(data, 0)[0]
+
+
+def iter_batches(plog) -> Iterator[RecordBatch]:
+    """Every batch of partition log ``plog`` from its log start offset, decoded (for replaying a
+    coordinator's internal topic at start; not for client data)."""
+    for segment in list(plog.segments):
+        for position, header in segment.iter_headers():
+            if header.last_offset >= plog.log_start_offset:
+                yield decode_batch(segment.read_batch(position, header.size))
