@@ -90,12 +90,21 @@ def finite(value):
     return value
 
 
-def _git_commit() -> str | None:
+def _git(*args: str) -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or None
+        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _git_commit() -> str | None:
+    return _git("rev-parse", "HEAD") or None
+
+
+def _git_modified() -> list[str] | None:
+    """Tracked files that differ from the commit (the run measured those, not the commit's)."""
+    out = _git("status", "--porcelain", "--untracked-files=no")
+    return None if out is None else [line[3:] for line in out.splitlines()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "quick": args.quick,
         "git_commit": _git_commit(),
+        "git_modified_files": _git_modified(),
         "machine": common.machine_info(),
         "duration_s": round(time.monotonic() - run_started, 1),
         "durations_s": durations,
