@@ -92,13 +92,13 @@ def finite(value):
 
 def _git(*args: str) -> str | None:
     try:
-        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=10).stdout.rstrip("\n")
     except (OSError, subprocess.SubprocessError):
         return None
 
 
 def _git_commit() -> str | None:
-    return _git("rev-parse", "HEAD") or None
+    return (_git("rev-parse", "HEAD") or "").strip() or None
 
 
 def _git_modified() -> list[str] | None:
