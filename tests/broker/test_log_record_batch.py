@@ -13,8 +13,8 @@ from pyspark_kafka.broker.log.record_batch import (
     BATCH_HEADER_SIZE,
     iter_record_offsets_and_timestamps,
     parse_header,
-    set_base_offset,
     set_log_append_time,
+    stored_batch,
     validate_batches,
 )
 from pyspark_kafka.broker.log.testing import GZIP, make_batch
@@ -45,11 +45,17 @@ def test_flipped_byte_inside_crc_range_is_corrupt(byte):
         validate_batches(bytes(raw))
 
 
-def test_base_offset_and_leader_epoch_are_outside_the_crc():
-    raw = bytearray(make_batch(4))
-    set_base_offset(raw, 0, 123456)
-    raw[12:16] = struct.pack(">i", 9)
-    assert validate_batches(raw)[0].base_offset == 123456
+@pytest.mark.parametrize("log_append_time", [-1, 1_800_000_000_000])
+def test_stored_batch_gets_its_offset_and_leader_epoch_and_keeps_a_valid_crc(log_append_time):
+    raw = make_batch(4) + make_batch(2)
+    first, second = validate_batches(raw)
+    stored = b"".join(stored_batch(memoryview(raw), first.size, second, 123456, 9, log_append_time))
+    header = validate_batches(stored)[0]  # baseOffset and partitionLeaderEpoch are outside the CRC
+    assert (header.base_offset, header.partition_leader_epoch, header.record_count) == (123456, 9, 2)
+    assert header.max_timestamp == (second.max_timestamp if log_append_time < 0 else log_append_time)
+    if log_append_time < 0:
+        assert stored[16:] == raw[first.size + 16:]  # the rest is the producer's bytes, untouched
+    assert read_batch(stored, 0)[0].records[1].offset == 123457  # an independent reader agrees
 
 
 def test_truncated_batch_is_corrupt():

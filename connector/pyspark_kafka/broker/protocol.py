@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import io
 import os
 import struct
@@ -64,12 +65,23 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
     return _INT16_INT16_INT32.unpack_from(frame, 0)
 
 
+@functools.cache
 def request_schema(api_key: int, version: int) -> type:
-    """The kio request dataclass for ``api_key`` at ``version`` (KeyError-free: raises ProtocolError)."""
+    """The kio request dataclass for ``api_key`` at ``version`` (KeyError-free: raises ProtocolError).
+
+    Cached: kio resolves the schema module by name on every call, which costs more than decoding
+    a small request.
+    """
     try:
         return load_request_schema(api_key, version)
     except Exception as exc:  # kio raises its own index errors or import errors
         raise ProtocolError(f"no schema for api key {api_key} version {version}: {exc}") from None
+
+
+@functools.cache
+def response_schema(api_key: int, version: int) -> type:
+    """The kio response dataclass for ``api_key`` at ``version`` (cached); kio's errors pass through."""
+    return load_response_schema(api_key, version)
 
 
 def decode_request(frame: bytes, api_key: int, version: int) -> tuple[RequestHeader, Any]:
@@ -235,7 +247,7 @@ def encode_response(api_key: int, version: int, correlation_id: int, data: dict 
     splits the encoded bytes at it and rewrites the placeholder's length prefix
     (compact bytes: uvarint(len+1); otherwise int32 len). The size prefix counts all chunks.
     """
-    schema = load_response_schema(api_key, version)
+    schema = response_schema(api_key, version)
     slices: list = []
     entity = data if isinstance(data, schema) else _build(schema, data, slices)
     buf = io.BytesIO()
@@ -272,7 +284,7 @@ def encode_error_response(api_key: int, version: int, correlation_id: int, error
     lists; returns None otherwise (then the caller closes the connection).
     """
     try:
-        schema = load_response_schema(api_key, version)
+        schema = response_schema(api_key, version)
     except Exception:
         return None
     data: dict = {}

@@ -45,10 +45,8 @@ from pyspark_kafka.broker.log.errors import (
 from pyspark_kafka.broker.log.record_batch import (
     TIMESTAMP_TYPE_BIT,
     iter_record_offsets_and_timestamps,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
     parse_header,
+    stored_batch,
     validate_batches,
 )
 from pyspark_kafka.broker.log.producer_state import (
@@ -415,21 +413,22 @@ class PartitionLog:
     def _append_valid(self, records, headers, now: int, controls: list) -> AppendResult:
         """Assign offsets to validated batches, write them, update the producer state.
 
-        ``controls[i]`` is the marker type of control batch ``i`` (None for data batches).
+        ``controls[i]`` is the marker type of control batch ``i`` (None for data batches). The
+        record bytes are written from the request's buffer (no copy) behind a new 16-byte prefix
+        per batch; only LogAppendTime batches are copied, to be stamped.
         """
         config = self.config
         total = len(records)
-        buf = bytearray(records)
+        view = memoryview(records)
         append_time = now if config.log_append_time else -1
         offset = self.log_end_offset
         assigned = []
+        pieces: list = []
         position = 0
         max_timestamp = -1
         for header in headers:
-            set_base_offset(buf, position, offset)
-            set_partition_leader_epoch(buf, position, self.leader_epoch)
+            pieces += stored_batch(view, position, header, offset, self.leader_epoch, append_time)
             if append_time >= 0:
-                set_log_append_time(buf, position, header.size, append_time)
                 header = header._replace(max_timestamp=append_time, attributes=header.attributes | TIMESTAMP_TYPE_BIT)
             header = header._replace(base_offset=offset, partition_leader_epoch=self.leader_epoch)
             assigned.append(header)
@@ -442,7 +441,7 @@ class PartitionLog:
         segment = self.active_segment
         if segment.should_roll(config.segment_bytes, config.segment_ms, total, max_timestamp, last_offset, now):
             segment = self.roll(now)
-        segment.append(buf, assigned)
+        segment.append(pieces, assigned)
         self.log_end_offset = offset
         self.high_watermark = offset
         for header, control in zip(assigned, controls):

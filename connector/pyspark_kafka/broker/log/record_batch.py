@@ -31,7 +31,6 @@ MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 MAX_TIMESTAMP_OFFSET = 35
-LEADER_EPOCH_OFFSET = 12
 
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
@@ -41,8 +40,9 @@ COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_LENGTH = struct.Struct(">qi")
+_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the bytes before the CRC'd part
+PREFIX_SIZE = _PREFIX.size
 _INT64 = struct.Struct(">q")
-_INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 assert _HEADER.size == BATCH_HEADER_SIZE
@@ -178,16 +178,6 @@ def validate_batches(buf) -> list[BatchHeader]:
     return headers
 
 
-def set_base_offset(buf: bytearray, position: int, base_offset: int) -> None:
-    """Overwrite the batch's baseOffset (bytes 0..8, outside the CRC)."""
-    _INT64.pack_into(buf, position, base_offset)
-
-
-def set_partition_leader_epoch(buf: bytearray, position: int, epoch: int) -> None:
-    """Overwrite the batch's partitionLeaderEpoch (bytes 12..16, outside the CRC)."""
-    _INT32.pack_into(buf, position + LEADER_EPOCH_OFFSET, epoch)
-
-
 def set_log_append_time(buf: bytearray, position: int, size: int, now_ms: int) -> None:
     """Stamp the batch with LogAppendTime: set the timestamp-type bit and maxTimestamp, recompute the CRC.
 
@@ -198,6 +188,24 @@ def set_log_append_time(buf: bytearray, position: int, size: int, now_ms: int) -
     _INT16.pack_into(buf, position + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_BIT)
     _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, now_ms)
     _UINT32.pack_into(buf, position + CRC_OFFSET, batch_crc(buf, position, size))
+
+
+def stored_batch(view: memoryview, position: int, header: BatchHeader, base_offset: int, leader_epoch: int,
+                 log_append_time_ms: int = -1) -> list:
+    """The pieces of bytes to store for the batch at ``position`` of ``view`` once it has its offsets.
+
+    A new 16-byte prefix (``baseOffset``, ``batchLength``, ``partitionLeaderEpoch``: outside the
+    CRC, so the CRC stays valid) and the rest of the batch as sent, a slice of ``view`` (not
+    copied). With ``log_append_time_ms >= 0`` the batch is copied and stamped instead (see
+    :func:`set_log_append_time`). Kafka's ``LogValidator`` assigns offsets the same way.
+    """
+    if log_append_time_ms >= 0:
+        batch = bytearray(view[position : position + header.size])
+        set_log_append_time(batch, 0, header.size, log_append_time_ms)
+        _PREFIX.pack_into(batch, 0, base_offset, header.batch_length, leader_epoch)
+        return [batch]
+    prefix = _PREFIX.pack(base_offset, header.batch_length, leader_epoch)
+    return [prefix, view[position + PREFIX_SIZE : position + header.size]]
 
 
 def read_offset_and_length(buf, position: int = 0) -> tuple[int, int]:

@@ -36,9 +36,11 @@ log = logging.getLogger(__name__)
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-_SCAN_CHUNK = 1 << 16  # header scans read this much at a time
+_FIRST_SCAN_CHUNK = 1 << 12  # a header scan reads this much first (a fetch usually needs one or two headers),
+_SCAN_CHUNK = 1 << 16  # then twice as much per read, up to this
 _RECOVER_CHUNK = 1 << 22  # recovery reads (and CRC-checks) this much at a time
 _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+_IOV_MAX = os.sysconf("SC_IOV_MAX")  # most buffers one pwritev takes
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -133,18 +135,23 @@ class LogSegment:
         self.bytes_since_last_index_entry += header.size
 
     # -- append ----------------------------------------------------------------------------
-    def append(self, data, headers: list[BatchHeader]) -> None:
-        """Write ``data`` (whole batches whose offsets are already assigned) at the end of the ``.log``.
+    def append(self, pieces: list, headers: list[BatchHeader]) -> None:
+        """Write whole batches whose offsets are already assigned at the end of the ``.log``.
 
-        ``headers`` describe the batches in ``data`` in order. One ``pwrite``; on a short or failed
-        write the file is cut back to its previous size and :class:`KafkaStorageError` is raised.
+        ``pieces`` are bytes-like objects that together hold the batches described by ``headers``
+        (in order). One ``pwritev`` (pieces joined first when there are more than the system's
+        IOV_MAX); on a short or failed write the file is cut back to its previous size and
+        :class:`KafkaStorageError` is raised.
         """
         self.offset_index  # noqa: B018 - make sure the indexes are loaded before adding to them
         start = self.size
+        expected = sum(header.size for header in headers)
+        if len(pieces) > _IOV_MAX:
+            pieces = [b"".join(pieces)]
         try:
-            written = os.pwrite(self.fd, data, start)
-            if written != len(data):
-                raise OSError(f"short write: {written} of {len(data)} bytes")
+            written = os.pwritev(self.fd, pieces, start)
+            if written != expected:
+                raise OSError(f"short write: {written} of {expected} bytes")
         except OSError as e:
             try:
                 os.ftruncate(self.fd, start)
@@ -184,17 +191,19 @@ class LogSegment:
     def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """Yield ``(position, header)`` of the batches from byte ``start`` (a batch boundary) to ``end``.
 
-        Reads only headers (64 KiB at a time); no CRC check. Stops at anything that does not
-        look like a batch.
+        Reads only headers, 4 KiB first and up to 64 KiB at a time when the scan goes on; no CRC
+        check. Stops at anything that does not look like a batch.
         """
         end = self.size if end is None else end
         position = start
         buf = b""
         buf_start = start
+        chunk = _FIRST_SCAN_CHUNK
         while position + BATCH_HEADER_SIZE <= end:
             rel = position - buf_start
             if rel + BATCH_HEADER_SIZE > len(buf):
-                buf = os.pread(self.fd, min(_SCAN_CHUNK, end - position), position)
+                buf = os.pread(self.fd, min(chunk, end - position), position)
+                chunk = min(2 * chunk, _SCAN_CHUNK)
                 buf_start, rel = position, 0
                 if len(buf) < BATCH_HEADER_SIZE:
                     return
