@@ -90,6 +90,7 @@ class LogManager:
         self.data_dir = Path(data_dir)
         self.config = config
         self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_configs: dict[str, LogConfig] = {}
         self.recovery_stats: dict[tuple[str, int], RecoveryStats] = {}
@@ -113,7 +114,7 @@ class LogManager:
             raise KafkaStorageError(f"cannot create data directory {self.data_dir}: {e}") from e
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         self.clean_shutdown = marker.exists()
-        self._topics = self._read_topics()
+        self._set_topics(self._read_topics())
         recovery_points = read_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         started = time.monotonic()
@@ -159,7 +160,12 @@ class LogManager:
                 "directory aside; the broker does not start on unreadable metadata, to keep the logs safe"
             ) from e
 
+    def _set_topics(self, topics: dict[str, TopicInfo]) -> None:
+        self._topics = topics
+        self._by_id = {info.topic_id: info for info in topics.values()}
+
     def _write_topics(self, topics: dict[str, TopicInfo]) -> None:
+        """Persist ``topics`` (atomically), then make them the current topics."""
         doc = {
             "version": 1,
             "topics": {
@@ -171,6 +177,7 @@ class LogManager:
             atomic_write(self.data_dir / TOPICS_FILE, json.dumps(doc, indent=1).encode())
         except OSError as e:
             raise KafkaStorageError(f"cannot write topic metadata in {self.data_dir}: {e}") from e
+        self._set_topics(topics)
 
     def _partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
@@ -231,10 +238,7 @@ class LogManager:
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         """The topic with this id (Fetch v13+ and Metadata v10+ name topics by id), or None."""
-        for info in self._topics.values():
-            if info.topic_id == topic_id:
-                return info
-        return None
+        return self._by_id.get(topic_id)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
@@ -279,7 +283,6 @@ class LogManager:
         if validate_only:
             return info
         self._write_topics({**self._topics, name: info})
-        self._topics[name] = info
         self._log_configs[name] = log_config
         for partition in range(num_partitions):
             self._open_log(info, partition)
@@ -301,7 +304,6 @@ class LogManager:
         info = self._require(name)
         remaining = {k: v for k, v in self._topics.items() if k != name}
         self._write_topics(remaining)
-        self._topics = remaining
         self._log_configs.pop(name, None)
         for partition in range(info.num_partitions):
             partition_log = self._logs.pop((name, partition), None)
@@ -328,7 +330,6 @@ class LogManager:
         if validate_only:
             return grown
         self._write_topics({**self._topics, name: grown})
-        self._topics[name] = grown
         for partition in range(info.num_partitions, new_total):
             self._open_log(grown, partition)
         fsync_dir(self.data_dir)
@@ -381,7 +382,6 @@ class LogManager:
         if validate_only:
             return updated
         self._write_topics({**self._topics, info.name: updated})
-        self._topics[info.name] = updated
         self._log_configs[info.name] = log_config
         for partition in range(info.num_partitions):
             partition_log = self._logs.get((info.name, partition))
