@@ -24,7 +24,7 @@ from eos_check import read_topic
 
 DRIVER = os.path.join(os.path.dirname(__file__), "eos_kill_driver.py")
 PARTITIONS = 3
-PER_PARTITION = 1500
+PER_PARTITION = 1000
 MAX_PER_TRIGGER = 600
 RUN_TIMEOUT_S = 240
 
@@ -112,7 +112,7 @@ def test_killed_streaming_query_writes_each_record_once(bootstrap, make_topic, t
     sent = produce_input(bootstrap, source)
     args = ["--bootstrap", bootstrap, "--source", source, "--sink", sink,
             "--checkpoint", str(tmp_path / "checkpoint"), "--max-per-trigger", str(MAX_PER_TRIGGER),
-            "--slow-ms", "150"]
+            "--slow-ms", "100"]
     out = Offsets(bootstrap, sink)
     try:
         total = len(sent)
