@@ -342,8 +342,8 @@ def test_pipeline_killed_mid_stream_finishes_exactly_once(tmp_path):
     # The sink stored its offsets under the source topic (option topic): the next offset of each
     # partition is the number of its records, read with plain sqlite3.
     with sqlite3.connect(db) as conn:
-        stored = dict(((t, p), n) for t, p, n in conn.execute(
-            "SELECT topic, partition, next_offset FROM pykafka_offsets WHERE sink_id = 'flights_enriched'"))
+        stored = {(t, p): n for t, p, n in conn.execute(
+            "SELECT topic, partition, next_offset FROM pykafka_offsets WHERE sink_id = 'flights_enriched'")}
     counts = table.groupby("kafka_partition").size()
     assert stored == {("flights", int(p)): int(n) for p, n in counts.items()}
 

@@ -481,8 +481,16 @@ def test_all_mapped_types_round_trip(db_url, table):
     import datetime as dt
     import decimal
 
-    from pyspark.sql.types import (BooleanType, ByteType, DateType, DecimalType, DoubleType, FloatType, ShortType,
-                                   TimestampNTZType)
+    from pyspark.sql.types import (
+        BooleanType,
+        ByteType,
+        DateType,
+        DecimalType,
+        DoubleType,
+        FloatType,
+        ShortType,
+        TimestampNTZType,
+    )
 
     fields = [("d", DecimalType(10, 2), pa.decimal128(10, 2), decimal.Decimal("12345.67")),
               ("day", DateType(), pa.date32(), dt.date(2013, 11, 3)),
