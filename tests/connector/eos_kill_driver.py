@@ -45,8 +45,8 @@ def main(argv=None) -> int:
     # local[1]: tasks of a micro-batch run one after the other, so kills often find some tasks of
     # the batch committed and others not. Arrow batches of 50 rows and a small stream buffer let
     # the rows reach the writer while the enrichment step is still working on later ones.
-    spark = get_spark("eos-kill-driver", master="local[1]", conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "50",
-                                                                "spark.buffer.size": "1024"})
+    conf = {"spark.sql.execution.arrow.maxRecordsPerBatch": "50", "spark.buffer.size": "1024"}
+    spark = get_spark("eos-kill-driver", master="local[1]", conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     rows = (
         spark.readStream.format("pykafka")
