@@ -456,6 +456,7 @@ __all__ = [
     "ReplayMismatchError",
     "TaskScope",
     "TaskTransaction",
+    "batch_task_scope",
     "check_replay",
     "decide",
     "marker_consumer_config",
@@ -463,7 +464,6 @@ __all__ = [
     "parse_marker",
     "parse_prefix",
     "stream_task_scope",
-    "batch_task_scope",
     "transactional_id",
     "transactional_producer_config",
 ]

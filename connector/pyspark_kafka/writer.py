@@ -44,7 +44,11 @@ from typing import Iterable, Iterator, Mapping
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -56,11 +60,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pyspark_kafka import transactions as txn
 from pyspark_kafka.clients import new_consumer, new_producer, producer_config
 from pyspark_kafka.errors import DeliveryError, OptionError, RecordError, SchemaError
 from pyspark_kafka.options import get_option, redact
 from pyspark_kafka.routing import Router, load_partitioner
-from pyspark_kafka import transactions as txn
 
 log = logging.getLogger(__name__)
 
@@ -807,11 +811,11 @@ def _headers(column: pa.Array) -> list:
 
 __all__ = [
     "KafkaBatchWriter",
-    "KafkaStreamWriter",
     "KafkaCommitMessage",
+    "KafkaStreamWriter",
     "WriteSpec",
+    "parse_delivery_guarantee",
     "validate_schema",
     "write_batches",
     "write_transactional",
-    "parse_delivery_guarantee",
 ]

@@ -5,7 +5,12 @@ from __future__ import annotations
 import time
 import uuid
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 

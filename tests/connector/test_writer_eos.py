@@ -16,9 +16,15 @@ import pytest
 from confluent_kafka import Producer
 from eos_check import committed_marker, end_offsets, read_topic, values
 from pyspark.sql.types import StringType, StructField, StructType
-
 from pyspark_kafka.errors import DeliveryError, RecordError
-from pyspark_kafka.transactions import FencedError, Fingerprint, Marker, ReplayMismatchError, TaskScope, TaskTransaction
+from pyspark_kafka.transactions import (
+    FencedError,
+    Fingerprint,
+    Marker,
+    ReplayMismatchError,
+    TaskScope,
+    TaskTransaction,
+)
 from pyspark_kafka.writer import WriteSpec, write_transactional
 
 KEY_VALUE = StructType([StructField("key", StringType()), StructField("value", StringType())])
@@ -184,7 +190,6 @@ def test_an_open_transaction_of_a_killed_attempt_is_aborted_by_the_next_attempt(
 def test_a_task_longer_than_the_transaction_timeout_is_fenced_with_the_fix(tmp_path):
     """The coordinator aborts a transaction older than transaction.timeout.ms and bumps the epoch."""
     from confluent_kafka.admin import AdminClient, NewTopic
-
     from pyspark_kafka.broker import EmbeddedBroker
 
     config = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}

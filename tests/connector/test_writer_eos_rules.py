@@ -5,7 +5,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import StringType, StructField, StructType
-
 from pyspark_kafka.errors import OptionError
 from pyspark_kafka.transactions import (
     Decision,
