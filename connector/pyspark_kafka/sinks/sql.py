@@ -360,7 +360,7 @@ class SqlStore:
         """Rows of ``batch`` as tuples in staging-column order, values bound as SQLAlchemy binds them."""
         dialect = self.engine.dialect
         columns = []
-        for column in list(self.stage.columns)[2:]:
+        for column in list(self.stage.columns)[2:]:  # the DataFrame's columns, after _pk_sink, _pk_attempt
             values = batch.column(column.name).to_pylist()
             process = column.type.bind_processor(dialect)
             columns.append(values if process is None else [process(v) for v in values])
