@@ -19,9 +19,9 @@ How it is measured:
   here: query start, offset and commit logs, planning) that dominates small runs (a
   repetition where the n-record query was not the slower one gives no marginal figure). The
   marginal rate is measured in the full run only: with ``--quick``'s 100,000 records the
-  difference between the two queries is within the run-to-run noise. On a
-  2-core machine the broker, the Spark JVM and the workers share the cores, so the
-  per-core figure is pessimistic.
+  difference between the two queries is within the run-to-run noise. On a 2-core machine
+  the broker, the Spark JVM and the workers share the cores, so the per-core figure is
+  pessimistic.
 Nothing is asserted; the figures are printed by ``bench/run.py``.
 """
 
