@@ -65,15 +65,6 @@ def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list:
         consumer.close()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _close_pooled_producers():
-    """Pooled producers of this process must not outlive the session broker."""
-    from pyspark_kafka.writer import close_idle_producers
-
-    yield
-    close_idle_producers()
-
-
 def spark_error(excinfo) -> str:
     return str(excinfo.value)
 
