@@ -110,7 +110,8 @@ _CONSUMER_ONLY = {
 }
 
 
-def _key(conf: Mapping[str, object]) -> tuple:
+def config_key(conf: Mapping[str, object]) -> tuple:
+    """Hashable pool key of a client configuration: its ``(name, value)`` pairs as strings, sorted."""
     return tuple(sorted((str(k), str(v)) for k, v in conf.items()))
 
 
@@ -124,7 +125,7 @@ def pooled_consumer(conf: Mapping[str, object]) -> Iterator:
     the block raises (or a generator using it is closed early) the consumer is
     closed, since its state is unknown.
     """
-    key = _key(conf)
+    key = config_key(conf)
     consumer = None
     with _lock:
         for i in range(len(_idle) - 1, -1, -1):
@@ -141,7 +142,7 @@ def pooled_consumer(conf: Mapping[str, object]) -> Iterator:
         if ok:
             _return(key, consumer)
         else:
-            _close_quietly(consumer)
+            close_quietly(consumer)
 
 
 def _return(key: tuple, consumer) -> None:
@@ -150,13 +151,14 @@ def _return(key: tuple, consumer) -> None:
         evicted = _idle[:-MAX_IDLE_CONSUMERS] if len(_idle) > MAX_IDLE_CONSUMERS else []
         del _idle[: len(evicted)]
     for _, c in evicted:
-        _close_quietly(c)
+        close_quietly(c)
 
 
-def _close_quietly(consumer) -> None:
+def close_quietly(client) -> None:
+    """Close a consumer or producer being discarded; an error while closing is ignored (best effort)."""
     try:
-        consumer.close()
-    except Exception:  # closing is best effort; the consumer is discarded either way
+        client.close()
+    except Exception:  # closing is best effort; the client is discarded either way
         pass
 
 
@@ -166,7 +168,7 @@ def close_pooled_consumers() -> None:
         idle = list(_idle)
         _idle.clear()
     for _, c in idle:
-        _close_quietly(c)
+        close_quietly(c)
 
 
 def idle_consumer_count() -> int:

@@ -61,7 +61,7 @@ from pyspark.sql.types import (
 )
 
 from pyspark_kafka import transactions as txn
-from pyspark_kafka.clients import new_consumer, new_producer, producer_config
+from pyspark_kafka.clients import close_quietly, config_key, new_consumer, new_producer, producer_config
 from pyspark_kafka.errors import DeliveryError, OptionError, RecordError, SchemaError
 from pyspark_kafka.options import get_option, redact
 from pyspark_kafka.routing import Router, load_partitioner
@@ -487,7 +487,7 @@ def _acquire(conf: Mapping[str, object]) -> _PooledProducer:
     to hundreds of ms; Spark reuses Python workers, so later tasks and micro-batches reuse
     it, as Spark's own sink caches Java producers per executor.
     """
-    key = tuple(sorted((str(k), str(v)) for k, v in conf.items()))
+    key = config_key(conf)
     with _pool_lock:
         for i in range(len(_idle_producers) - 1, -1, -1):
             if _idle_producers[i].key == key:
@@ -506,14 +506,7 @@ def _release(pooled: _PooledProducer) -> None:
         evicted = _idle_producers[:-MAX_IDLE_PRODUCERS]
         del _idle_producers[: len(evicted)]
     for p in evicted:
-        _close_quietly(p.producer)
-
-
-def _close_quietly(producer) -> None:
-    try:
-        producer.close()
-    except Exception:  # best effort: the producer is discarded either way
-        pass
+        close_quietly(p.producer)
 
 
 def close_idle_producers() -> None:
@@ -522,7 +515,7 @@ def close_idle_producers() -> None:
         idle = list(_idle_producers)
         _idle_producers.clear()
     for p in idle:
-        _close_quietly(p.producer)
+        close_quietly(p.producer)
 
 
 class _WriteTask:
@@ -756,7 +749,7 @@ class _WriteTask:
             self.producer.poll(0)
         except Exception:  # best effort: the task is failing with the original error
             pass
-        _close_quietly(self.producer)
+        close_quietly(self.producer)
 
 
 def _hint(err) -> str:
