@@ -317,6 +317,17 @@ def _describe(fp: Fingerprint) -> str:
 
 # -- the task's transaction (I/O) -------------------------------------------------------------
 
+class _FirstFatalError:
+    """librdkafka ``error_cb`` keeping the first fatal error (``KafkaError.fatal()``)."""
+
+    def __init__(self):
+        self.error = None
+
+    def __call__(self, err) -> None:
+        if err.fatal() and self.error is None:
+            self.error = err
+
+
 class TaskTransaction:
     """One task attempt's transactional producer and marker consumer.
 
@@ -338,15 +349,18 @@ class TaskTransaction:
         self.marker_topic = marker_topic
         self.timeout_s = timeout_ms / 1000
         self.txn_timeout_ms = int(producer_conf.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
-        self.fatal_error = None  # a fatal producer error (e.g. fenced), reported by librdkafka's error_cb
-        conf = {**producer_conf, "transactional.id": self.tid, "error_cb": self._on_error}
+        # not a bound method: a producer whose close() fails (fenced) would otherwise stay in an
+        # uncollectable cycle with this object and keep reconnecting
+        self._fatal = _FirstFatalError()
+        conf = {**producer_conf, "transactional.id": self.tid, "error_cb": self._fatal}
         self.producer = new_producer(conf)
         self.consumer = new_consumer({**consumer_conf, "group.id": self.tid})
         self.in_transaction = False
 
-    def _on_error(self, err) -> None:
-        if err.fatal() and self.fatal_error is None:
-            self.fatal_error = err
+    @property
+    def fatal_error(self):
+        """The first fatal producer error (e.g. fenced) librdkafka reported through ``error_cb``, or None."""
+        return self._fatal.error
 
     def init(self) -> Marker | None:
         """InitProducerId (fences older attempts, aborts their open transaction), then read the marker."""
@@ -409,6 +423,9 @@ class TaskTransaction:
                     close()
                 except Exception:  # closing is best effort
                     pass
+        # librdkafka destroys a client when the Python object is freed; an exception's traceback
+        # may keep this object alive, so it drops its clients
+        self.producer = self.consumer = None
 
     def kafka_error(self, exc, doing: str) -> DeliveryError:
         """The error to raise for librdkafka's ``KafkaException`` (or ``KafkaError``) ``exc`` while ``doing`` something.

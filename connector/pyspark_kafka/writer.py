@@ -396,6 +396,7 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
         return KafkaCommitMessage({}, scope.transactional_id)
     transaction = txn.TaskTransaction(spec.producer, spec.consumer, scope, _marker_topic(spec, first),
                                       spec.timeout_ms)
+    task = None
     try:
         marker = transaction.init()
         decision = txn.decide(marker, scope.batch_id)
@@ -425,6 +426,8 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
         raise
     finally:
         transaction.close()
+        if task is not None:  # an exception's traceback keeps this frame: it must not keep the producer alive
+            task.producer = task.pooled = None
 
 
 def _marker_topic(spec: WriteSpec, first: pa.RecordBatch) -> str:
