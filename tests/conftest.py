@@ -66,6 +66,30 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _close_pooled_clients():
+    """Close the connector's pooled clients of this process after each test.
+
+    Tests that call the reader or writer in-process (``reader.read(part)``,
+    ``write_partition``) leave idle consumers and producers in the per-process pools
+    (:func:`pyspark_kafka.clients.close_pooled_consumers`,
+    :func:`pyspark_kafka.writer.close_idle_producers`); closed here, none keeps
+    reconnecting (and logging ``FAIL``) once a test's broker has stopped. Modules not
+    imported by the test are not imported here (broker tests stay free of pyspark).
+    """
+    import sys
+
+    try:
+        yield
+    finally:
+        clients = sys.modules.get("pyspark_kafka.clients")
+        if clients is not None:
+            clients.close_pooled_consumers()
+        writer = sys.modules.get("pyspark_kafka.writer")
+        if writer is not None:
+            writer.close_idle_producers()
+
+
 @pytest.fixture
 def checkpoint_dir(tmp_path):
     d = tmp_path / "checkpoint"

@@ -29,6 +29,7 @@ silently dropping or duplicating rows. See docs/exactly-once-kafka.md.
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 import warnings
@@ -316,6 +317,65 @@ def _describe(fp: Fingerprint) -> str:
 
 
 # -- the task's transaction (I/O) -------------------------------------------------------------
+
+class InputTruncatedError(PySparkKafkaError):
+    """The Spark process feeding this task died while the task read its input.
+
+    PySpark hands a writer its rows through a socket; when the Spark JVM dies (driver
+    killed, executor lost) the Arrow stream can end early at a batch boundary, which
+    looks like a normal end of input. Committing then would publish part of the
+    task's rows as the whole batch, so the transaction is aborted instead.
+    """
+
+
+def _parent_of(pid: int) -> int | None:
+    """Parent pid of a live ``pid`` (Linux ``/proc``), or None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    state, ppid = stat[stat.rindex(b")") + 2:].split()[:2]
+    if state in (b"Z", b"X"):
+        return None
+    return int(ppid)
+
+
+class SparkLiveness:
+    """Watches the chain of processes that feed this Python worker its input.
+
+    Records this process's parent and grandparent when created (in a PySpark worker:
+    the worker daemon and the Spark JVM, or the JVM and the driver) and, in
+    :meth:`check`, raises :class:`InputTruncatedError` when either has gone (a process
+    whose parent dies is re-parented, so the recorded links change). Call it after the
+    input iterator ended and before committing a transaction.
+    """
+
+    def __init__(self, depth: int = 2):
+        self.depth = depth
+        self.chain = self._chain()
+
+    def _chain(self) -> tuple[int | None, ...]:
+        """(parent, grandparent, ...) of this process; None where a link is gone."""
+        chain = [os.getppid()]
+        while len(chain) < self.depth and chain[-1] is not None:
+            chain.append(_parent_of(chain[-1]))
+        # a dead ancestor (zombie or reaped) breaks the chain even where ppid links lag behind
+        if any(p is not None and _parent_of(p) is None for p in chain):
+            chain.append(None)
+        return tuple(chain)
+
+    def check(self, transactional_id: str) -> None:
+        """Raise InputTruncatedError when a recorded ancestor process has gone."""
+        now = self._chain()
+        if now != self.chain:
+            raise InputTruncatedError(
+                f"the Spark process feeding the task with transactional.id '{transactional_id}' died "
+                f"while it read its input (process chain {self.chain} is now {now}): its rows may be "
+                "incomplete, so its Kafka transaction is aborted and nothing is written. Spark replays "
+                "the micro-batch when the query restarts from its checkpoint."
+            )
+
 
 class _FirstFatalError:
     """librdkafka ``error_cb`` keeping the first fatal error (``KafkaError.fatal()``)."""

@@ -390,6 +390,7 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
     """
     from confluent_kafka import KafkaException
 
+    liveness = txn.SparkLiveness()  # before reading: the input ends early if the Spark JVM dies
     rows = iter(batches)
     first = next((b for b in rows if b.num_rows), None)
     if first is None:
@@ -403,6 +404,7 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
         if decision is not txn.Decision.WRITE:
             replayed = sum((txn.Fingerprint.of(b) for b in rows), txn.Fingerprint.of(first))
             if decision is txn.Decision.ALREADY_COMMITTED:
+                liveness.check(scope.transactional_id)
                 txn.check_replay(marker, replayed, scope.transactional_id)
             log.info("%s: batch %d already committed (%s); writing nothing",
                      scope.transactional_id, scope.batch_id, decision.value)
@@ -414,6 +416,7 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
             fingerprint += txn.Fingerprint.of(batch)
             task.send(batch)
         message = task.finish()
+        liveness.check(scope.transactional_id)
         transaction.commit(txn.Marker(scope.batch_id, fingerprint))
         return KafkaCommitMessage(message.counts, scope.transactional_id)
     except txn.FencedError:

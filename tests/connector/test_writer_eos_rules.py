@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import StringType, StructField, StructType
@@ -144,3 +147,48 @@ def test_each_batch_job_gets_its_own_transactional_scope():
     a, b = KafkaBatchWriter(OPTS, VALUE, False), KafkaBatchWriter(OPTS, VALUE, False)
     assert a.job_id.startswith("job-") and a.job_id != b.job_id
     assert KafkaBatchWriter({**OPTS, "deliveryGuarantee": "at-least-once"}, VALUE, False).job_id is None
+
+
+def test_liveness_passes_while_the_feeding_processes_live():
+    from pyspark_kafka.transactions import SparkLiveness
+
+    live = SparkLiveness()
+    assert live.chain[0] == os.getppid()
+    live.check("tid")  # nothing died: no error
+
+
+def test_liveness_detects_that_the_feeding_process_died():
+    """A process whose parent dies is re-parented: the check then refuses to commit.
+
+    Real processes: this test forks a 'feeder' (stands for the Spark JVM / worker daemon)
+    which forks the 'task'; the feeder exits; the task's check must raise.
+    """
+    from pyspark_kafka.transactions import InputTruncatedError, SparkLiveness
+
+    result_r, result_w = os.pipe()
+    feeder = os.fork()
+    if feeder == 0:  # the feeder
+        go_r, go_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        task = os.fork()
+        if task == 0:  # the task
+            os.close(go_w)
+            live = SparkLiveness()  # records the chain while the feeder lives
+            os.write(ready_w, b"r")
+            os.read(go_r, 1)  # blocks until the feeder has exited (its end of the pipe closes)
+            deadline = time.monotonic() + 10
+            while os.getppid() == live.chain[0] and time.monotonic() < deadline:
+                time.sleep(0.01)  # re-parenting follows the exit; bounded
+            try:
+                live.check("tid")
+                os.write(result_w, b"N")
+            except InputTruncatedError as e:
+                os.write(result_w, b"Y" if "tid" in str(e) else b"?")
+            os._exit(0)
+        os.read(ready_r, 1)  # the task has recorded its chain
+        os._exit(0)  # the feeder dies; the task's go pipe reaches EOF
+    os.close(result_w)
+    os.waitpid(feeder, 0)
+    with os.fdopen(result_r, "rb") as f:
+        outcome = f.read(1)
+    assert outcome == b"Y"
