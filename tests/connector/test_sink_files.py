@@ -22,6 +22,7 @@ from pyspark_kafka.sinks.files import (
     file_verdict,
     read_committed,
 )
+from sink_rows import arrow, recs
 
 SCHEMA = StructType(
     [
@@ -33,21 +34,6 @@ SCHEMA = StructType(
 )
 
 
-def arrow(rows):
-    t, p, o = zip(*rows)
-    return pa.record_batch(
-        [
-            pa.array(t, pa.string()),
-            pa.array(p, pa.int32()),
-            pa.array(o, pa.int64()),
-            pa.array([f"{a}-{b}-{c}" for a, b, c in rows], pa.string()),
-        ],
-        names=["topic", "partition", "offset", "value"],
-    )
-
-
-def recs(topic, partition, start, end):
-    return [(topic, partition, o) for o in range(start, end)]
 
 
 def writer(path, schema=SCHEMA, stream=True, **opts):

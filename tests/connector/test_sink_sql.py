@@ -22,6 +22,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 from pyspark_kafka.sinks import starting_offsets, stored_offsets
 from pyspark_kafka.sinks.common import SinkError, SinkMismatchError, SinkUnavailableError
 from pyspark_kafka.sinks.sql import SqlSinkDataSource, reset_sink, spark_to_sql_type, staging_table_name
+from sink_rows import arrow, recs
 
 SCHEMA = StructType(
     [
@@ -33,22 +34,6 @@ SCHEMA = StructType(
 )
 
 
-def arrow(rows):
-    """Arrow batch with Spark's Kafka column types from ``(topic, partition, offset)`` triples."""
-    t, p, o = zip(*rows) if rows else ((), (), ())
-    return pa.record_batch(
-        [
-            pa.array(t, pa.string()),
-            pa.array(p, pa.int32()),
-            pa.array(o, pa.int64()),
-            pa.array([f"{a}-{b}-{c}" for a, b, c in rows], pa.string()),
-        ],
-        names=["topic", "partition", "offset", "value"],
-    )
-
-
-def recs(topic, partition, start, end):
-    return [(topic, partition, o) for o in range(start, end)]
 
 
 def stream_writer(url, table, schema=SCHEMA, **opts):
@@ -345,19 +330,9 @@ def test_reader_schema_types_round_trip(db_url, table):
     """All columns of the pykafka reader (binary key/value, UTC timestamp) store and read back."""
     import datetime as dt
 
-    from pyspark.sql.types import BinaryType, TimestampType
+    from pyspark_kafka.reader import kafka_schema
 
-    schema = StructType(
-        [
-            StructField("key", BinaryType()),
-            StructField("value", BinaryType()),
-            StructField("topic", StringType()),
-            StructField("partition", IntegerType()),
-            StructField("offset", LongType()),
-            StructField("timestamp", TimestampType()),
-            StructField("timestampType", IntegerType()),
-        ]
-    )
+    schema = kafka_schema(include_headers=False)
     ts = dt.datetime(2013, 1, 1, 5, 0, 0, 123000, tzinfo=dt.timezone.utc)
     batch = pa.record_batch(
         [
