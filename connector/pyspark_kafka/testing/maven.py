@@ -1,0 +1,127 @@
+"""Jar sets from Maven Central, resolved once into a cache outside the repository.
+
+Apache Kafka (``org.apache.kafka:kafka_2.13`` with its tools and a logging backend: the jars
+Kafka's binary distribution puts in ``libs/``) and Spark's own Kafka connector
+(``org.apache.spark:spark-sql-kafka-0-10_2.13``) are published on Maven Central. This module
+writes a tiny ``pom.xml`` per jar set into ``$PYSPARK_KAFKA_CACHE`` (default
+``~/.cache/pyspark-kafka/maven``), runs ``mvn dependency:copy-dependencies`` once and returns
+the jar paths; later calls reuse the folder (a ``.complete`` marker is written last, and a
+file lock keeps two processes from resolving the same set at once).
+
+Raises :class:`MavenUnavailable` (with the reason) when ``java`` or ``mvn`` is missing or
+Maven cannot resolve the artifacts (no network, version not served): callers turn that into a
+pytest skip, never a crash.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+DEFAULT_KAFKA_VERSION = "4.3.1"
+"""Default Apache Kafka version: the newest 4.x whose broker *and* tools jars Maven Central serves
+here (``kafka_2.13`` 4.4.0 is served, ``kafka-tools`` 4.4.0 is not). ``KAFKA_VERSION`` overrides."""
+KAFKA_VERSION_ENV = "KAFKA_VERSION"
+CACHE_ENV = "PYSPARK_KAFKA_CACHE"
+RESOLVE_TIMEOUT_S = 900
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>pyspark-kafka.cache</groupId>
+  <artifactId>{name}</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+{dependencies}
+  </dependencies>
+</project>
+"""
+_DEPENDENCY = "    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
+
+
+class MavenUnavailable(Exception):
+    """A jar set cannot be had here; the message says why (missing tool, Maven's error tail)."""
+
+
+def cache_root() -> Path:
+    """The cache folder: ``$PYSPARK_KAFKA_CACHE`` or ``~/.cache/pyspark-kafka/maven``."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "pyspark-kafka" / "maven")
+
+
+def require_tools(*tools: str) -> None:
+    """Raise :class:`MavenUnavailable` naming the first of ``tools`` (e.g. ``java``, ``mvn``) not on PATH."""
+    for tool in tools:
+        if shutil.which(tool) is None:
+            raise MavenUnavailable(f"{tool} is not on PATH (install Java 17 and Maven, e.g. apt-get install "
+                                   f"openjdk-17-jre-headless maven)")
+
+
+def resolve(name: str, artifacts: list[str]) -> list[Path]:
+    """Resolve ``artifacts`` (``group:artifact:version`` strings) with their runtime dependencies.
+
+    ``name`` names the cache folder (one per jar set and version, e.g. ``kafka-4.3.1``).
+    Returns the sorted jar paths. Raises :class:`MavenUnavailable` when ``mvn`` is missing or
+    resolution fails (the message carries the tail of Maven's output).
+    """
+    folder = cache_root() / name
+    libs = folder / "libs"
+    marker = folder / ".complete"
+    if not marker.exists():
+        require_tools("mvn")
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not marker.exists():
+                _run_maven(name, artifacts, folder, libs)
+                marker.write_text("\n".join(artifacts) + "\n")
+    return sorted(libs.glob("*.jar"))
+
+
+def _run_maven(name: str, artifacts: list[str], folder: Path, libs: Path) -> None:
+    deps = []
+    for coord in artifacts:
+        g, a, v = coord.split(":")
+        deps.append(_DEPENDENCY.format(g=g, a=a, v=v))
+    (folder / "pom.xml").write_text(_POM.format(name=name, dependencies="\n".join(deps)))
+    if libs.exists():
+        shutil.rmtree(libs)
+    cmd = ["mvn", "-B", "-q", "-f", str(folder / "pom.xml"), "dependency:copy-dependencies",
+           f"-DoutputDirectory={libs}", "-DincludeScope=runtime"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise MavenUnavailable(f"Maven did not resolve {', '.join(artifacts)} within {RESOLVE_TIMEOUT_S} s "
+                               f"(is Maven Central reachable?)") from None
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise MavenUnavailable(f"Maven could not resolve {', '.join(artifacts)} (exit {proc.returncode}); "
+                               f"command: {' '.join(cmd)}\n{tail}")
+
+
+def kafka_version() -> str:
+    """The Apache Kafka version to run: ``$KAFKA_VERSION`` or :data:`DEFAULT_KAFKA_VERSION`."""
+    return os.environ.get(KAFKA_VERSION_ENV) or DEFAULT_KAFKA_VERSION
+
+
+def kafka_libs(version: str | None = None) -> list[Path]:
+    """Apache Kafka's ``libs/`` for ``version`` (default :func:`kafka_version`): the server
+    (``kafka_2.13``), the tools (``kafka-tools``: console clients, dump-log, storage tool) and
+    log4j2 as the SLF4J backend, as Kafka's binary distribution ships them.
+
+    Raises :class:`MavenUnavailable`.
+    """
+    version = version or kafka_version()
+    return resolve(f"kafka-{version}", [
+        f"org.apache.kafka:kafka_2.13:{version}",
+        f"org.apache.kafka:kafka-tools:{version}",
+        "org.apache.logging.log4j:log4j-slf4j-impl:2.25.4",
+    ])
+
+
+def kafka_classpath(version: str | None = None) -> str:
+    """:func:`kafka_libs` joined with ``os.pathsep`` for ``java -cp``. Raises :class:`MavenUnavailable`."""
+    require_tools("java")
+    return os.pathsep.join(str(p) for p in kafka_libs(version))
