@@ -5,6 +5,8 @@ advertise the proxy's port, so every connection of the client goes through it. W
 ``duplicate_produce=n`` the first ``n`` Produce requests are sent to the broker twice in a row
 (what a network retry does); the client gets only the first answer and ``duplicate_answers``
 keeps both decoded responses so the test can compare the offsets the broker gave them.
+With ``on_request`` every request frame a client sends (without its size prefix) is also handed
+to that callable (the fuzzer's corpus capture).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
 class KafkaProxy:
     """``with KafkaProxy("127.0.0.1:PORT", duplicate_produce=1) as proxy: proxy.bootstrap ...``"""
 
-    def __init__(self, upstream: str, duplicate_produce: int = 0):
+    def __init__(self, upstream: str, duplicate_produce: int = 0, on_request=None):
         host, port = upstream.rsplit(":", 1)
+        self.on_request = on_request
         self.upstream = (host, int(port))
         self.duplicates_left = duplicate_produce
         self.duplicate_answers: list[tuple] = []  # (first response, second response), decoded
@@ -91,6 +94,8 @@ class KafkaProxy:
         while True:
             frame = await _read_frame(client_r)
             api_key, version, cid = struct.unpack_from(">hhi", frame)
+            if self.on_request is not None:
+                self.on_request(frame)
             copies = 1
             if api_key == PRODUCE and self.duplicates_left > 0:
                 self.duplicates_left -= 1

@@ -33,6 +33,8 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 
+from pyspark_kafka.broker.request_bounds import FrameBoundsError, check_frame
+
 API_VERSIONS_KEY = 18
 
 _INT16_INT16_INT32 = struct.Struct(">hhi")
@@ -88,11 +90,16 @@ def decode_request(frame: bytes, api_key: int, version: int) -> tuple[RequestHea
     """Decode a whole request frame (without size prefix) into ``(header, kio request entity)``.
 
     The request header is v2 when the request version is flexible, else v1. Raises
-    :class:`ProtocolError` when the bytes do not match the schema. Trailing bytes are ignored,
+    :class:`ProtocolError` when the bytes do not match the schema, or when a count or length
+    cannot fit the frame or a non-nullable field is null (:mod:`request_bounds`, checked first). Trailing bytes are ignored,
     as Kafka's own parser does (librdkafka sends a few extra bytes with Metadata v12).
     """
     schema = request_schema(api_key, version)
     header_schema = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    try:
+        check_frame(frame, header_schema, schema)  # before the native decoder: no lying counts reach it
+    except FrameBoundsError as exc:
+        raise ProtocolError(f"malformed {schema.__name__} v{version}: {exc}") from None
     try:
         header, used = entity_reader(header_schema)(frame, 0)
         body, _ = entity_reader(schema)(frame, used)

@@ -19,8 +19,8 @@ retention check (``log.retention.check.interval.ms``) when ``log.cleaner.enable`
 
 Not done (kept whole instead, never dropped): control batches, transactional batches (their
 records are neither compacted nor used to compact others, so aborted data never hides an
-older committed value), and batches compressed with a codec whose Python package is missing
-(snappy, lz4, zstd). Segments are cleaned one by one and never merged; a log is re-cleaned only
+older committed value), and compressed batches that would expand past the cleaner's bound
+(64 x max(batch size, 1 MiB)). Segments are cleaned one by one and never merged; a log is re-cleaned only
 when new segments were closed or a retained tombstone's ``delete.retention.ms`` passed.
 """
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import os
 import struct
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, NamedTuple
@@ -38,6 +37,8 @@ import crc32c
 from kio.serial.readers import read_int8, read_signed_varint, read_signed_varlong
 
 from pyspark_kafka.broker.log.checkpoint import fsync_dir, write_synced
+from pyspark_kafka.broker.log.compression import decompress
+from pyspark_kafka.broker.log.errors import KafkaError
 from pyspark_kafka.broker.log.record_batch import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
@@ -46,10 +47,13 @@ from pyspark_kafka.broker.log.record_batch import (
     BatchHeader,
 )
 from pyspark_kafka.broker.log.segment import LogSegment
+from pyspark_kafka.broker.log.validator import UNCOMPRESSED_BOUND_FACTOR
 
 log = logging.getLogger(__name__)
 
 CLEANED_SUFFIX = ".cleaned"
+_CLEANER_MIN_BOUND = 1 << 20
+"""The cleaner decompresses a batch to at most 64 x max(its size, 1 MiB); a batch that expands further is kept whole."""
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount
 _PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
 
@@ -77,42 +81,14 @@ class CleanStats:
 # --- records (pure functions) -------------------------------------------------------------------
 
 
-def _decompress(codec: int, data: bytes) -> bytes | None:
-    """The records section of a compressed batch, or None when the codec's package is missing."""
-    if codec == 1:
-        return zlib.decompress(data, 47)  # gzip or zlib container
-    try:
-        if codec == 2:
-            import snappy
-
-            if data.startswith(b"\x82SNAPPY\x00"):  # xerial framing (Java and librdkafka producers)
-                out, pos = [], 16
-                while pos < len(data):
-                    (size,) = struct.unpack_from(">i", data, pos)
-                    out.append(snappy.decompress(data[pos + 4 : pos + 4 + size]))
-                    pos += 4 + size
-                return b"".join(out)
-            return snappy.decompress(data)
-        if codec == 3:
-            import lz4.frame
-
-            return lz4.frame.decompress(data)
-        if codec == 4:
-            import zstandard
-
-            return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    except ImportError:
-        return None
-    return None
-
-
 def iter_records(header: BatchHeader, batch: bytes) -> Iterator[RecordView] | None:
     """The records of one whole batch (``batch`` = its bytes), or None when it cannot be decoded."""
     body = batch[BATCH_HEADER_SIZE:]
     codec = header.attributes & COMPRESSION_MASK
     if codec:
-        body = _decompress(codec, body)
-        if body is None:
+        try:  # bounded like the produce path (the batch was validated when it was appended)
+            body = decompress(codec, body, UNCOMPRESSED_BOUND_FACTOR * max(header.size, _CLEANER_MIN_BOUND))
+        except KafkaError:
             return None
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_BIT)
 

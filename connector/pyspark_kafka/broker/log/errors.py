@@ -96,6 +96,12 @@ class KafkaStorageError(KafkaError):
     error_code = 56
 
 
+class UnsupportedCompressionError(KafkaError):
+    """A batch names a compression codec Kafka does not define (UNSUPPORTED_COMPRESSION_TYPE)."""
+
+    error_code = 76
+
+
 class InvalidRecordError(KafkaError):
     """A record batch is well formed but breaks a rule, e.g. its offset range disagrees with its count (INVALID_RECORD)."""
 

@@ -63,6 +63,7 @@ from pyspark_kafka.broker.log.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from pyspark_kafka.broker.log.validator import validate_client_batch
 
 log = logging.getLogger(__name__)
 
@@ -345,9 +346,11 @@ class PartitionLog:
         acknowledged with its original offsets (``record_count`` 0) and nothing is appended.
         A control batch (transaction marker, written by the broker's coordinators) ends its
         producer's open transaction here; ``from_client=True`` (the produce handler) refuses
-        control batches with INVALID_RECORD, as Kafka's ``LogValidator`` does.
+        control batches with INVALID_RECORD and decodes every record of every batch
+        (:func:`~pyspark_kafka.broker.log.validator.validate_client_batch`), as Kafka's
+        ``LogValidator`` does, so a batch whose records disagree with its header is refused.
 
-        Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError,
+        Raises CorruptRecordError, InvalidRecordError, UnsupportedCompressionError, RecordTooLargeError,
         RecordBatchTooLargeError, OutOfOrderSequenceError, InvalidProducerEpochError,
         InvalidTxnStateError (log unchanged) or KafkaStorageError.
         """
@@ -356,15 +359,21 @@ class PartitionLog:
         self._check_sizes(headers, len(records))
         controls = []
         position = 0
+        view = memoryview(records)
         for header in headers:
-            if header.is_control:
-                if from_client:
+            if from_client:
+                if header.is_control:
                     raise InvalidRecordError(
                         f"a produce request to {self.topic}-{self.partition} holds a control batch: transaction "
                         "markers are written by the broker's transaction coordinator, never by clients"
                     )
+                validate_client_batch(view[position:position + header.size], header,
+                                      where=f"{self.topic}-{self.partition}",
+                                      max_message_bytes=self.config.max_message_bytes,
+                                      compacted=self.config.compacts)
+            if header.is_control:
                 self._check_marker_epoch(header.producer_id, header.producer_epoch)
-                controls.append(control_type(bytes(memoryview(records)[position : position + header.size])))
+                controls.append(control_type(bytes(view[position : position + header.size])))
             else:
                 controls.append(None)
             position += header.size

@@ -1,0 +1,139 @@
+"""Record-level validation of a client's record batch before it is written (Kafka's ``LogValidator``).
+
+The framing checks in :mod:`~pyspark_kafka.broker.log.record_batch` (whole batch present,
+magic 2, CRC32C, record count = lastOffsetDelta + 1) trust what the header says about the
+records. A CRC only proves the bytes arrived as the client made them, so a batch whose
+records disagree with its header would reach every consumer: a reader stuck at an offset,
+offsets repeating, permanent decompression errors. :func:`validate_client_batch` therefore
+decodes the records of each batch a client produces, decompressing compressed batches within
+a bound (:mod:`~pyspark_kafka.broker.log.compression`), and refuses the batch when
+
+- a producer id is set but the base sequence is negative (INVALID_RECORD; Kafka's ``validateBatch``);
+- a record's length, key, value or header sizes run past the record or the batch, a size is
+  negative (other than -1 for a null key, value or header value), or the record's fields do not
+  end exactly where its length says (INVALID_RECORD, as Kafka's ``DefaultRecord.readFrom``);
+- record ``i`` does not carry offset delta ``i`` (INVALID_RECORD). Kafka rebuilds such a batch
+  when it is compressed and stores uncompressed ones as sent; this broker stores every batch
+  as sent, so it refuses instead (documented difference);
+- bytes remain after the last counted record, or the records end before the count is reached
+  (INVALID_RECORD: "Incorrect declared batch size");
+- the topic is compacted and a record has a null key (INVALID_RECORD, Kafka's
+  "Compacted topic cannot accept message without key");
+- the compressed records cannot be decompressed or expand past the bound (CORRUPT_MESSAGE), or
+  the codec id is not one Kafka defines (UNSUPPORTED_COMPRESSION_TYPE).
+
+Cost: one pass over each record's varints in Python; the bytes written are still the client's
+own (nothing is re-encoded).
+"""
+
+from __future__ import annotations
+
+from pyspark_kafka.broker.log.compression import decompress
+from pyspark_kafka.broker.log.errors import InvalidRecordError
+from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, COMPRESSION_MASK, BatchHeader
+
+UNCOMPRESSED_BOUND_FACTOR = 64
+"""A compressed batch may expand to at most this many times the topic's ``max.message.bytes``."""
+MIN_RECORD_BODY = 7  # attributes, timestampDelta, offsetDelta, keyLength, valueLength, headers count: 1 byte each at least
+
+
+class _Truncated(Exception):
+    pass
+
+
+def _varint(buf, pos: int, end: int) -> tuple[int, int]:
+    """Zigzag varint (up to 10 bytes) at ``pos``, not reading at or past ``end``: (value, next pos)."""
+    if pos >= end:
+        raise _Truncated
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    raw = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        if pos >= end or shift > 63:
+            raise _Truncated
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+
+
+def validate_client_batch(batch, header: BatchHeader, *, where: str, max_message_bytes: int,
+                          compacted: bool) -> None:
+    """Validate the records of one whole batch (``batch``: its bytes, header included).
+
+    ``where`` names the partition for messages (``topic-0``); ``max_message_bytes`` is the
+    topic's ``max.message.bytes`` (the decompression bound is 64 times it); ``compacted``
+    requires a key on every record. Raises InvalidRecordError, CorruptRecordError or
+    UnsupportedCompressionError; returns None when the batch is valid.
+    """
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"record batch to {where} has producer id {header.producer_id} but base sequence "
+            f"{header.base_sequence}: an idempotent or transactional batch needs a sequence number >= 0")
+    codec = header.attributes & COMPRESSION_MASK
+    body = memoryview(batch)[BATCH_HEADER_SIZE:header.size]
+    if codec:
+        body = decompress(codec, body, UNCOMPRESSED_BOUND_FACTOR * max_message_bytes)
+    try:
+        _walk_records(body, header.record_count, compacted, where)
+    except _Truncated:
+        raise InvalidRecordError(
+            f"record batch to {where} (base offset {header.base_offset}) has fewer bytes than its "
+            f"{header.record_count} records need: a record runs past the end of the batch") from None
+
+
+def _walk_records(body, count: int, compacted: bool, where: str) -> None:
+    end = len(body)
+    if count * MIN_RECORD_BODY > end:
+        raise InvalidRecordError(f"record batch to {where} declares {count} records in {end} bytes of records")
+    pos = 0
+    varint = _varint
+    for i in range(count):
+        length, pos = varint(body, pos, end)
+        record_end = pos + length
+        if length < MIN_RECORD_BODY - 1 or record_end > end:
+            raise InvalidRecordError(f"record {i} of a batch to {where} has length {length}, "
+                                     f"{end - pos} bytes are left in the batch")
+        pos += 1  # attributes (unused in v2)
+        _, pos = varint(body, pos, record_end)  # timestampDelta
+        offset_delta, pos = varint(body, pos, record_end)
+        if offset_delta != i:
+            raise InvalidRecordError(f"record {i} of a batch to {where} has offset delta {offset_delta}: the "
+                                     f"records of a batch must carry offset deltas 0, 1, 2, ... in order")
+        key_length, pos = varint(body, pos, record_end)
+        if key_length < -1 or pos + key_length > record_end:
+            raise InvalidRecordError(f"record {i} of a batch to {where} has key length {key_length}, which does "
+                                     f"not fit its record")
+        if key_length == -1 and compacted:
+            raise InvalidRecordError(f"compacted topic cannot accept message without key in topic partition "
+                                     f"{where} (record {i}): give every record a key, or use cleanup.policy=delete")
+        pos += max(key_length, 0)
+        value_length, pos = varint(body, pos, record_end)
+        if value_length < -1 or pos + value_length > record_end:
+            raise InvalidRecordError(f"record {i} of a batch to {where} has value length {value_length}, which "
+                                     f"does not fit its record")
+        pos += max(value_length, 0)
+        headers, pos = varint(body, pos, record_end)
+        if headers < 0 or headers * 2 > record_end - pos:
+            raise InvalidRecordError(f"record {i} of a batch to {where} declares {headers} headers, which do not "
+                                     f"fit its record")
+        for _ in range(headers):
+            n, pos = varint(body, pos, record_end)
+            if n < 0 or pos + n > record_end:
+                raise InvalidRecordError(f"record {i} of a batch to {where} has a header key of length {n}")
+            pos += n
+            n, pos = varint(body, pos, record_end)
+            if n < -1 or pos + n > record_end:
+                raise InvalidRecordError(f"record {i} of a batch to {where} has a header value of length {n}")
+            pos += max(n, 0)
+        if pos != record_end:
+            raise InvalidRecordError(f"invalid record size: record {i} of a batch to {where} declares "
+                                     f"{length} bytes but its fields take {length - (record_end - pos)}")
+    if pos != end:
+        raise InvalidRecordError(f"incorrect declared batch size: {end - pos} bytes remain after the "
+                                 f"{count} records of a batch to {where}")

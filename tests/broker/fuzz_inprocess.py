@@ -1,0 +1,91 @@
+"""Coverage-guided, in-process fuzzing of request decoding and handling (atheris / libFuzzer).
+
+Each input is a request frame: its first two bytes choose one (api key, version) the broker
+serves (so every input reaches the decoder of a served API), the rest is the header and body
+as the broker reads them. The target runs the broker's own dispatch path
+(``server._dispatch``: version check, :mod:`request_bounds`, kio's native decoder, the
+handler) against a real :class:`~pyspark_kafka.broker.server.Broker` on a temporary data
+directory. The target fails (and libFuzzer saves the input as ``crash-*``) when
+
+- anything but ``ProtocolError`` / ``CloseConnection`` escapes the dispatch (those close the
+  client's connection, which is the right answer to a frame that cannot be parsed);
+- a handler raised (``_dispatch`` logs "handler for api key ... failed" and answers
+  UNKNOWN_SERVER_ERROR: a missing validation);
+- the process aborts in native code (libFuzzer reports the deadly signal).
+
+Handlers that wait (Fetch long poll, JoinGroup) are bounded by :data:`HANDLER_BOUND_S`.
+
+Run: ``python tests/broker/fuzz_inprocess.py -runs=20000 -seed=1 CORPUS_DIR`` (libFuzzer flags;
+``test_fuzz_inprocess.py`` runs it bounded in CI with the captured seeds as corpus).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+import sys
+import tempfile
+
+import atheris
+
+with atheris.instrument_imports(include=["pyspark_kafka.broker", "kio"]):
+    from pyspark_kafka.broker import protocol
+    from pyspark_kafka.broker.handlers import CloseConnection, load_handlers
+    from pyspark_kafka.broker.server import Broker, _dispatch
+
+HANDLER_BOUND_S = 0.2
+
+
+class HandlerFailed(Exception):
+    """A handler raised on a request that decoded: a validation the broker lacks."""
+
+
+class _FailOnHandlerError(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.ERROR and "handler for api key" in record.getMessage():
+            raise HandlerFailed(record.getMessage() + "\n" + (self.format(record) if record.exc_info else ""))
+
+
+_TMP = tempfile.TemporaryDirectory(prefix="fuzz-inprocess-")
+_BROKER = Broker(_TMP.name, {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"})
+_BROKER.logs.load()
+_SKIP = {int(k) for k in os.environ.get("FUZZ_SKIP_API_KEYS", "").split(",") if k}
+_SERVED = sorted((api.key, v) for api in load_handlers().values() if api.key not in _SKIP
+                 for v in range(api.min_version, api.max_version + 1))
+_LOOP = asyncio.new_event_loop()
+_log = logging.getLogger("pyspark_kafka.broker")
+_log.addHandler(_FailOnHandlerError())
+_log.propagate = False
+_log.setLevel(logging.ERROR)
+
+
+def frame_for(data: bytes) -> bytes:
+    """The frame an input stands for: served (api key, version) from its first 2 bytes + the rest."""
+    if len(data) < 2:
+        return b""
+    api_key, version = _SERVED[int.from_bytes(data[:2], "big") % len(_SERVED)]
+    return struct.pack(">hh", api_key, version) + data[2:]
+
+
+def run_frame(frame: bytes) -> None:
+    """Dispatch one frame on the shared broker; raise on anything but a refused frame."""
+    async def go() -> None:
+        try:
+            await asyncio.wait_for(_dispatch(_BROKER, frame, "/127.0.0.1"), HANDLER_BOUND_S)
+        except (protocol.ProtocolError, CloseConnection, asyncio.TimeoutError):
+            pass
+
+    _LOOP.run_until_complete(go())
+
+
+def test_one_input(data: bytes) -> None:
+    frame = frame_for(data)
+    if len(frame) >= 8:
+        run_frame(frame)
+
+
+if __name__ == "__main__":
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
