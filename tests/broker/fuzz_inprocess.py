@@ -1,8 +1,8 @@
 """Coverage-guided, in-process fuzzing of request decoding and handling (atheris / libFuzzer).
 
-Each input is a request frame: its first two bytes choose one (api key, version) the broker
-serves (so every input reaches the decoder of a served API), the rest is the header and body
-as the broker reads them. The target runs the broker's own dispatch path
+Each input is a request frame as the broker reads it after the size prefix (the captured seeds
+of ``fuzz_corpus/seeds.bin`` are such frames); an (api key, version) the broker does not serve
+is mapped onto one it serves, so every input reaches a decoder and a handler. The target runs the broker's own dispatch path
 (``server._dispatch``: version check, :mod:`request_bounds`, kio's native decoder, the
 handler) against a real :class:`~pyspark_kafka.broker.server.Broker` on a temporary data
 directory. The target fails (and libFuzzer saves the input as ``crash-*``) when
@@ -61,12 +61,20 @@ _log.propagate = False
 _log.setLevel(logging.ERROR)
 
 
+_SERVED_SET = set(_SERVED)
+
+
 def frame_for(data: bytes) -> bytes:
-    """The frame an input stands for: served (api key, version) from its first 2 bytes + the rest."""
-    if len(data) < 2:
+    """The frame an input stands for: the input itself when its (api key, version) is served,
+    else the same bytes with a served pair chosen from the unserved one (so mutations of the
+    header still reach a decoder and a handler)."""
+    if len(data) < 8:
         return b""
-    api_key, version = _SERVED[int.from_bytes(data[:2], "big") % len(_SERVED)]
-    return struct.pack(">hh", api_key, version) + data[2:]
+    pair = struct.unpack_from(">hh", data)
+    if pair in _SERVED_SET:
+        return data
+    api_key, version = _SERVED[(pair[0] * 31 + pair[1]) % len(_SERVED)]
+    return struct.pack(">hh", api_key, version) + data[4:]
 
 
 def run_frame(frame: bytes) -> None:
@@ -82,7 +90,7 @@ def run_frame(frame: bytes) -> None:
 
 def test_one_input(data: bytes) -> None:
     frame = frame_for(data)
-    if len(frame) >= 8:
+    if frame:
         run_frame(frame)
 
 
