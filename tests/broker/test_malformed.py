@@ -28,7 +28,7 @@ def written(bootstrap, broker):
     """A topic with known records, produced before any malformed input."""
     from conftest import create_topic
 
-    topic = create_topic(bootstrap, f"malformed-guard-{os.getpid()}", partitions=1)
+    topic = create_topic(bootstrap, f"malformed-guard-{os.getpid()}-{os.urandom(3).hex()}", partitions=1)
     records = RECORDS[:50]
     produce(bootstrap, topic, records, **{"compression.codec": "gzip"})
     return topic, records

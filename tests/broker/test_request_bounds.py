@@ -79,3 +79,23 @@ def test_truncated_varint_and_tag_sizes_are_refused():
     frame = _header_v2(18, 3) + body
     with pytest.raises(FrameBoundsError, match="needs 127 bytes"):
         check_frame(frame, *_schemas(frame))
+
+
+def test_unknown_tagged_fields_are_ignored_as_kip_482_says(bootstrap):
+    """A newer client may add tagged fields at a version we serve; Kafka skips unknown tags."""
+    from kio.schema.api_versions.v3.response import ApiVersionsResponse
+    from kio.schema.metadata.v12.response import MetadataResponse
+
+    from wire import decode_response
+
+    unknown = b"\x02" + b"\x07\x03abc" + b"\x09\x00"  # two unknown tags (7: 3 bytes, 9: empty)
+    api_versions = _header_v2(18, 3) + b"\x02a\x021" + unknown
+    # Metadata v12: topics null (all), allow auto-create false, include authorized ops false, unknown tags.
+    metadata = _header_v2(3, 12) + b"\x00" + b"\x00" + b"\x00" + unknown
+    with WireClient(bootstrap) as c:
+        c.send_raw(struct.pack(">i", len(api_versions)) + api_versions)
+        _, av = decode_response(c.recv_frame(), 18, 3)
+        c.send_raw(struct.pack(">i", len(metadata)) + metadata)
+        _, md = decode_response(c.recv_frame(), 3, 12)
+    assert isinstance(av, ApiVersionsResponse) and av.error_code == 0
+    assert isinstance(md, MetadataResponse) and md.brokers

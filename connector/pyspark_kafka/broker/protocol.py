@@ -97,7 +97,7 @@ def decode_request(frame: bytes, api_key: int, version: int) -> tuple[RequestHea
     schema = request_schema(api_key, version)
     header_schema = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
     try:
-        check_frame(frame, header_schema, schema)  # before the native decoder: no lying counts reach it
+        frame = check_frame(frame, header_schema, schema)  # before the native decoder: no lying counts reach it
     except FrameBoundsError as exc:
         raise ProtocolError(f"malformed {schema.__name__} v{version}: {exc}") from None
     try:

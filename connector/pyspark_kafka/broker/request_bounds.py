@@ -16,6 +16,9 @@ field metadata, in kio's field order) without building anything, and refuses the
 - the tagged-fields section of a flexible struct counts more tags than bytes left, or a tag's
   size runs past the frame (known tags are checked inside their size).
 
+Tagged fields the schema does not know are removed from the frame (KIP-482: a receiver
+ignores unknown tags, so newer clients may send them at versions we serve; kio would refuse).
+
 Everything it accepts, kio can decode without reserving more than the frame's own size, so a
 bad frame costs a :class:`FrameBoundsError` (the server closes the connection, as Kafka does for
 a request it cannot parse) and never the process. Values are not interpreted: semantic checks
@@ -119,11 +122,13 @@ def _min_size(plan: _Plan) -> int:
 
 
 class _Walker:
-    __slots__ = ("buf", "end")
+    __slots__ = ("buf", "end", "edits")
 
-    def __init__(self, buf: bytes | memoryview, end: int):
+    def __init__(self, buf: bytes | memoryview, end: int, edits: list | None = None):
         self.buf = buf
         self.end = end
+        # Unknown tagged fields to drop: (start, stop, replacement bytes), in frame order.
+        self.edits: list[tuple[int, int, bytes]] = [] if edits is None else edits
 
     def _need(self, pos: int, n: int, what: str) -> int:
         if n < 0 or pos + n > self.end:
@@ -209,24 +214,34 @@ class _Walker:
         return pos
 
     def tags(self, pos: int, plan: _Plan, what: str) -> int:
+        count_start = pos
         count, pos = self.uvarint(pos, what)
         if count * 2 > self.end - pos:
             raise FrameBoundsError(f"{what}: {count} tagged fields cannot fit in the {self.end - pos} bytes left")
+        unknown = []
         for _ in range(count):
+            tag_start = pos
             tag, pos = self.uvarint(pos, what)
             size, pos = self.uvarint(pos, what)
             stop = self._need(pos, size, f"{what} tag {tag}")
             field = plan.tagged.get(tag)
             if field is not None:
-                inner = _Walker(self.buf, stop)
+                inner = _Walker(self.buf, stop, self.edits)
                 inner.field(pos, dataclasses.replace(field, nullable=False), True, field.name)
+            else:
+                unknown.append((tag_start, stop))
             pos = stop
+        if unknown:  # KIP-482: a receiver ignores tags it does not know; kio refuses them, so drop them
+            self.edits.append((count_start, count_start + len(_uvarint(count)), _uvarint(count - len(unknown))))
+            self.edits.extend((start, stop, b"") for start, stop in unknown)
         return pos
 
 
-def check_frame(frame: bytes | memoryview, header_schema: type, body_schema: type) -> None:
+def check_frame(frame: bytes, header_schema: type, body_schema: type) -> bytes:
     """Walk ``frame`` (request header + body, without the size prefix) against kio's schemas.
 
+    Returns the frame to decode: ``frame`` itself, or a copy without the tagged fields the
+    schema does not know (KIP-482: receivers ignore unknown tags; kio would refuse them).
     Raises :class:`FrameBoundsError` naming the field when a count or length cannot fit the
     frame or a non-nullable field is null. Trailing bytes after the body are allowed (Kafka
     ignores them). Cost: one pass over the fields, records and strings skipped by length.
@@ -234,4 +249,22 @@ def check_frame(frame: bytes | memoryview, header_schema: type, body_schema: typ
     walker = _Walker(frame, len(frame))
     pos = walker.entity(0, header_schema, "header")
     walker.entity(pos, body_schema, body_schema.__name__)
+    if not walker.edits:
+        return frame
+    out, last = [], 0
+    for start, stop, replacement in sorted(walker.edits, key=lambda e: e[0]):
+        out += [frame[last:start], replacement]
+        last = stop
+    out.append(frame[last:])
+    return b"".join(out)
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        if n < 0x80:
+            out.append(n)
+            return bytes(out)
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
 
