@@ -141,3 +141,56 @@ def test_decompress_stops_at_its_bound(codec):
 def test_decompress_refuses_undefined_codecs():
     with pytest.raises(UnsupportedCompressionError, match="codec id 6"):
         decompress(6, b"x", 100)
+
+
+def test_vectorized_and_record_by_record_checks_agree():
+    """Large batches are checked with numpy, small ones record by record: both must accept and
+    refuse exactly the same records sections (seeded mutations of valid ones)."""
+    import random
+
+    from kio.records.schema import NewRecordBatch, Record, RecordHeader
+    from kio.records.writers import write_new_batch
+    import datetime
+    import io
+
+    from pyspark_kafka.broker.log import validator
+    from pyspark_kafka.broker.log.errors import InvalidRecordError
+
+    rng = random.Random(7)
+    ts = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+
+    def body(n: int) -> bytes:
+        records = tuple(Record(attributes=0, timestamp=ts + datetime.timedelta(milliseconds=rng.randrange(10**6)),
+                               offset=i, key=rng.choice([None, b"k" * rng.randrange(200)]),
+                               value=rng.choice([None, b"v" * rng.randrange(300)]),
+                               headers=tuple(RecordHeader(key=b"h", value=rng.choice([None, b"x"]))
+                                             for _ in range(rng.choice([0, 0, 0, 1, 2]))))
+                        for i in range(n))
+        buf = io.BytesIO()
+        write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1, base_sequence=-1, records=records,
+                                            attributes=0))
+        return buf.getvalue()[HEADER:]
+
+    def scalar_ok(data: bytes, n: int, compacted: bool) -> bool:
+        try:
+            validator._walk_records(data, n, compacted, "t-0")
+            return True
+        except (InvalidRecordError, validator._Truncated):
+            return False
+
+    checked = refused = 0
+    for _ in range(40):
+        n = rng.randrange(validator.VECTORIZE_FROM, validator.VECTORIZE_FROM + 50)
+        valid = body(n)
+        for compacted in (False, True):
+            assert validator._records_valid(valid, n, compacted) == scalar_ok(valid, n, compacted)
+        for _ in range(10):
+            bad = bytearray(valid)
+            for _ in range(rng.randint(1, 3)):
+                bad[rng.randrange(len(bad))] = rng.randrange(256)
+            bad = bytes(bad[:len(bad) - rng.choice([0, 0, 1, 5])])
+            expected = scalar_ok(bad, n, False)
+            assert validator._records_valid(bad, n, False) == expected
+            checked += 1
+            refused += not expected
+    assert refused > 50 and checked - refused > 5  # both outcomes were exercised
