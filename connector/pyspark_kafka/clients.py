@@ -1,8 +1,9 @@
 """confluent-kafka client construction and a per-worker consumer cache.
 
 Client settings come from the ``kafka.*`` data source options (prefix removed,
-as Spark's Kafka connector does). They are librdkafka settings: a Java-only
-setting (e.g. ``kafka.sasl.jaas.config``) makes client creation fail with an
+as Spark's Kafka connector does). Kafka Java client names are translated to
+librdkafka's (:mod:`pyspark_kafka.javaconfig`: JAAS, key stores, renamed settings);
+a setting neither client knows makes client creation fail with an
 :class:`~pyspark_kafka.errors.OptionError` naming it. Secrets never appear in
 messages (:func:`pyspark_kafka.options.redact`).
 
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from typing import Iterator, Mapping
 
 from pyspark_kafka.errors import OptionError
+from pyspark_kafka.javaconfig import to_librdkafka
 from pyspark_kafka.options import KAFKA_PREFIX, kafka_params, redact
 
 # Java client settings that librdkafka lacks; the reader interprets the first one itself.
@@ -32,8 +34,10 @@ _lock = threading.Lock()
 
 
 def client_params(options: Mapping[str, str]) -> dict:
-    """The ``kafka.*`` options as librdkafka settings, minus :data:`DRIVER_ONLY_SETTINGS`."""
-    params = kafka_params(options)
+    """The ``kafka.*`` options as librdkafka settings (Java client names translated, see
+    :func:`~pyspark_kafka.javaconfig.to_librdkafka`), minus :data:`DRIVER_ONLY_SETTINGS`.
+    Raises OptionError for a setting that cannot be honoured."""
+    params = to_librdkafka(kafka_params(options))
     for k in DRIVER_ONLY_SETTINGS:
         params.pop(k, None)
     return params

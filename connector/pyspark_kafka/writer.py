@@ -63,7 +63,8 @@ from pyspark.sql.types import (
 from pyspark_kafka import transactions as txn
 from pyspark_kafka.clients import close_quietly, config_key, new_consumer, new_producer, producer_config
 from pyspark_kafka.errors import DeliveryError, OptionError, RecordError, SchemaError
-from pyspark_kafka.options import get_option, redact
+from pyspark_kafka.javaconfig import java_partitioner
+from pyspark_kafka.options import get_option, kafka_params, redact
 from pyspark_kafka.routing import Router, load_partitioner
 
 log = logging.getLogger(__name__)
@@ -214,6 +215,12 @@ class WriteSpec:
         topic = get_option(options, "topic")
         columns = validate_schema(schema, topic)
         partitioner = get_option(options, "partitioner")
+        java = java_partitioner(kafka_params(options))  # kafka.partitioner.class / kafka.partitioner
+        if partitioner is None:
+            partitioner = java
+        elif java is not None and java != partitioner:
+            raise OptionError(f"option 'partitioner' = {partitioner!r} contradicts the Kafka client setting "
+                              f"that asks for {java!r}: keep one of them")
         load_partitioner(partitioner)  # fail on the driver, not in every task
         settings = producer_config(options)
         if "bootstrap.servers" not in settings:
