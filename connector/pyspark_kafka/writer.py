@@ -104,22 +104,22 @@ def _is_headers_type(dt: DataType) -> bool:
 def validate_schema(schema: StructType, topic_option: str | None) -> frozenset[str]:
     """Check the input columns against the sink's table; return the names present.
 
-    Rules (Spark's ``KafkaWriter.validateQuery``, plus: unknown columns are errors):
-    ``value`` is required; ``topic`` is required unless ``topic_option`` is set; each
-    column has one of the types of the module table (nullability ignored). Raises
+    Rules (Spark's ``KafkaWriter.validateQuery``): ``value`` is required; ``topic`` is required
+    unless ``topic_option`` is set; each sink column has one of the types of the module table
+    (nullability ignored). Other columns are ignored, as Spark ignores them, with one warning
+    naming them (and the sink column a differently-cased name probably meant). Raises
     SchemaError naming the column, the type found, the type expected and the fix.
     """
-    names = [f.name for f in schema.fields]
-    unknown = [n for n in names if n not in _COLUMN_TYPES]
+    names = [f.name for f in schema.fields if f.name in _COLUMN_TYPES]
+    unknown = [f.name for f in schema.fields if f.name not in _COLUMN_TYPES]
     if unknown:
         hints = [f" (did you mean '{n.lower()}'?)" if n.lower() in _COLUMN_TYPES else "" for n in unknown]
-        listed = ", ".join(f"'{n}'{h}" for n, h in zip(unknown, hints))
-        raise SchemaError(
-            f"unknown column(s) {listed} for the Kafka sink; allowed columns are "
-            f"{', '.join(_COLUMN_TYPES)}. Select only those, e.g. "
-            "df.selectExpr('CAST(id AS STRING) AS key', 'to_json(struct(*)) AS value')"
-        )
+        log.warning("ignoring column(s) %s: the Kafka sink writes only %s (as Spark's Kafka sink, extra columns "
+                    "are not written)", ", ".join(f"'{n}'{h}" for n, h in zip(unknown, hints)),
+                    ", ".join(_COLUMN_TYPES))
     for f in schema.fields:
+        if f.name not in _COLUMN_TYPES:
+            continue
         types, expected = _COLUMN_TYPES[f.name]
         ok = _is_headers_type(f.dataType) if f.name == "headers" else isinstance(f.dataType, types)
         if not ok:

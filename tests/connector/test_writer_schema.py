@@ -62,13 +62,21 @@ def test_double_timestamp_is_accepted_like_spark():
             dict(value=StringType(), headers=ArrayType(StructType([StructField("key", StringType()), StructField("value", StringType())]))),
             r"column 'headers' has type array<struct<key:string,value:string>>; .* array<struct<key:string,value:binary>>",
         ),
-        (dict(value=StringType(), extra=StringType()), r"unknown column\(s\) 'extra' for the Kafka sink; allowed columns are value, key, topic"),
-        (dict(Value=StringType()), r"unknown column\(s\) 'Value' \(did you mean 'value'\?\)"),
+        (dict(Value=StringType()), r"required column 'value' \(binary or string\) is missing"),
     ],
 )
 def test_bad_columns_name_the_column_and_expected_type(cols, message):
     with pytest.raises(SchemaError, match=message):
         validate_schema(schema(**cols), "t")
+
+
+def test_extra_columns_are_ignored_with_one_warning_as_spark_does(caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="pyspark_kafka.writer"):
+        assert validate_schema(schema(value=StringType(), extra=StringType(), Key=StringType()), "t") == {"value"}
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "ignoring column(s) 'extra', 'Key' (did you mean 'key'?)" in warning
 
 
 def test_missing_topic_column_and_option():
