@@ -258,3 +258,31 @@ def test_running_query_picks_up_new_partitions_and_pattern_topics(spark, bootstr
         + [(topic_b, 0, f"b0-{i}".encode()) for i in range(5)]
     )
     assert seen == expected
+
+
+def test_offsets_behind_latest_as_spark_reports_them(spark, bootstrap, make_topic, checkpoint_dir):
+    """Spark's Kafka source metrics (min/max/avgOffsetsBehindLatest), computed from progress by
+    pyspark_kafka.progress (pyspark's Python source API has no custom-metrics hook)."""
+    from pyspark_kafka.progress import OffsetLagListener, offsets_behind_latest
+
+    topic = make_topic(partitions=2)
+    produce(bootstrap, topic, 150, partition=0)
+    produce(bootstrap, topic, 150, partition=1)
+    listener = OffsetLagListener()
+    spark.streams.addListener(listener)
+    try:
+        query = start(spark, bootstrap, Collector(), checkpoint_dir, {"availableNow": True},
+                      subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="100")
+        try:
+            assert query.awaitTermination(180), "AvailableNow query did not stop by itself"
+        finally:
+            query.stop()
+        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        lags = [offsets_behind_latest(p) for p in progress]
+        assert [(m["minOffsetsBehindLatest"], m["maxOffsetsBehindLatest"]) for m in lags] == [
+            ("100", "100"), ("50", "50"), ("0", "0")]
+        assert lags[0]["avgOffsetsBehindLatest"] == "100.0"
+        wait_until(lambda: len(listener.history.get(str(query.id), [])) >= 3, 60, "three progress events")
+        assert listener.history[str(query.id)][:3] == lags
+    finally:
+        spark.streams.removeListener(listener)
