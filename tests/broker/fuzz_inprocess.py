@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import struct
 import sys
 import tempfile
@@ -51,9 +50,7 @@ class _FailOnHandlerError(logging.Handler):
 _TMP = tempfile.TemporaryDirectory(prefix="fuzz-inprocess-")
 _BROKER = Broker(_TMP.name, {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"})
 _BROKER.logs.load()
-_SKIP = {int(k) for k in os.environ.get("FUZZ_SKIP_API_KEYS", "").split(",") if k}
-_SERVED = sorted((api.key, v) for api in load_handlers().values() if api.key not in _SKIP
-                 for v in range(api.min_version, api.max_version + 1))
+_SERVED = sorted((api.key, v) for api in load_handlers().values() for v in range(api.min_version, api.max_version + 1))
 _LOOP = asyncio.new_event_loop()
 _log = logging.getLogger("pyspark_kafka.broker")
 _log.addHandler(_FailOnHandlerError())

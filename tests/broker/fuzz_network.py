@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import selectors
 import signal
 import socket
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fuzz_mutate import Mutator
+from wire import WireClient
 
 START_TIMEOUT_S = 60.0
 ANSWER_TIMEOUT_S = 15.0
@@ -46,16 +48,17 @@ class FuzzFailure(AssertionError):
 
 
 class BrokerProcess:
-    """``with BrokerProcess(data_dir, config) as b: b.bootstrap, b.pid, b.rss_kib()``.
+    """``with BrokerProcess(data_dir, config, nofile=None) as b: b.bootstrap, b.pid, b.rss_kib()``.
 
     Starts ``python -m pyspark_kafka broker --port 0`` (the ``pyspark-kafka broker`` command),
     waits for its listening line (at most :data:`START_TIMEOUT_S`), stops it with SIGTERM
     (SIGKILL after :data:`STOP_TIMEOUT_S`) by pid on exit, also when the test failed.
     """
 
-    def __init__(self, data_dir: Path, config: dict[str, str] | None = None):
+    def __init__(self, data_dir: Path, config: dict[str, str] | None = None, nofile: int | None = None):
         self.data_dir = Path(data_dir)
         self.config = config or {}
+        self.nofile = nofile  # the child's open-file limit (RLIMIT_NOFILE), None = inherited
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
         self.proc: subprocess.Popen | None = None
         self.bootstrap = ""
@@ -66,7 +69,9 @@ class BrokerProcess:
         for k, v in self.config.items():
             cmd += ["--config", f"{k}={v}"]
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        limit = None if self.nofile is None else (
+            lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile)))
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=limit)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             match = LISTENING.search(self.log_path.read_text(errors="replace"))
@@ -116,26 +121,13 @@ class BrokerProcess:
 
 def answers_api_versions(bootstrap: str, timeout_s: float = ANSWER_TIMEOUT_S) -> bool:
     """True when a fresh connection gets an ApiVersions v0 response within ``timeout_s``."""
-    host, port = bootstrap.rsplit(":", 1)
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-            sock.sendall(API_VERSIONS_V0)
-            head = _recv_exactly(sock, 4)
-            body = _recv_exactly(sock, struct.unpack(">i", head)[0])
-            return struct.unpack_from(">i", body)[0] == 424242
+        with WireClient(bootstrap, timeout_s) as client:
+            client.send_raw(API_VERSIONS_V0)
+            frame = client.recv_frame()
+            return frame is not None and struct.unpack_from(">i", frame)[0] == 424242
     except (OSError, struct.error):
         return False
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks, left = [], n
-    while left:
-        chunk = sock.recv(left)
-        if not chunk:
-            raise ConnectionError("closed")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 @dataclass

@@ -146,7 +146,14 @@ async def _dispatch(broker: Broker, frame: bytes, client_host: str = "") -> list
         return chunks
     if result is None:
         return None
-    return protocol.encode_response(api_key, version, correlation_id, result)
+    try:
+        return protocol.encode_response(api_key, version, correlation_id, result)
+    except Exception:  # a handler produced a value its response schema does not allow: a broker bug
+        log.exception("handler for api key %s v%s built a response that cannot be encoded", api_key, version)
+        chunks = protocol.encode_error_response(api_key, version, correlation_id, UNKNOWN_SERVER_ERROR)
+        if chunks is None:
+            raise CloseConnection() from None
+        return chunks
 
 
 def _open_file_chunks(chunks: list) -> list:

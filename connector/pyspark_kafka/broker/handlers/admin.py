@@ -1,5 +1,11 @@
 """Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DescribeConfigs (32).
 
+Limits: one CreateTopics or CreatePartitions request may create at most 10,000 partitions in all
+(Kafka's controller: POLICY_VIOLATION "Excessively large number of partitions per request."), and
+the broker at most as many as its open-file limit allows (POLICY_VIOLATION naming the limit;
+:func:`~pyspark_kafka.broker.log.manager.partition_capacity`). DeleteTopics refuses the internal
+topics with POLICY_VIOLATION (Apache Kafka deletes them; a deliberate difference).
+
 Single broker rules: replication factor must be 1 or -1 (default) and manual assignments may
 only name this broker, else INVALID_REPLICATION_FACTOR (38) / INVALID_REPLICA_ASSIGNMENT (39).
 ``num_partitions`` -1 means ``num.partitions``. ``validate_only`` checks everything and
@@ -21,7 +27,10 @@ from pyspark_kafka.broker.log.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
     KafkaError,
+    PolicyViolationError,
 )
+from pyspark_kafka.broker.handlers.produce import INTERNAL_TOPICS
+from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST
 
 
 TOPIC_RESOURCE = 2
@@ -58,6 +67,8 @@ async def create_topics(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
     validate_only = getattr(request, "validate_only", False)
     names = [t.name for t in request.topics]
+    asked = sum(max(t.num_partitions, len(t.assignments or ())) for t in request.topics)
+    too_many = asked > MAX_PARTITIONS_PER_REQUEST  # Kafka's controller refuses the whole request
     results = []
     for topic in request.topics:
         result = {"name": topic.name, "topic_id": None, "error_code": NONE, "error_message": None,
@@ -66,6 +77,8 @@ async def create_topics(ctx: RequestContext, request) -> dict:
             if names.count(topic.name) > 1:
                 raise InvalidRequestError(f"topic {topic.name!r} appears more than once in the request")
             validate_topic_name(topic.name)
+            if too_many:
+                raise PolicyViolationError("Excessively large number of partitions per request.")
             count = _partition_count(broker, topic)
             configs = {c.name: c.value for c in topic.configs}
             info = broker.logs.create_topic(topic.name, count, configs, validate_only=validate_only)
@@ -97,6 +110,12 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
             name = broker.topic_by_id(topic_id)
             if name is None:
                 error_code, message = UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}"
+        if error_code == NONE and name in INTERNAL_TOPICS:
+            # Deliberate difference: Apache Kafka 4.3 deletes them (and loses every group's offsets or
+            # every transaction's state); the coordinators here keep their state only in these topics.
+            error_code = PolicyViolationError.error_code
+            message = (f"internal topic {name} cannot be deleted: it holds the "
+                       f"{'group' if name == '__consumer_offsets' else 'transaction'} coordinator's state")
         if error_code == NONE:
             try:
                 topic_id = broker.logs.delete_topic(name).topic_id
@@ -110,10 +129,14 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
 async def create_partitions(ctx: RequestContext, request) -> dict:
     """Raise each topic's partition count to ``count`` (never lower: INVALID_PARTITIONS)."""
     broker = ctx.broker
+    added = sum(max(0, t.count - (broker.logs.topic(t.name).num_partitions if broker.logs.topic(t.name) else 0))
+                for t in request.topics)
     results = []
     for topic in request.topics:
         error_code, message = NONE, None
         try:
+            if added > MAX_PARTITIONS_PER_REQUEST:
+                raise PolicyViolationError("Excessively large number of partitions per request.")
             for a in topic.assignments or ():
                 if list(a.broker_ids) != [broker.node_id]:
                     raise InvalidReplicaAssignmentError(f"new partitions may only be assigned to broker {broker.node_id}")

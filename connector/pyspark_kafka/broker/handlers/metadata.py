@@ -11,6 +11,7 @@ from __future__ import annotations
 from pyspark_kafka.broker.config import validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
+from pyspark_kafka.broker.protocol import ProtocolError
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested" in Kafka's protocol
 
@@ -75,6 +76,10 @@ async def metadata(ctx: RequestContext, request) -> dict:
         topics = [topic_entry(broker, name) for name in sorted(broker.logs.topics())]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True)
+        if ctx.api_version < 12 and any(t.name is None for t in requested):
+            # Kafka's KafkaApis: "Topic name can not be null for version N" (topic ids need v12, KIP-516)
+            raise ProtocolError(f"Topic name can not be null for Metadata version {ctx.api_version}: "
+                                "topic ids need Metadata v12 or later")
         topics = []
         for t in requested:
             topic_id = getattr(t, "topic_id", None)

@@ -90,6 +90,12 @@ class InvalidRequestError(KafkaError):
     error_code = 42
 
 
+class PolicyViolationError(KafkaError):
+    """A request breaks a broker policy, e.g. too many partitions at once (POLICY_VIOLATION)."""
+
+    error_code = 44
+
+
 class KafkaStorageError(KafkaError):
     """The data directory cannot be read or written (KAFKA_STORAGE_ERROR)."""
 

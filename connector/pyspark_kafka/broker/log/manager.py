@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import shutil
 import time
 import uuid
@@ -45,6 +46,7 @@ from pyspark_kafka.broker.log.errors import (
     InvalidReplicationFactorError,
     InvalidTopicError,
     KafkaStorageError,
+    PolicyViolationError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -58,6 +60,26 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 PARTITION_METADATA_FILE = "partition.metadata"
+
+MAX_PARTITIONS_PER_REQUEST = 10_000
+"""Most partitions one CreateTopics or CreatePartitions request may create: Kafka's controller
+refuses more with POLICY_VIOLATION "Excessively large number of partitions per request." (measured
+on Kafka 4.3.1: 10,001 partitions in one request refused, also when spread over two topics)."""
+FILES_PER_PARTITION = 3  # the active segment's .log, .index and .timeindex stay open
+RESERVED_FILES = 512  # client connections, checkpoints, the internal topics' extra segments
+
+
+def partition_capacity() -> int:
+    """How many partitions this process can keep open: (open-file limit - 512) / 3 files each.
+
+    Kafka has no such broker-wide cap; it needs one open file per segment and runs out of file
+    descriptors too, but later and less gracefully. Raising ``ulimit -n`` raises this capacity.
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(0, (soft - RESERVED_FILES) // FILES_PER_PARTITION)
+
 
 # IncrementalAlterConfigs operations (KIP-339).
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
@@ -94,6 +116,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_configs: dict[str, LogConfig] = {}
         self.recovery_stats: dict[tuple[str, int], RecoveryStats] = {}
+        self.offline: dict[tuple[str, int], str] = {}  # partitions load could not open, and why
         self.clean_shutdown = False  # whether the last load found the clean-shutdown marker
         self._closed = False
         self._last_checkpoint_ms = 0
@@ -119,17 +142,38 @@ class LogManager:
         start_offsets = read_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         started = time.monotonic()
         self._remove_stale_dirs()
+        capacity = partition_capacity()
+        self.offline = {}
         for info in self._topics.values():
-            self._log_configs[info.name] = LogConfig.from_configs(self.config, info.configs)
+            try:
+                self._log_configs[info.name] = LogConfig.from_configs(self.config, info.configs)
+            except (InvalidConfigError, ValueError) as e:  # a config a later version refuses
+                log.error("topic %s has invalid config overrides (%s): using the broker defaults", info.name, e)
+                self._log_configs[info.name] = LogConfig.from_configs(self.config, {})
             for partition in range(info.num_partitions):
                 key = (info.name, partition)
-                self._open_log(
-                    info,
-                    partition,
-                    recovery_point=recovery_points.get(key, 0),
-                    log_start_offset=start_offsets.get(key, 0),
-                    clean=self.clean_shutdown,
-                )
+                if len(self._logs) >= capacity:
+                    self.offline[key] = "over the open-file capacity"
+                    continue
+                try:
+                    self._open_log(
+                        info,
+                        partition,
+                        recovery_point=recovery_points.get(key, 0),
+                        log_start_offset=start_offsets.get(key, 0),
+                        clean=self.clean_shutdown,
+                    )
+                except (OSError, KafkaStorageError, ValueError) as e:
+                    # One damaged partition must not keep the others offline (Kafka marks a log dir offline).
+                    self.offline[key] = f"{type(e).__name__}: {e}"
+                    log.error("partition %s-%d is offline: cannot open its log (%s: %s); the other partitions are "
+                              "served. Move %s aside and restart to recreate it empty", info.name, partition,
+                              type(e).__name__, e, self._partition_dir(info.name, partition))
+        over = sum(1 for why in self.offline.values() if why == "over the open-file capacity")
+        if over:
+            log.error("%d partitions are offline: the topic metadata lists more partitions than this process can "
+                      "keep open (capacity %d with ulimit -n %d); raise the open-file limit and restart",
+                      over, capacity, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         if self.clean_shutdown:
             marker.unlink()
             fsync_dir(self.data_dir)
@@ -271,6 +315,7 @@ class LogManager:
             num_partitions = self.config.get_int("num.partitions")
         if num_partitions < 1:
             raise InvalidPartitionsError(f"Number of partitions must be larger than 0 (got {num_partitions}).")
+        self.check_capacity(num_partitions)
         if replication_factor not in (-1, 1):
             raise InvalidReplicationFactorError(
                 f"Replication factor: {replication_factor} larger than available brokers: 1. "
@@ -326,6 +371,7 @@ class LogManager:
                 f"Topic currently has {info.num_partitions} partitions, which is higher than the requested "
                 f"{new_total}."
             )
+        self.check_capacity(new_total - info.num_partitions)
         grown = TopicInfo(info.name, info.topic_id, new_total, info.configs)
         if validate_only:
             return grown
@@ -334,6 +380,22 @@ class LogManager:
             self._open_log(grown, partition)
         fsync_dir(self.data_dir)
         return grown
+
+    def partition_count(self) -> int:
+        """Partitions of all topics, open or offline."""
+        return sum(info.num_partitions for info in self._topics.values())
+
+    def check_capacity(self, added: int) -> None:
+        """Raise PolicyViolationError when ``added`` more partitions would exceed
+        :data:`MAX_PARTITIONS_PER_REQUEST` or :func:`partition_capacity` (nothing is created)."""
+        if added > MAX_PARTITIONS_PER_REQUEST:
+            raise PolicyViolationError("Excessively large number of partitions per request.")
+        capacity = partition_capacity()
+        if self.partition_count() + added > capacity:
+            raise PolicyViolationError(
+                f"this broker can keep {capacity} partitions open (ulimit -n "
+                f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]}, {FILES_PER_PARTITION} files each) and has "
+                f"{self.partition_count()}; {added} more do not fit: delete topics or raise the open-file limit")
 
     # -- configs ----------------------------------------------------------------------------
     def describe_topic_configs(self, topic: str) -> list[tuple[str, str | None, bool]]:
