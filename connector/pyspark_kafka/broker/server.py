@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import logging
 import signal
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import protocol
 from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.connections import CHUNK_BYTES, ConnectionQuotas, RequestMemory, read_frame_body
 from pyspark_kafka.broker.coordinator.group import coordinator_for as group_coordinator
 from pyspark_kafka.broker.coordinator.txn import coordinator as txn_coordinator
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
@@ -30,7 +31,7 @@ from pyspark_kafka.broker.handlers.api_versions import api_versions_body
 from pyspark_kafka.broker.log.errors import KafkaError
 from pyspark_kafka.broker.log.manager import LogManager
 
-log = logging.getLogger("pyspark_kafka.broker")
+log = get_logger("pyspark_kafka.broker")
 
 UNSUPPORTED_VERSION = 35
 UNKNOWN_SERVER_ERROR = -1
@@ -197,23 +198,44 @@ async def _write_chunks(writer: asyncio.StreamWriter, chunks: list) -> None:
 
 
 async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Serve one client connection until it closes or sends something unparseable."""
+    """Serve one client connection until it closes, idles, or sends something unparseable.
+
+    Limits (:mod:`~pyspark_kafka.broker.connections`): a frame over ``socket.request.max.bytes``
+    closes the connection; its body is read in chunks reserved in ``queued.max.request.bytes``;
+    at most ``queued.max.requests`` requests are handled at once (others wait); no complete
+    request for ``connections.max.idle.ms`` closes the connection.
+    """
     peer = writer.get_extra_info("peername")
     client_host = f"/{peer[0]}" if peer else ""
     max_request = broker.config.get_int("socket.request.max.bytes")
+    idle_s = broker.config.get_int("connections.max.idle.ms") / 1000
     try:
         while True:
-            size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+            try:
+                size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), idle_s), "big", signed=True)
+            except asyncio.TimeoutError:
+                log.info("closing connection from %s: idle for connections.max.idle.ms=%d", peer, idle_s * 1000)
+                return
             if size < 8 or size > max_request:
                 log.warning(
                     "closing connection from %s: request size %d is outside 8..%d (socket.request.max.bytes)",
                     peer, size, max_request,
                 )
                 return
-            frame = await reader.readexactly(size)
-            chunks = await _dispatch(broker, frame, client_host)
-            if chunks is not None:
-                await _write_chunks(writer, _open_file_chunks(chunks))
+            try:
+                frame, reserved = await read_frame_body(reader, size, broker.request_memory, idle_s)
+            except asyncio.TimeoutError:
+                log.info("closing connection from %s: a %d-byte request stalled for connections.max.idle.ms=%d",
+                         peer, size, idle_s * 1000)
+                return
+            try:
+                async with broker.request_slots:
+                    chunks = await _dispatch(broker, frame, client_host)
+                del frame
+                if chunks is not None:
+                    await _write_chunks(writer, _open_file_chunks(chunks))
+            finally:
+                await broker.request_memory.release(reserved)
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     except protocol.ProtocolError as exc:
@@ -270,9 +292,20 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     """
     load_handlers()
     broker.logs.load()
+    broker.request_memory = RequestMemory(broker.config.get_int("queued.max.request.bytes"))
+    broker.request_slots = asyncio.Semaphore(broker.config.get_int("queued.max.requests"))
     connections: set[asyncio.Task] = set()
 
+    quotas = ConnectionQuotas(broker.config)
+
     async def on_connect(reader, writer):
+        peer = writer.get_extra_info("peername")
+        ip = peer[0] if peer else ""
+        refused = quotas.admit(ip, len(broker.logs.open_partitions()))
+        if refused is not None:
+            log.warning("closing connection from %s: %s", peer, refused)
+            writer.close()
+            return
         task = asyncio.current_task()
         connections.add(task)
         try:
@@ -281,8 +314,10 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
             pass  # broker shutting down: the connection is closed by serve_connection
         finally:
             connections.discard(task)
+            quotas.release(ip)
 
-    server = await asyncio.start_server(on_connect, broker.host, port, limit=1 << 20)
+    # limit: asyncio pauses reading a connection whose unread bytes pass 2 x limit (128 KiB here)
+    server = await asyncio.start_server(on_connect, broker.host, port, limit=CHUNK_BYTES)
     broker.port = server.sockets[0].getsockname()[1]
     timers = [
         asyncio.create_task(

@@ -45,7 +45,6 @@ their session timeout.
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -56,6 +55,7 @@ from kio.schema.consumer_protocol_subscription.v2 import ConsumerProtocolSubscri
 from kio.schema.consumer_protocol_subscription.v3 import ConsumerProtocolSubscription as SubscriptionV3
 from kio.serial import entity_reader
 
+from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.clock import now_ms
 from pyspark_kafka.broker.coordinator.offsets import (
     GroupRecord,
@@ -66,7 +66,7 @@ from pyspark_kafka.broker.coordinator.offsets import (
 )
 from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 # Kafka error codes used by the coordinator (org.apache.kafka.common.protocol.Errors).
 OFFSET_METADATA_TOO_LARGE = 12

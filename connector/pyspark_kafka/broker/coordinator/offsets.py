@@ -39,7 +39,6 @@ open stay pending until :meth:`~OffsetStore.complete_txn`.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -61,6 +60,7 @@ from kio.serial.writers import (
     write_nullable_legacy_string,
 )
 
+from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields, ensure_internal_topic, partition_for
 from pyspark_kafka.broker.log.errors import (
     CoordinatorNotAvailableError,
@@ -72,7 +72,7 @@ from pyspark_kafka.broker.log.errors import (
 from pyspark_kafka.broker.log.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT
 from pyspark_kafka.broker.log.records import encode_batch, iter_batches
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

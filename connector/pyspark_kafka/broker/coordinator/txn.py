@@ -34,7 +34,6 @@ Producer ids come from :class:`ProducerIdManager`: blocks of 1000 reserved durab
 from __future__ import annotations
 
 import enum
-import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -43,6 +42,7 @@ from kio.serial.errors import DecodeError
 from kio.serial.readers import read_int8, read_int16, read_int32, read_int64, read_legacy_string
 from kio.serial.writers import write_int8, write_int16, write_int32, write_int64, write_legacy_string
 
+from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.coordinator.group import coordinator_for
 from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields, ensure_internal_topic, partition_for
 from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
@@ -59,7 +59,7 @@ from pyspark_kafka.broker.log.errors import (
 from pyspark_kafka.broker.log.producer_state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from pyspark_kafka.broker.log.records import encode_batch, iter_batches
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 MAX_EPOCH = 32767 - 1  # Kafka bumps to a new producer id before the epoch reaches Short.MAX_VALUE

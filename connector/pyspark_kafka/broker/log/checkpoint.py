@@ -11,11 +11,11 @@ Offset checkpoints use Kafka's text format (``recovery-point-offset-checkpoint``
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
+from pyspark_kafka.broker.log_escape import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 CHECKPOINT_VERSION = 0
 

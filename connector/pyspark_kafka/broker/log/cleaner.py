@@ -26,7 +26,6 @@ when new segments were closed or a retained tombstone's ``delete.retention.ms`` 
 
 from __future__ import annotations
 
-import logging
 import os
 import struct
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from typing import Iterator, NamedTuple
 import crc32c
 from kio.serial.readers import read_int8, read_signed_varint, read_signed_varlong
 
+from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.log.checkpoint import fsync_dir, write_synced
 from pyspark_kafka.broker.log.compression import decompress
 from pyspark_kafka.broker.log.errors import KafkaError
@@ -49,7 +49,7 @@ from pyspark_kafka.broker.log.record_batch import (
 from pyspark_kafka.broker.log.segment import LogSegment
 from pyspark_kafka.broker.log.validator import UNCOMPRESSED_BOUND_FACTOR
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 CLEANED_SUFFIX = ".cleaned"
 _CLEANER_MIN_BOUND = 1 << 20

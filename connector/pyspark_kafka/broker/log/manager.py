@@ -16,7 +16,6 @@ next :meth:`LogManager.load` recognises (by the topic id in ``partition.metadata
 from __future__ import annotations
 
 import json
-import logging
 import os
 import resource
 import shutil
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import clock
 from pyspark_kafka.broker.config import (
     TOPIC_CONFIG_TO_BROKER,
@@ -53,7 +53,7 @@ from pyspark_kafka.broker.log.errors import (
 from pyspark_kafka.broker.log.cleaner import LogCleaner
 from pyspark_kafka.broker.log.partition_log import PartitionLog, RecoveryStats
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 TOPICS_FILE = "__topics.json"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -283,6 +283,10 @@ class LogManager:
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         """The topic with this id (Fetch v13+ and Metadata v10+ name topics by id), or None."""
         return self._by_id.get(topic_id)
+
+    def open_partitions(self) -> dict[tuple[str, int], PartitionLog]:
+        """The partition logs that are open (the offline ones excluded), by ``(topic, partition)``."""
+        return self._logs
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))

@@ -22,7 +22,6 @@ rewriting each batch's ``baseOffset``; records are never decompressed.
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import uuid
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import clock
 from pyspark_kafka.broker.config import LogConfig
 from pyspark_kafka.broker.log.checkpoint import fsync_dir
@@ -65,7 +65,7 @@ from pyspark_kafka.broker.log.segment import (
 )
 from pyspark_kafka.broker.log.validator import validate_client_batch
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
 LATEST_TIMESTAMP = -1  # ListOffsets: the log end offset

@@ -28,7 +28,6 @@ replays the batch headers after it (control batches also have their one record r
 from __future__ import annotations
 
 import json
-import logging
 import os
 import struct
 from collections import deque
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.log.checkpoint import atomic_write
 from pyspark_kafka.broker.log.errors import (
     InvalidProducerEpochError,
@@ -51,7 +51,7 @@ from pyspark_kafka.broker.log.records import (
     encode_batch,
 )
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 INT32_MAX = 2**31 - 1
 BATCHES_RETAINED = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight 5)

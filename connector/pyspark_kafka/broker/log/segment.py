@@ -14,11 +14,11 @@ Indexes are loaded on first use and rebuilt from the ``.log`` when their sanity 
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Iterator
 
+from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.clock import now_ms
 from pyspark_kafka.broker.log.errors import KafkaStorageError
 from pyspark_kafka.broker.log.index import INT32_MAX, IndexCorruptError, OffsetIndex, TimeIndex
@@ -31,7 +31,7 @@ from pyspark_kafka.broker.log.record_batch import (
     read_offset_and_length,
 )
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
