@@ -349,6 +349,9 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
             task.cancel()
         await asyncio.gather(*timers, *connections, return_exceptions=True)
         await server.wait_closed()
+        coordinator = getattr(broker, "group_coordinator", None)
+        if coordinator is not None:
+            coordinator.offsets.write_snapshots()  # the next start replays nothing before this point
         broker.logs.close()
         log.info("pyspark-kafka broker on %s stopped; logs closed", bootstrap)
 

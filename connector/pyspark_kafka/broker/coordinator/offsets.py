@@ -35,11 +35,22 @@ Transactional offset commits (KIP-98), for the transaction coordinator (``coordi
 
 On load, transactional offsets are applied only when their COMMIT marker follows; those still
 open stay pending until :meth:`~OffsetStore.complete_txn`.
+
+Snapshots keep restarts flat: replaying every commit ever made took 6.6 s after 340,590 commits.
+:meth:`OffsetStore.write_snapshots` writes, per partition, the current state (the latest
+GroupMetadata and offset records of its groups, in the layouts above, as one record batch) to
+``<next offset, 20 digits>.coordinator-snapshot`` in the partition's directory, at a clean shutdown
+and after every :data:`SNAPSHOT_EVERY_RECORDS` records appended. :meth:`OffsetStore.load` starts
+from the newest snapshot that the log still covers and replays only the batches after it; a
+missing, unreadable or out-of-range snapshot means a full replay. No snapshot is written for a
+partition while a transaction has offsets pending in it (the replay from the previous one stays
+correct).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Mapping
 
 from kio.serial.errors import DecodeError
@@ -70,9 +81,13 @@ from pyspark_kafka.broker.log.errors import (
     RecordTooLargeError,
 )
 from pyspark_kafka.broker.log.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT
-from pyspark_kafka.broker.log.records import encode_batch, iter_batches
+from pyspark_kafka.broker.log.checkpoint import atomic_write
+from pyspark_kafka.broker.log.records import decode_batch, encode_batch, iter_batches
 
 log = get_logger(__name__)
+
+SNAPSHOT_SUFFIX = ".coordinator-snapshot"
+SNAPSHOT_EVERY_RECORDS = 20_000
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -245,24 +260,86 @@ class OffsetStore:
     def __init__(self, logs, config) -> None:
         self.logs = logs
         self.config = config
-        self.loaded_groups: dict[str, GroupRecord] = {}  # group metadata found by load()
+        # latest persisted metadata of each group: found by load(), then kept up to date by store_group()
+        self.loaded_groups: dict[str, GroupRecord] = {}
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._pending: dict[int, _PendingTxn] = {}
+        self._since_snapshot = 0  # records appended since the last snapshot
+        self.replayed_records = 0  # records the last load() replayed from the log (after its snapshots)
 
     # -- loading ------------------------------------------------------------------------------
     def load(self) -> None:
-        """Replay every ``__consumer_offsets`` partition into the cache (groups into :attr:`loaded_groups`)."""
+        """Rebuild the cache from ``__consumer_offsets``: per partition the newest usable snapshot,
+        then the batches after it (groups into :attr:`loaded_groups`)."""
         self._offsets.clear()
         self._pending.clear()
         self.loaded_groups.clear()
         info = self.logs.topic(OFFSETS_TOPIC)
-        count = 0
+        count = snapshots = 0
         for partition in range(info.num_partitions if info is not None else 0):
-            for batch in iter_batches(self.logs.get_log(OFFSETS_TOPIC, partition)):
+            plog = self.logs.get_log(OFFSETS_TOPIC, partition)
+            if plog is None:
+                continue
+            start = self._load_snapshot(plog)
+            snapshots += start > 0
+            for batch in iter_batches(plog, start):
                 self._replay(batch)
                 count += len(batch.records)
-        log.info("loaded %d records of %s: %d groups with offsets, %d with metadata, %d open transactions",
-                 count, OFFSETS_TOPIC, len(self._offsets), len(self.loaded_groups), len(self._pending))
+        self.replayed_records = count
+        log.info("loaded %s: %d snapshots, %d records replayed: %d groups with offsets, %d with metadata, "
+                 "%d open transactions", OFFSETS_TOPIC, snapshots, count, len(self._offsets),
+                 len(self.loaded_groups), len(self._pending))
+
+    @staticmethod
+    def _snapshots(plog) -> list[tuple[int, Path]]:
+        found = []
+        for path in Path(plog.dir).glob(f"*{SNAPSHOT_SUFFIX}"):
+            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
+            if stem.isdigit():
+                found.append((int(stem), path))
+        return sorted(found)
+
+    def _load_snapshot(self, plog) -> int:
+        """Apply the newest snapshot the log covers; return the offset to replay from (0 = none)."""
+        for next_offset, path in reversed(self._snapshots(plog)):
+            if not plog.log_start_offset <= next_offset <= plog.log_end_offset:
+                continue
+            try:
+                batch = decode_batch(path.read_bytes())
+            except Exception as e:  # a torn or foreign file: replay the whole log instead
+                log.warning("ignoring unreadable %s snapshot %s: %s", OFFSETS_TOPIC, path, e)
+                continue
+            self._replay(batch)
+            return next_offset
+        return 0
+
+    def write_snapshots(self, partition: int | None = None) -> None:
+        """Write a snapshot of each ``__consumer_offsets`` partition (or only ``partition``) at its
+        log end offset, and remove the older ones. Skips a partition with pending transactional offsets."""
+        info = self.logs.topic(OFFSETS_TOPIC)
+        if info is None:
+            return
+        for p in range(info.num_partitions) if partition is None else (partition,):
+            plog = self.logs.get_log(OFFSETS_TOPIC, p)
+            if plog is None or any(partition_for(g, info.num_partitions) == p
+                                   for pending in self._pending.values() for g in pending.offsets):
+                continue
+            groups = {g for g in (*self._offsets, *self.loaded_groups) if partition_for(g, info.num_partitions) == p}
+            records = [(group_key(g), group_value(self.loaded_groups[g])) for g in sorted(groups)
+                       if g in self.loaded_groups]
+            records += [(offset_key(g, t, part), offset_value(v)) for g in sorted(groups)
+                        for (t, part), v in sorted(self._offsets.get(g, {}).items())]
+            next_offset = plog.log_end_offset
+            path = Path(plog.dir) / f"{next_offset:020d}{SNAPSHOT_SUFFIX}"
+            try:
+                atomic_write(path, encode_batch(records or [(group_key(""), None)], 0))
+            except OSError as e:
+                log.warning("cannot write %s snapshot %s: %s", OFFSETS_TOPIC, path, e)
+                continue
+            for _, old in self._snapshots(plog):
+                if old != path:
+                    old.unlink(missing_ok=True)
+        self._since_snapshot = 0
 
     def _replay(self, batch) -> None:
         attributes = batch.attributes
@@ -319,8 +396,11 @@ class OffsetStore:
         return partition_for(group_id, info.num_partitions)
 
     def _append(self, group_id: str, batch: bytes, now_ms: int) -> None:
+        partition = self.partition_of(group_id)
+        if self._since_snapshot >= SNAPSHOT_EVERY_RECORDS:  # the cache reflects the log up to its end here
+            self.write_snapshots(partition)
         try:
-            self.logs.get_log(OFFSETS_TOPIC, self.partition_of(group_id)).append(batch, now_ms=now_ms)
+            result = self.logs.get_log(OFFSETS_TOPIC, partition).append(batch, now_ms=now_ms)
         except (RecordTooLargeError, RecordBatchTooLargeError) as e:
             raise InvalidCommitOffsetSizeError(
                 f"the commit for group {group_id!r} is {len(batch)} bytes, more than {OFFSETS_TOPIC} accepts "
@@ -328,6 +408,7 @@ class OffsetStore:
             ) from None
         except KafkaError as e:
             raise CoordinatorNotAvailableError(f"cannot write {OFFSETS_TOPIC} for group {group_id!r}: {e}") from e
+        self._since_snapshot += result.record_count
 
     def commit(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata], now_ms: int) -> None:
         """Persist ``{(topic, partition): OffsetAndMetadata}`` for ``group_id`` in one batch, then cache it."""
@@ -350,6 +431,10 @@ class OffsetStore:
         """Persist the group's metadata (None: a tombstone, the group is gone)."""
         value = None if group is None else group_value(group)
         self._append(group_id, encode_batch([(group_key(group_id), value)], now_ms), now_ms)
+        if group is None:
+            self.loaded_groups.pop(group_id, None)
+        else:
+            self.loaded_groups[group_id] = group
 
     def delete_group(self, group_id: str, now_ms: int) -> None:
         """Tombstones for all of the group's offsets and its metadata, in one batch."""
@@ -358,6 +443,7 @@ class OffsetStore:
         records.append((group_key(group_id), None))
         self._append(group_id, encode_batch(records, now_ms), now_ms)
         self._offsets.pop(group_id, None)
+        self.loaded_groups.pop(group_id, None)
 
     # -- reading ------------------------------------------------------------------------------
     def committed(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:

@@ -45,10 +45,21 @@ def decode_batch(data: bytes) -> RecordBatch:
     return read_batch(data, 0)[0]
 
 
-def iter_batches(plog) -> Iterator[RecordBatch]:
-    """Every batch of partition log ``plog`` from its log start offset, decoded (for replaying a
-    coordinator's internal topic at start; not for client data)."""
-    for segment in list(plog.segments):
-        for position, header in segment.iter_headers():
-            if header.last_offset >= plog.log_start_offset:
+def iter_batches(plog, from_offset: int = 0) -> Iterator[RecordBatch]:
+    """Every batch of partition log ``plog`` from ``max(log start offset, from_offset)``, decoded (for
+    replaying a coordinator's internal topic at start; not for client data). Segments wholly below
+    the start are skipped, and the first one is entered through its offset index."""
+    start = max(plog.log_start_offset, from_offset)
+    segments = list(plog.segments)
+    for i, segment in enumerate(segments):
+        if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
+            continue
+        begin = 0
+        if segment.base_offset < start:
+            found = segment.translate_offset(start)
+            if found is None:
+                continue
+            begin = found[0]
+        for position, header in segment.iter_headers(begin):
+            if header.last_offset >= start:
                 yield decode_batch(segment.read_batch(position, header.size))
