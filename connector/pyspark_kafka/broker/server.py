@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import protocol
 from pyspark_kafka.broker.config import BrokerConfig
-from pyspark_kafka.broker.connections import CHUNK_BYTES, ConnectionQuotas, RequestMemory, read_frame_body
+from pyspark_kafka.broker.connections import CHUNK_BYTES, ConnectionQuotas, RequestMemory, read_frame_body, within
 from pyspark_kafka.broker.coordinator.group import coordinator_for as group_coordinator
 from pyspark_kafka.broker.coordinator.txn import coordinator as txn_coordinator
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
@@ -212,7 +212,7 @@ async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer:
     try:
         while True:
             try:
-                size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), idle_s), "big", signed=True)
+                size = int.from_bytes(await within(idle_s, reader.readexactly(4)), "big", signed=True)
             except asyncio.TimeoutError:
                 log.info("closing connection from %s: idle for connections.max.idle.ms=%d", peer, idle_s * 1000)
                 return
@@ -316,7 +316,7 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
             connections.discard(task)
             quotas.release(ip)
 
-    # limit: asyncio pauses reading a connection whose unread bytes pass 2 x limit (128 KiB here)
+    # limit: asyncio pauses reading a connection whose unread bytes pass 2 x limit
     server = await asyncio.start_server(on_connect, broker.host, port, limit=CHUNK_BYTES)
     broker.port = server.sockets[0].getsockname()[1]
     timers = [
