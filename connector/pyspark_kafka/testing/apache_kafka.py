@@ -262,7 +262,7 @@ class ApacheKafka:
         self.folder = None
 
     def __enter__(self) -> "ApacheKafka":
-        return self.start()
+        return self.start() if self.folder is None else self  # ``with kafka.start():`` works too
 
     def __exit__(self, *exc) -> None:
         self.stop()
