@@ -26,9 +26,9 @@ def _start_or_skip(kafka: ApacheKafka) -> ApacheKafka:
 def test_the_selected_version_runs_and_a_killed_node_restarts(version):
     kafka = _start_or_skip(ApacheKafka(nodes=1, version=version))
     try:
-        produce_min = C.api_versions(kafka.bootstrap_servers)[C.PRODUCE][0]
-        # KIP-896 (Kafka 4.0) removed Produce v0-v2: which Kafka answers is visible on the wire.
-        assert produce_min == (3 if int(version.split(".")[0]) >= 4 else 0)
+        fetch_min = C.api_versions(kafka.bootstrap_servers)[C.FETCH][0]
+        # KIP-896 (Kafka 4.0) removed Fetch v0-v3: which Kafka answers is visible on the wire.
+        assert fetch_min == (4 if int(version.split(".")[0]) >= 4 else 0)
         pid = kafka.pids[1]
         kafka.kill(1)
         assert kafka.pids == {1: None}
