@@ -62,10 +62,12 @@ TEST_DEFAULTS = {
     "num.network.threads": "2",
     "num.io.threads": "2",
     "num.recovery.threads.per.data.dir": "1",
+    "log.initial.task.delay.ms": "0",
 }
 """Broker settings that differ from Kafka's defaults, for fast tests: no group join delay, 5
 partitions instead of 50 for the internal topics, a dead node fenced after 3 s instead of 9 s
-(``broker.session.timeout.ms``), fewer threads. ``config=`` overrides any of them."""
+(``broker.session.timeout.ms``), fewer threads, the first retention check at once instead of
+30 s after start (``log.initial.task.delay.ms``). ``config=`` overrides any of them."""
 
 _LOG4J2 = """status = error
 appender.out.type = Console
