@@ -60,3 +60,12 @@ def test_stop_also_runs_when_the_block_raises():
     for pid in pids.values():
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_cluster_ids_never_read_as_an_option():
+    """An id starting with ``-`` made the storage tool fail (``-t -abc...``: "expected one
+    argument"), one start in 32; Kafka's Uuid.randomUuid draws again, so do we."""
+    from pyspark_kafka.testing.apache_kafka import random_cluster_id
+
+    ids = [random_cluster_id() for _ in range(5000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids) and len(set(ids)) == 5000

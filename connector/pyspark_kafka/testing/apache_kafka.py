@@ -101,8 +101,12 @@ def _free_port() -> int:
 
 def random_cluster_id() -> str:
     """A cluster id as Kafka's ``Uuid.randomUuid().toString()`` writes it: 16 random bytes, URL-safe
-    base64 without padding (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    base64 without padding (22 characters), drawn again when it starts with ``-`` as Kafka does
+    (such an id reads as an option on the storage tool's command line: 1 start in 32 failed)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
