@@ -1,12 +1,16 @@
 """Kafka clusters the integration suite runs on, and what each one serves.
 
-Three backends (:data:`BACKENDS`), each started by a context manager that yields a
+Four backends (:data:`BACKENDS`), each started by a context manager that yields a
 :class:`Cluster` or raises :class:`BackendUnavailable` with the reason it cannot run:
 
 - ``embedded``: :class:`pyspark_kafka.broker.EmbeddedBroker` on 127.0.0.1, a free port and a
   temporary data directory (always available);
-- ``apache-kafka``: Apache Kafka in KRaft mode (image ``apache/kafka``, override with
-  ``KAFKA_IMAGE``) started with testcontainers when a Docker engine answers;
+- ``apache-kafka``: Apache Kafka, one combined broker+controller node in KRaft mode, started
+  from Maven Central's jars by :class:`pyspark_kafka.testing.apache_kafka.ApacheKafka`
+  (``KAFKA_VERSION`` picks the version); where Java, Maven or Maven Central is missing and a
+  Docker engine answers, the ``apache/kafka`` image through testcontainers instead;
+- ``apache-kafka-cluster``: three combined nodes from Maven Central's jars (3-voter quorum,
+  replication factor 3, ``min.insync.replicas=2``);
 - ``env``: an existing cluster named by ``KAFKA_BOOTSTRAP_SERVERS`` (nothing is started).
 
 :func:`api_versions` asks a broker which API keys and versions it serves (ApiVersions v0,
@@ -172,12 +176,16 @@ def missing_apis(served: dict[int, tuple[int, int]], needed: tuple[int, ...]) ->
 @dataclass
 class Cluster:
     """A running Kafka-protocol cluster: ``name`` (backend), ``bootstrap`` ("host:port"),
-    ``apis`` (from :func:`api_versions`). ``broker`` is the EmbeddedBroker for ``embedded``."""
+    ``apis`` (from :func:`api_versions`). ``broker`` is the EmbeddedBroker for ``embedded``,
+    ``kafka`` the :class:`~pyspark_kafka.testing.apache_kafka.ApacheKafka` of the Maven-started
+    backends (kill/restart nodes), ``replication_factor`` what :meth:`create_topic` uses."""
 
     name: str
     bootstrap: str
     apis: dict[int, tuple[int, int]] = field(default_factory=dict)
     broker: object = None
+    kafka: object = None
+    replication_factor: int = 1
 
     def require(self, needed: tuple[int, ...], what: str) -> None:
         """``pytest.skip`` naming the missing APIs when this cluster does not serve ``needed``."""
@@ -194,7 +202,8 @@ class Cluster:
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         futures = admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+            [NewTopic(name, num_partitions=partitions, replication_factor=self.replication_factor,
+                      config=config or {})],
             operation_timeout=15, request_timeout=20)
         futures[name].result(timeout=30)
         _wait_for_leaders(self.bootstrap, name, partitions)
@@ -255,7 +264,40 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def apache_kafka() -> Iterator[Cluster]:
+def apache_kafka(nodes: int = 1) -> Iterator[Cluster]:
+    """Apache Kafka from Maven Central's jars (:class:`~pyspark_kafka.testing.apache_kafka.ApacheKafka`),
+    ``nodes`` combined KRaft nodes, named ``apache-kafka`` (1) or ``apache-kafka-cluster`` (3).
+
+    When the jars cannot be had (:class:`~pyspark_kafka.testing.maven.MavenUnavailable`: no
+    java, no mvn, Maven Central unreachable, version not served) a single node falls back to
+    :func:`apache_kafka_container` where a Docker engine answers; otherwise BackendUnavailable
+    carries both reasons. A node that does not start raises KafkaStartError (a failure, not a
+    skip: its message has the command line and the log tail). Stopped on exit.
+    """
+    from pyspark_kafka.testing.apache_kafka import ApacheKafka
+    from pyspark_kafka.testing.maven import MavenUnavailable
+
+    name = "apache-kafka" if nodes == 1 else "apache-kafka-cluster"
+    kafka = ApacheKafka(nodes=nodes, config={"log.retention.check.interval.ms": str(RETENTION_CHECK_MS)})
+    try:
+        kafka.start()
+    except MavenUnavailable as e:
+        docker = docker_unavailable_reason()
+        if nodes == 1 and docker is None:
+            with apache_kafka_container() as cluster:
+                yield cluster
+            return
+        raise BackendUnavailable(f"Apache Kafka {kafka.version} from Maven Central: {e}"
+                                 + (f"; and {docker}" if nodes == 1 else "")) from e
+    try:
+        bootstrap = kafka.bootstrap_servers
+        yield Cluster(name, bootstrap, api_versions(bootstrap), kafka=kafka, replication_factor=min(nodes, 3))
+    finally:
+        kafka.stop()
+
+
+@contextlib.contextmanager
+def apache_kafka_container() -> Iterator[Cluster]:
     """Apache Kafka, single node in KRaft mode (``apache/kafka``), in a testcontainers container.
 
     The client listener is published on the same free host port it listens on inside the
@@ -313,4 +355,4 @@ def from_env() -> Iterator[Cluster]:
     yield Cluster("env", bootstrap, apis)
 
 
-BACKENDS = ("embedded", "apache-kafka", "env")
+BACKENDS = ("embedded", "apache-kafka", "apache-kafka-cluster", "env")

@@ -1,9 +1,12 @@
 """Fixtures of the integration suite.
 
 - ``kafka_cluster``: a :class:`~integration_tests.clusters.Cluster`, parametrized over the
-  backends ``embedded`` (always), ``apache-kafka`` (testcontainers, when Docker answers) and
-  ``env`` (``KAFKA_BOOTSTRAP_SERVERS``). A backend that cannot start skips its tests with
-  the reason. Session-scoped: each backend starts once; pytest groups tests by backend.
+  backends ``embedded`` (always), ``apache-kafka`` and ``apache-kafka-cluster`` (Apache Kafka
+  from Maven Central's jars, 1 and 3 nodes, when Java and Maven are there) and ``env``
+  (``KAFKA_BOOTSTRAP_SERVERS``). A backend that cannot start skips its tests with the reason.
+  Session-scoped: each backend starts once; pytest groups tests by backend and stops one
+  backend before it starts the next.
+- ``apache_kafka_cluster``: the three-node Apache Kafka backend alone (failover tests).
 - ``embedded_cluster``: the embedded backend only (conformance matrix).
 - ``spark``: the shared ``local[2]`` SparkSession (``getOrCreate``: the same one as ``tests/``).
 - ``checkpoint_dir``: a fresh checkpoint path per test.
@@ -22,7 +25,9 @@ def _start(backend: str, stack: contextlib.ExitStack, tmp_path_factory) -> clust
     if backend == "embedded":
         return stack.enter_context(clusters.embedded(tmp_path_factory.mktemp("embedded-broker")))
     if backend == "apache-kafka":
-        return stack.enter_context(clusters.apache_kafka())
+        return stack.enter_context(clusters.apache_kafka(1))
+    if backend == "apache-kafka-cluster":
+        return stack.enter_context(clusters.apache_kafka(3))
     return stack.enter_context(clusters.from_env())
 
 
@@ -33,6 +38,18 @@ def kafka_cluster(request, tmp_path_factory):
             cluster = _start(request.param, stack, tmp_path_factory)
         except clusters.BackendUnavailable as e:
             pytest.skip(f"backend {request.param} unavailable: {e}")
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def apache_kafka_cluster(tmp_path_factory):
+    """A three-node Apache Kafka per test module (failover tests kill and restart its nodes and
+    leave every node running)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            cluster = _start("apache-kafka-cluster", stack, tmp_path_factory)
+        except clusters.BackendUnavailable as e:
+            pytest.skip(f"backend apache-kafka-cluster unavailable: {e}")
         yield cluster
 
 

@@ -1,15 +1,12 @@
-"""Spark as a distributed engine for the integration suite: a standalone cluster and a Spark Connect server.
+"""Spark as a distributed engine for the integration suite: a standalone cluster.
 
-Both are started from the installed pyspark's own launchers (``bin/spark-class``,
-``bin/spark-submit``), bind to 127.0.0.1, keep their logs in files shown when they fail to
+The master and workers are started from the installed pyspark's own launcher (``bin/spark-class``), bind to 127.0.0.1, keep their logs in files shown when they fail to
 start, and are stopped by pid (SIGTERM, then SIGKILL after :data:`STOP_TIMEOUT_S`) when the
 ``with`` block ends, also on failure.
 
 - :func:`standalone_cluster`: a ``Master`` and ``workers`` ``Worker`` processes (1 core,
   1 GiB each); executors run in their own JVMs with their own Python workers. Yields the
   master URL ``spark://127.0.0.1:PORT``.
-- :func:`connect_server`: ``SparkConnectServer`` (Spark Connect, gRPC) on a free port, with
-  ``master`` as its cluster. Yields ``sc://127.0.0.1:PORT``.
 
 The workers are started *without* ``PYSPARK_PYTHON`` in their environment: jobs must say which
 Python the executors run (``spark.pyspark.python``), as a user's job on a real cluster must.
@@ -110,28 +107,3 @@ def standalone_cluster(work_dir: Path, workers: int = 2) -> Iterator[str]:
     finally:
         for p in reversed(started):
             p.stop()
-
-
-@contextlib.contextmanager
-def connect_server(work_dir: Path, master: str = "local[2]", python: str | None = None) -> Iterator[str]:
-    """Start a Spark Connect server on a free port with ``master``; yield ``sc://127.0.0.1:PORT``.
-
-    ``python`` is the interpreter of the server's Python workers (``spark.pyspark.python``):
-    it must have pyspark-kafka installed for ``format("pykafka")`` to resolve.
-    """
-    import sys
-
-    port = _free_port()
-    cmd = [str(spark_home() / "bin" / "spark-submit"), "--class",
-           "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", master,
-           "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-           "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-           "--conf", f"spark.pyspark.python={python or sys.executable}",
-           "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2"]
-    server = _Process(cmd, work_dir / "connect-server.log", work_dir)
-    try:
-        server.wait_for(r"Spark Connect server started at", "Spark Connect server")
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        server.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 
 import pytest
@@ -30,10 +31,51 @@ def test_env_backend_names_an_unreachable_cluster(monkeypatch):
             pass
 
 
-def test_apache_kafka_backend_without_docker_says_so(monkeypatch, tmp_path):
+def test_apache_kafka_container_without_docker_says_so(monkeypatch, tmp_path):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     with pytest.raises(C.BackendUnavailable, match="no Docker engine is reachable"):
-        with C.apache_kafka():
+        with C.apache_kafka_container():
+            pass
+
+
+def _path_with_only(monkeypatch, tmp_path, *tools: str) -> None:
+    """PATH = a folder holding links to ``tools`` and nothing else."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in tools:
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    monkeypatch.setenv("PATH", str(bin_dir))
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_apache_kafka_backends_without_maven_say_so(monkeypatch, tmp_path, nodes):
+    if shutil.which("java") is None:
+        pytest.skip("java is not on PATH")
+    monkeypatch.setenv("PYSPARK_KAFKA_CACHE", str(tmp_path / "empty-cache"))  # nothing resolved yet
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    _path_with_only(monkeypatch, tmp_path, "java")
+    with pytest.raises(C.BackendUnavailable, match=r"from Maven Central: mvn is not on PATH \(install") as e:
+        with C.apache_kafka(nodes):
+            pass
+    assert ("no Docker engine is reachable" in str(e.value)) == (nodes == 1)  # the single node's fallback
+
+
+def test_apache_kafka_backend_without_java_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    _path_with_only(monkeypatch, tmp_path)
+    with pytest.raises(C.BackendUnavailable, match="java is not on PATH"):
+        with C.apache_kafka(3):
+            pass
+
+
+def test_apache_kafka_backend_names_a_version_maven_central_does_not_serve(monkeypatch, tmp_path):
+    if shutil.which("mvn") is None or shutil.which("java") is None:
+        pytest.skip("java or mvn is not on PATH")
+    monkeypatch.setenv("PYSPARK_KAFKA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KAFKA_VERSION", "0.0.404")
+    with pytest.raises(C.BackendUnavailable, match=r"Apache Kafka 0\.0\.404 from Maven Central: Maven could not "
+                                                  r"resolve org\.apache\.kafka:kafka_2\.13:0\.0\.404"):
+        with C.apache_kafka(3):
             pass
 
 

@@ -36,7 +36,8 @@ def test_keys_land_where_the_java_partitioner_puts_them_and_explicit_partitions_
 
 
 def test_topic_column_headers_and_timestamps_round_trip_through_spark(spark, kafka_cluster):
-    t1, t2 = kafka_cluster.create_topic(2), kafka_cluster.create_topic(1)
+    keep = {"retention.ms": "-1"}  # the 2024 timestamps are past the default retention (7 days)
+    t1, t2 = kafka_cluster.create_topic(2, config=keep), kafka_cluster.create_topic(1, config=keep)
     ts = datetime(2024, 5, 17, 12, 30, 45, 123000, tzinfo=timezone.utc)
     rows = [(t1 if i % 2 else t2, f"k{i}", f"v{i}", [("trace", b"%d" % i), ("empty", None)], ts) for i in range(20)]
     df = spark.createDataFrame(

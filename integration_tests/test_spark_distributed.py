@@ -1,4 +1,5 @@
-"""The connector on Spark as a distributed engine: a standalone cluster and Spark Connect.
+"""The connector on Spark as a distributed engine: a standalone cluster (Spark Connect:
+``test_spark_connect.py``).
 
 Each test runs :mod:`integration_tests.spark_cluster_job` as its own driver process (a
 SparkContext is one per JVM, and the suite's own session is ``local[2]``): batch write, batch
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from integration_tests.spark_processes import connect_server, standalone_cluster
+from integration_tests.spark_processes import standalone_cluster
 
 pytestmark = pytest.mark.slow
 JOB = Path(__file__).resolve().parent / "spark_cluster_job.py"
@@ -55,14 +56,3 @@ def test_standalone_cluster_batch_and_exactly_once_stream(kafka_cluster, standal
     result = _run_job(["--master", standalone], kafka_cluster, tmp_path)
     _check(result)
     assert result["executors"] == 2  # the work ran in the workers' executor JVMs
-
-
-def test_spark_connect_batch_and_exactly_once_stream(kafka_cluster, tmp_path):
-    if kafka_cluster.name not in BACKENDS:
-        pytest.skip(f"distributed Spark runs on {', '.join(BACKENDS)} only (time budget)")
-    pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect] (grpcio)")
-    server_dir = tmp_path / "server"
-    server_dir.mkdir()
-    with connect_server(server_dir) as url:
-        result = _run_job(["--remote", url], kafka_cluster, tmp_path)
-    _check(result)

@@ -339,6 +339,10 @@ class OffsetReader:
         self._admin = None
 
     def _retry(self, what: str, fn):
+        """Call ``fn`` up to ``fetchOffset.numRetries`` times. After a failed attempt the admin
+        client is dropped and made anew (Spark's KafkaOffsetReaderAdmin ``resetAdmin``): during
+        a leader change librdkafka's cached metadata keeps sending ListOffsets with a stale
+        leader epoch (FENCED_LEADER_EPOCH) to the old leader, found on a 3-node Apache Kafka."""
         last = None
         for attempt in range(self._opts.fetch_attempts):
             try:
@@ -348,6 +352,7 @@ class OffsetReader:
             except Exception as exc:  # confluent-kafka raises KafkaException, futures may raise others
                 last = exc
                 log.warning("attempt %d to %s failed: %s", attempt + 1, what, exc)
+                self.close()
                 if attempt + 1 < self._opts.fetch_attempts:
                     time.sleep(self._opts.fetch_retry_interval_ms / 1000)
         raise PySparkKafkaError(
@@ -372,6 +377,9 @@ class OffsetReader:
         if not specs:
             return {}
         from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        by_timestamp = type(OffsetSpec.for_timestamp(0))
 
         level = IsolationLevel.READ_COMMITTED if self._read_committed else IsolationLevel.READ_UNCOMMITTED
         timeout = self._opts.api_timeout_ms / 1000
@@ -382,7 +390,17 @@ class OffsetReader:
                 isolation_level=level,
                 request_timeout=timeout,
             )
-            return {(tp.topic, tp.partition): f.result(timeout=timeout + 5).offset for tp, f in futures.items()}
+            out = {}
+            for tp, f in futures.items():
+                offset = f.result(timeout=timeout + 5).offset
+                spec = specs[(tp.topic, tp.partition)]
+                if offset < -1 or (offset < 0 and not isinstance(spec, by_timestamp)):
+                    # librdkafka answers OFFSET_INVALID (-1001) without an error while the
+                    # partition's leader changes; never let it reach an offset log.
+                    raise PySparkKafkaError(f"ListOffsets answered no offset ({offset}) for "
+                                            f"{tp.topic}-{tp.partition} (its leader may be changing)")
+                out[(tp.topic, tp.partition)] = offset
+            return out
 
         return self._retry("list offsets", fetch)
 

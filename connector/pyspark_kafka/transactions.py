@@ -430,10 +430,18 @@ class TaskTransaction:
             self.producer.init_transactions(self.timeout_s)
         except KafkaException as e:
             raise self.kafka_error(e, "initialise the transactional producer") from None
-        try:
-            tp = self.consumer.committed([TopicPartition(self.marker_topic, 0)], timeout=self.timeout_s)[0]
-        except KafkaException as e:
-            raise self.kafka_error(e, f"read the exactly-once marker (group '{self.tid}')") from None
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                tp = self.consumer.committed([TopicPartition(self.marker_topic, 0)],
+                                             timeout=max(deadline - time.monotonic(), 0.1))[0]
+                break
+            except KafkaException as e:
+                # the group coordinator moves when the leader of its __consumer_offsets partition
+                # dies (found killing leaders of a 3-node Apache Kafka): ask again, bounded
+                if not _coordinator_moving(e.args[0]) or time.monotonic() >= deadline:
+                    raise self.kafka_error(e, f"read the exactly-once marker (group '{self.tid}')") from None
+                time.sleep(0.2)
         if tp.error is not None and tp.error.code() != _unknown_topic_code():
             raise DeliveryError(f"cannot read the exactly-once marker of group '{self.tid}': {tp.error.str()}")
         return parse_marker(tp.offset, tp.metadata)
@@ -544,3 +552,13 @@ __all__ = [
     "transactional_id",
     "transactional_producer_config",
 ]
+
+
+def _coordinator_moving(error) -> bool:
+    """True for the errors Kafka answers while a group coordinator moves or loads
+    (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS), or that librdkafka
+    marks retriable: a committed-offsets read may be asked again."""
+    from confluent_kafka import KafkaError
+
+    moving = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+    return error.code() in moving or error.retriable()

@@ -189,6 +189,25 @@ def test_run_retention_advances_and_checkpoints_log_start_offset(tmp_path):
     assert open_manager(tmp_path).get_log("ret", 0).log_start_offset == start
 
 
+def test_retention_deletes_an_expired_active_segment_after_rolling_as_kafka_does(tmp_path):
+    """Kafka's UnifiedLog.deletableSegments takes the non-empty active segment too (rolling a new
+    one first); found by running the integration suite on Apache Kafka 4.3.1."""
+    manager = open_manager(tmp_path)
+    manager.create_topic("old", 1, {"retention.ms": "1000"})  # one big segment
+    log = manager.get_log("old", 0)
+    for i in range(3):
+        log.append(make_batch(2, timestamp_ms=T0 + i))
+    log.high_watermark = 4  # not yet replicated past 4: the segment reaches 6, so it stays
+    assert manager.run_retention(now_ms=T0 + 5000) == 0 and log.log_start_offset == 0
+    log.high_watermark = log.log_end_offset
+    assert manager.run_retention(now_ms=T0 + 1001) == 0  # not expired yet
+    assert manager.run_retention(now_ms=T0 + 5000) == 1
+    assert (log.log_start_offset, log.log_end_offset, len(log.segments)) == (6, 6, 1)
+    assert log.active_segment.base_offset == 6 and log.active_segment.size == 0
+    log.append(make_batch(1, timestamp_ms=T0 + 6000))
+    assert log.log_end_offset == 7 and manager.run_retention(now_ms=T0 + 6500) == 0
+
+
 def test_flush_due_uses_flush_ms(tmp_path):
     manager = open_manager(tmp_path)
     manager.create_topic("f", 1, {"flush.ms": "1000"})

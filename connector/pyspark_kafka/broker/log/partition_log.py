@@ -595,43 +595,51 @@ class PartitionLog:
 
     # -- retention --------------------------------------------------------------------------
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Delete closed segments past retention; return how many were deleted.
+        """Delete segments past retention; return how many were deleted.
 
-        A closed segment goes when (Kafka's ``deleteOldSegments``): its largest timestamp is older
-        than ``now - retention.ms``; or the log is larger than ``retention.bytes`` by at least
-        the segment's size (oldest first); or it lies wholly below the log start offset.
-        The active segment is never deleted. Only with ``cleanup.policy`` containing ``delete``.
+        A segment goes when (Kafka's ``UnifiedLog.deleteOldSegments``/``deletableSegments``): its
+        largest timestamp is older than ``now - retention.ms``; or the log is larger than
+        ``retention.bytes`` by at least the segment's size (oldest first); or (closed segments) it
+        lies wholly below the log start offset. Segments are taken oldest first and only while
+        wholly below the high watermark. As in Kafka, the non-empty *active* segment is deletable
+        too: when every segment goes, a new empty active segment is rolled at the log end offset
+        first, so records whose timestamps are older than ``retention.ms`` disappear even
+        without a roll. Time and size rules only with ``cleanup.policy`` containing ``delete``.
         The log start offset advances to the first remaining segment's base offset.
         """
         now = now_ms if now_ms is not None else clock.now_ms()
         config = self.config
-        closed = self.segments[:-1]
-        if not closed:
-            return 0
         deletable = 0
         if config.deletes:
             excess = self.size_in_bytes() - config.retention_bytes if config.retention_bytes >= 0 else -1
-            for i, segment in enumerate(closed):
-                next_base = self.segments[i + 1].base_offset
+            for i, segment in enumerate(self.segments):
+                last = i == len(self.segments) - 1
+                if last and segment.size == 0:
+                    break
+                upper = self.log_end_offset if last else self.segments[i + 1].base_offset
                 expired = config.retention_ms >= 0 and now - segment.largest_timestamp > config.retention_ms
                 too_big = excess >= segment.size and config.retention_bytes >= 0
-                below_start = next_base <= self.log_start_offset
-                if not (expired or too_big or below_start):
+                below_start = not last and upper <= self.log_start_offset
+                if upper > self.high_watermark or not (expired or too_big or below_start):
                     break
                 if too_big:
                     excess -= segment.size
                 deletable += 1
         else:
-            while deletable < len(closed) and self.segments[deletable + 1].base_offset <= self.log_start_offset:
+            while (deletable < len(self.segments) - 1
+                   and self.segments[deletable + 1].base_offset <= self.log_start_offset):
                 deletable += 1
+        if deletable == 0:
+            return 0
+        if deletable == len(self.segments):
+            self.roll(now)  # keep an (empty) active segment at the log end offset
         for segment in self.segments[:deletable]:
             log.info("%s-%s: retention deletes segment %s", self.topic, self.partition, segment.log_path.name)
             segment.delete()
         del self.segments[:deletable]
         del self._bases[:deletable]
-        if deletable:
-            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            self.producer_state.on_log_start_offset(self.log_start_offset)
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.producer_state.on_log_start_offset(self.log_start_offset)
         return deletable
 
     # -- truncation (for future use: DeleteRecords / replication) ---------------------------------

@@ -1,0 +1,426 @@
+"""Apache Kafka itself, from Maven Central's jars, as a local test cluster (no Docker).
+
+:class:`ApacheKafka` starts one or three Kafka JVMs the way Kafka's own scripts do
+(``bin/kafka-storage.sh format`` then ``bin/kafka-server-start.sh``: a main class run with every
+jar of ``libs/`` on the classpath), in KRaft mode, each node a combined broker and controller:
+
+- jars: :func:`pyspark_kafka.testing.maven.kafka_classpath` (``KAFKA_VERSION`` or 4.3.1;
+  resolved once into ``~/.cache/pyspark-kafka/maven``);
+- storage: ``kafka.tools.StorageTool format -t <cluster id> -c server.properties`` (the class
+  ``kafka-storage.sh`` runs, in ``kafka_2.13`` for 3.9.x and 4.x);
+- server: ``kafka.Kafka server.properties``;
+- a static controller quorum (``controller.quorum.voters``, every node a voter), listeners
+  ``PLAINTEXT`` and ``CONTROLLER`` on 127.0.0.1 free ports, data and logs in a temporary folder
+  (removed on :meth:`ApacheKafka.stop`), each node's log in ``<dir>/node-N/server.log``.
+
+``with ApacheKafka(nodes=3) as kafka: kafka.bootstrap_servers`` gives a three-node cluster with
+a three-voter quorum, ``default.replication.factor=3``, ``min.insync.replicas=2`` and internal
+topics (``__consumer_offsets``, ``__transaction_state``) replicated three times.
+
+What it does not do: TLS/SASL, separate controller nodes, dynamic (KIP-853) quorums, ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark_kafka.testing import maven
+
+SERVER_MAIN = "kafka.Kafka"
+"""Main class of ``kafka-server-start.sh`` (core jar ``kafka_2.13``, 3.x and 4.x)."""
+STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
+"""Main class of ``kafka-storage.sh`` (``kafka_2.13`` 3.9.x and 4.x)."""
+JVM_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+               "-Xshare:auto", "-Djava.awt.headless=true")
+"""JVM flags: a modest heap, and the client compiler only and serial GC, which start fast on two
+cores (Kafka's scripts default to ``-Xmx1G`` and G1; throughput is not what tests need)."""
+START_TIMEOUT_S = 120.0
+"""Bound for a node to answer metadata with every node registered (seconds)."""
+STOP_TIMEOUT_S = 15.0
+"""SIGTERM grace (seconds) before :meth:`ApacheKafka.stop` sends SIGKILL."""
+FORMAT_TIMEOUT_S = 120.0
+LOG_TAIL_LINES = 40
+
+TEST_DEFAULTS = {
+    "num.partitions": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.num.partitions": "5",
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+    "num.network.threads": "2",
+    "num.io.threads": "2",
+    "num.recovery.threads.per.data.dir": "1",
+    "log.initial.task.delay.ms": "0",
+}
+"""Broker settings that differ from Kafka's defaults, for fast tests: no group join delay, 5
+partitions instead of 50 for the internal topics, a dead node fenced after 3 s instead of 9 s
+(``broker.session.timeout.ms``), fewer threads, the first retention check at once instead of
+30 s after start (``log.initial.task.delay.ms``). ``config=`` overrides any of them."""
+
+_LOG4J2 = """status = error
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.apache.name = org.apache.kafka
+logger.apache.level = INFO
+"""
+_LOG4J1 = """log4j.rootLogger=INFO, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
+
+
+class KafkaStartError(RuntimeError):
+    """A Kafka node did not start (or the storage could not be formatted); the message carries
+    the command line and the tail of the node's log."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def random_cluster_id() -> str:
+    """A cluster id as Kafka's ``Uuid.randomUuid().toString()`` writes it: 16 random bytes, URL-safe
+    base64 without padding (22 characters), drawn again when it starts with ``-`` as Kafka does
+    (such an id reads as an option on the storage tool's command line: 1 start in 32 failed)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: have the kernel SIGKILL the JVM when the process that started it dies, so a killed
+    test run leaves no Kafka behind (prctl PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    except Exception:
+        pass
+
+
+@dataclass
+class _Node:
+    node_id: int
+    port: int
+    controller_port: int
+    folder: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "server.log"
+
+
+class ApacheKafka:
+    """Apache Kafka (``nodes`` combined broker+controller JVMs, KRaft) for the life of a ``with`` block.
+
+    ``ApacheKafka(nodes=1, version=None, config=None, java_options=None, start_timeout_s=120)``:
+    ``nodes`` 1 or more (3 gives a three-voter quorum, ``default.replication.factor=3``,
+    ``min.insync.replicas=2``); ``version`` an Apache Kafka version on Maven Central (default
+    ``$KAFKA_VERSION`` or :data:`~pyspark_kafka.testing.maven.DEFAULT_KAFKA_VERSION`);
+    ``config`` broker settings by Kafka's names, applied to every node over :data:`TEST_DEFAULTS`.
+
+    Attributes once started: ``bootstrap_servers`` (``"127.0.0.1:P1,127.0.0.1:P2,..."``),
+    ``node_ids`` (``[1, 2, 3]``), ``pids`` (``{node_id: pid or None when not running}``),
+    ``command`` (the server's command line, for messages), ``folder`` (the temporary folder).
+
+    Raises :class:`~pyspark_kafka.testing.maven.MavenUnavailable` when java, mvn or Maven
+    Central is missing (turn it into a skip), :class:`KafkaStartError` (command line and log
+    tail) when a node does not start within ``start_timeout_s`` seconds. Nodes are stopped on
+    exit (SIGTERM, SIGKILL after :data:`STOP_TIMEOUT_S`), also when the block raises.
+    """
+
+    def __init__(self, nodes: int = 1, version: str | None = None, config: dict[str, str] | None = None,
+                 java_options: tuple[str, ...] | None = None, start_timeout_s: float = START_TIMEOUT_S):
+        if nodes < 1:
+            raise ValueError(f"nodes must be at least 1, got {nodes}")
+        self.nodes = nodes
+        self.version = version or maven.kafka_version()
+        self.config = dict(config or {})
+        self.java_options = tuple(JVM_OPTIONS if java_options is None else java_options)
+        self.start_timeout_s = start_timeout_s
+        self.folder: Path | None = None
+        self.cluster_id = random_cluster_id()
+        self._nodes: dict[int, _Node] = {}
+        self._classpath: str | None = None
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every node's client listener, comma-separated."""
+        return ",".join(n.address for n in self._nodes.values())
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(self._nodes)
+
+    @property
+    def pids(self) -> dict[int, int | None]:
+        """``{node_id: pid}`` of the running JVMs (None for a node that is not running)."""
+        return {i: (n.process.pid if n.process is not None and n.process.poll() is None else None)
+                for i, n in self._nodes.items()}
+
+    def address(self, node_id: int) -> str:
+        """``127.0.0.1:PORT`` of one node's client listener."""
+        return self._nodes[node_id].address
+
+    def log_path(self, node_id: int) -> Path:
+        """One node's log file (stdout and stderr of its JVM, log4j at INFO)."""
+        return self._nodes[node_id].log_path
+
+    @property
+    def command(self) -> list[str]:
+        """The command line that starts node 1 (others differ only in their properties file)."""
+        return self._server_command(next(iter(self._nodes.values())))
+
+    def start(self) -> "ApacheKafka":
+        """Resolve the jars, format every node's storage, start every node, wait until all are
+        registered. Raises MavenUnavailable or KafkaStartError (after stopping what started)."""
+        if self.folder is not None:
+            raise RuntimeError("ApacheKafka is already started")
+        self._classpath = maven.kafka_classpath(self.version)
+        self.folder = Path(tempfile.mkdtemp(prefix="pyspark-kafka-apache-"))
+        try:
+            ports = [(_free_port(), _free_port()) for _ in range(self.nodes)]
+            voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
+            for i, (port, cport) in enumerate(ports):
+                node = _Node(i + 1, port, cport, self.folder / f"node-{i + 1}")
+                node.folder.mkdir()
+                self._write_properties(node, voters)
+                self._nodes[node.node_id] = node
+            self._format_all()
+            for node in self._nodes.values():
+                self._launch(node)
+            self._wait_ready(list(self._nodes))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def kill(self, node_id: int, sig: int = signal.SIGKILL, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Send ``sig`` (default SIGKILL: a crash, no controlled shutdown) to one node and wait
+        (at most ``timeout_s`` s) for it to exit. Raises KeyError for an unknown node,
+        TimeoutError if it does not exit."""
+        node = self._nodes[node_id]
+        if node.process is None or node.process.poll() is not None:
+            return
+        node.process.send_signal(sig)
+        try:
+            node.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"Kafka node {node_id} (pid {node.process.pid}) did not exit within "
+                               f"{timeout_s:g} s of signal {sig}") from None
+
+    def restart(self, node_id: int) -> None:
+        """Start a stopped (or killed) node again on the same ports and data, and wait until the
+        cluster lists it as a live broker. Raises KafkaStartError."""
+        node = self._nodes[node_id]
+        if node.process is not None and node.process.poll() is None:
+            raise RuntimeError(f"Kafka node {node_id} is running (pid {node.process.pid}); kill it first")
+        self._launch(node)
+        self._wait_ready([node_id])
+
+    def stop(self) -> None:
+        """Stop every node (SIGTERM to all, SIGKILL to those still running after
+        :data:`STOP_TIMEOUT_S`) and remove the temporary folder."""
+        running = [n.process for n in self._nodes.values() if n.process is not None and n.process.poll() is None]
+        for p in running:
+            p.terminate()
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for p in running:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(STOP_TIMEOUT_S)
+        for n in self._nodes.values():
+            if n.process is not None and n.process.stdout is not None:
+                n.process.stdout.close()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder = None
+
+    def __enter__(self) -> "ApacheKafka":
+        return self.start() if self.folder is None else self  # ``with kafka.start():`` works too
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ internals
+
+    def properties(self, node_id: int, voters: str) -> dict[str, str]:
+        """The ``server.properties`` of one node: KRaft combined mode, listeners, replication
+        settings for the cluster size, :data:`TEST_DEFAULTS`, then ``config``."""
+        node = self._nodes.get(node_id)
+        rf = str(min(3, self.nodes))
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(node.folder / "data"),
+            "default.replication.factor": rf,
+            "min.insync.replicas": "2" if self.nodes >= 3 else "1",
+            "offsets.topic.replication.factor": rf,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": "2" if self.nodes >= 3 else "1",
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": "2" if self.nodes >= 3 else "1",
+        }
+        props.update(TEST_DEFAULTS)
+        props.update(self.config)
+        return props
+
+    def _write_properties(self, node: _Node, voters: str) -> None:
+        self._nodes[node.node_id] = node
+        text = "".join(f"{k}={v}\n" for k, v in self.properties(node.node_id, voters).items())
+        (node.folder / "server.properties").write_text(text)
+        (node.folder / "log4j2.properties").write_text(_LOG4J2)
+        (node.folder / "log4j.properties").write_text(_LOG4J1)
+
+    def _java(self, node: _Node, main: str, *args: str) -> list[str]:
+        java = shutil.which("java") or "java"
+        return [java, *self.java_options,
+                f"-Dlog4j2.configurationFile={node.folder / 'log4j2.properties'}",
+                f"-Dlog4j.configuration=file:{node.folder / 'log4j.properties'}",
+                f"-Dkafka.logs.dir={node.folder}",
+                "-cp", self._classpath, main, *args]
+
+    def _server_command(self, node: _Node) -> list[str]:
+        return self._java(node, SERVER_MAIN, str(node.folder / "server.properties"))
+
+    def _format_all(self) -> None:
+        """Format every node's log dir at once (one JVM each, in parallel)."""
+        procs = []
+        for node in self._nodes.values():
+            cmd = self._java(node, STORAGE_TOOL_MAIN, "format", "-t", self.cluster_id,
+                             "-c", str(node.folder / "server.properties"))
+            out = open(node.folder / "format.log", "wb")
+            procs.append((node, cmd, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                                      stdin=subprocess.DEVNULL), out))
+        for node, cmd, proc, out in procs:
+            try:
+                rc = proc.wait(FORMAT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                rc = None
+            out.close()
+            if rc != 0:
+                raise KafkaStartError(
+                    f"Kafka {self.version}: formatting node {node.node_id}'s storage "
+                    f"{'timed out' if rc is None else f'exited with {rc}'}\ncommand: {_quote(cmd)}\n"
+                    f"{_tail(node.folder / 'format.log')}")
+
+    def _launch(self, node: _Node) -> None:
+        log = open(node.log_path, "ab")
+        try:
+            node.process = subprocess.Popen(
+                self._server_command(node), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=node.folder, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        finally:
+            log.close()
+
+    def _wait_ready(self, node_ids: list[int]) -> None:
+        """Poll (bounded by ``start_timeout_s``) until each of ``node_ids`` accepts connections and
+        answers a Metadata request listing every node as a live broker (KRaft lists a broker
+        only once it is registered and unfenced)."""
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + self.start_timeout_s
+        pending = list(node_ids)
+        while pending:
+            node = self._nodes[pending[0]]
+            if node.process.poll() is not None:
+                raise self._start_error(node, f"exited with {node.process.returncode} while starting")
+            if time.monotonic() > deadline:
+                raise self._start_error(node, f"was not ready within {self.start_timeout_s:g} s")
+            if _accepts(node.port):
+                admin = AdminClient({"bootstrap.servers": node.address, "log_level": 0,
+                                     "logger": _SILENT})
+                try:
+                    brokers = admin.list_topics(timeout=2).brokers
+                except Exception:
+                    brokers = {}
+                if len(brokers) == self.nodes:
+                    pending.pop(0)
+                    continue
+            time.sleep(0.2)
+
+    def _start_error(self, node: _Node, what: str) -> KafkaStartError:
+        return KafkaStartError(f"Apache Kafka {self.version} node {node.node_id} {what}\n"
+                               f"command: {_quote(self._server_command(node))}\n"
+                               f"log ({node.log_path}), last {LOG_TAIL_LINES} lines:\n{_tail(node.log_path)}")
+
+
+class _Silent:
+    """A logging.Logger stand-in for confluent-kafka: drops librdkafka's connection-refused noise
+    while a node starts."""
+
+    def log(self, *args, **kwargs) -> None:
+        pass
+
+
+_SILENT = _Silent()
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        return f"(no log: {e})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _quote(cmd: list[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(c) for c in cmd)
+
+
+if __name__ == "__main__":  # python -m pyspark_kafka.testing.apache_kafka [nodes]: start, print, wait for Ctrl-C
+    with ApacheKafka(nodes=int(sys.argv[1]) if len(sys.argv) > 1 else 1) as _kafka:
+        print(_kafka.bootstrap_servers, _kafka.pids, flush=True)
+        try:
+            signal.pause()
+        except KeyboardInterrupt:
+            pass

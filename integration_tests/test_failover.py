@@ -1,0 +1,302 @@
+"""Failover on the three-node Apache Kafka cluster: the leader of the partitions in use is killed
+(SIGKILL) and restarted, five times, while a streaming query runs; afterwards nothing is lost
+and nothing is duplicated.
+
+Each scenario: a feeder thread produces numbered records (idempotent, ``acks=all``) into the
+query's source topic for as long as the kills last; the query copies them to its sink; after
+the last restart the feeder stops, the test waits (bounded) until the sink holds every fed
+record, then compares exactly. A query that fails is restarted from its checkpoint (as an
+operator would); its error is kept and must name a Kafka cause. Between kills the test waits
+until the restarted node is back in every partition's ISR (min.insync.replicas=2 would
+otherwise refuse acks=all writes after a second kill), and until the query made progress, so
+every kill lands on a running query.
+
+- (a) streaming read with ``maxOffsetsPerTrigger`` from the cluster into ``foreachBatch``;
+- (b) streaming write with ``kafka.acks=all`` from the embedded broker into the cluster;
+- (c) the exactly-once SQL sink (``pykafka-sql``) reading from the cluster;
+- (d) an exactly-once Kafka write (``deliveryGuarantee=exactly-once``) into the cluster,
+  checked with a read_committed consumer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from integration_tests.helpers import consume_all, read_stream
+
+pytestmark = pytest.mark.slow
+
+KILLS = 5
+STEP_TIMEOUT_S = 60.0
+"""Bound of each wait (new leader, node back in the ISR, query progress, sink complete)."""
+FEED_INTERVAL_S = 0.05
+"""Pause between two fed records: about 20 records/s, below what a query with maxOffsetsPerTrigger=40 drains."""
+
+
+def _wait(condition, what: str, timeout_s: float = STEP_TIMEOUT_S, poll_s: float = 0.2):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached within {timeout_s:g} s")
+        time.sleep(poll_s)
+
+
+def _metadata(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+
+
+def _leader(bootstrap: str, topic: str, partition: int = 0) -> int:
+    p = _metadata(bootstrap).topics[topic].partitions.get(partition)
+    return p.leader if p is not None and p.error is None else -1
+
+
+def _every_isr_full(bootstrap: str, nodes: int = 3) -> bool:
+    """Every partition of every topic (the internal ones included) has all replicas in sync."""
+    md = _metadata(bootstrap)
+    return len(md.brokers) == nodes and all(
+        p.leader >= 0 and len(p.isrs) == len(p.replicas)
+        for t in md.topics.values() for p in t.partitions.values())
+
+
+class Feeder(threading.Thread):
+    """Produce ``b"<n>"`` (n = 0, 1, ...) round-robin to the partitions of ``topic`` until
+    :meth:`finish`; ``fed`` are the values the cluster acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int):
+        super().__init__(daemon=True, name=f"feeder-{topic}")
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5})
+        self.topic, self.partitions = topic, partitions
+        self.fed: list[bytes] = []
+        self.errors: list = []
+        self._stop_feeding = threading.Event()
+
+    def run(self) -> None:
+        n = 0
+        while not self._stop_feeding.is_set():
+            self.producer.produce(self.topic, value=b"%d" % n, partition=n % self.partitions, on_delivery=self._report)
+            self.producer.poll(0)
+            n += 1
+            self._stop_feeding.wait(FEED_INTERVAL_S)
+
+    def _report(self, err, msg) -> None:
+        if err is not None:
+            self.errors.append(err)
+        else:
+            self.fed.append(msg.value())
+
+    def finish(self) -> list[bytes]:
+        self._stop_feeding.set()
+        self.join(STEP_TIMEOUT_S)
+        assert self.producer.flush(STEP_TIMEOUT_S) == 0 and self.errors == [], f"feeding failed: {self.errors}"
+        return self.fed
+
+
+class Supervised:
+    """A streaming query started by ``start()`` (a callable returning a StreamingQuery) and
+    restarted from its checkpoint when it fails; ``errors`` keeps each failure's message."""
+
+    def __init__(self, start):
+        self._start = start
+        self.query = start()
+        self.errors: list[str] = []
+
+    def check(self) -> None:
+        """Restart the query if it died (its error kept)."""
+        if not self.query.isActive:
+            error = self.query.exception()
+            assert error is not None, "the query stopped without an error"
+            self.errors.append(str(error.desc if hasattr(error, "desc") else error)[:2000])
+            assert len(self.errors) <= KILLS * 2, f"the query keeps failing: {self.errors[-1]}"
+            self.query = self._start()
+
+    def stop(self) -> None:
+        self.query.stop()
+
+
+def _progressed(query: Supervised, count) -> callable:
+    """A condition: the sink's ``count()`` grew past what it was now (restarting a dead query)."""
+    before = count()
+
+    def grew() -> bool:
+        query.check()
+        return count() > before
+
+    return grew
+
+
+def _run_with_kills(kafka_cluster, source_bootstrap: str, source: str, start_query, sink_count) -> tuple[list, list]:
+    """Feed ``source``, start the query, kill the leader of ``kafka_cluster``'s partition 0 of
+    the topic in use five times; return (fed values, query errors) once the sink has them all."""
+    kafka, bootstrap = kafka_cluster.kafka, kafka_cluster.bootstrap
+    watched = source if source_bootstrap == bootstrap else None
+    feeder = Feeder(source_bootstrap, source, 2)
+    feeder.start()
+    query = Supervised(start_query)
+    t0 = time.monotonic()
+
+    def mark(what: str) -> None:
+        print(f"failover {time.monotonic() - t0:6.1f} s: {what}", flush=True)  # shown with -s / on failure
+
+    try:
+        for i in range(KILLS):
+            _wait(_progressed(query, sink_count), "the query wrote to its sink")
+            topic = watched or start_query.sink_topic
+            leader = _wait(lambda: _leader(bootstrap, topic), f"a leader for {topic}-0")
+            mark(f"kill {i + 1}: node {leader} (leader of {topic}-0)")
+            kafka.kill(leader)
+            _wait(lambda: _leader(bootstrap, topic) not in (-1, leader), f"a new leader for {topic}-0")
+            mark("new leader elected")
+            kafka.restart(leader)
+            mark(f"node {leader} restarted")
+            _wait(lambda: _every_isr_full(bootstrap), f"node {leader} back in every ISR")
+            mark("every ISR full")
+        fed = feeder.finish()
+        _wait(lambda: (query.check(), sink_count() >= len(fed))[1], f"the sink holding all {len(fed)} fed records",
+              timeout_s=2 * STEP_TIMEOUT_S)
+        mark(f"sink complete: {len(fed)} records, query errors: {query.errors}")
+        return fed, query.errors
+    finally:
+        feeder._stop_feeding.set()
+        query.stop()
+
+
+class BatchRows:
+    """``foreachBatch`` keeping rows ``(partition, offset, value)`` by batch id (a batch rerun
+    after a restart replaces its earlier rows, as an idempotent sink would)."""
+
+    def __init__(self):
+        self.by_batch: dict[int, list[tuple]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, df, batch_id):
+        rows = [(r.partition, r.offset, r.value) for r in df.select("partition", "offset", "value").collect()]
+        with self._lock:
+            self.by_batch[batch_id] = rows
+
+    @property
+    def rows(self) -> list[tuple]:
+        with self._lock:
+            return [r for b in self.by_batch.values() for r in b]
+
+
+def _assert_kafka_causes(errors: list[str]) -> None:
+    """A query that failed during a leader change must name a Kafka cause, and never claim data
+    loss (a leader change loses nothing with acks=all and min.insync.replicas=2)."""
+    for e in errors:
+        assert "DataLossError" not in e and "failOnDataLoss" not in e, e
+        assert any(word in e for word in ("Kafka", "kafka", "Broker", "broker", "leader", "LEADER", "timed out")), e
+
+
+def test_streaming_read_with_max_offsets_per_trigger_survives_leader_kills(spark, apache_kafka_cluster, tmp_path):
+    cluster = apache_kafka_cluster
+    topic = cluster.create_topic(2)
+    sink = BatchRows()
+
+    def start():
+        return (read_stream(spark, cluster.bootstrap, subscribe=topic, startingOffsets="earliest",
+                            maxOffsetsPerTrigger="40")
+                .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "chk")).start())
+
+    fed, errors = _run_with_kills(cluster, cluster.bootstrap, topic, start, lambda: len(sink.rows))
+    rows = sink.rows
+    assert len({(p, o) for p, o, _ in rows}) == len(rows), "a record was read twice"
+    assert sorted(v for *_, v in rows) == sorted(fed)
+    assert max(len(b) for b in sink.by_batch.values()) <= 40
+    _assert_kafka_causes(errors)
+
+
+def _copy_into(spark, source_bootstrap, source, cluster, sink_topic, checkpoint, **options):
+    def start():
+        return (read_stream(spark, source_bootstrap, subscribe=source, startingOffsets="earliest",
+                            maxOffsetsPerTrigger="40")
+                .select("value").writeStream.format("pykafka").option("kafka.bootstrap.servers", cluster.bootstrap)
+                .option("topic", sink_topic).option("checkpointLocation", checkpoint).options(**options).start())
+
+    start.sink_topic = sink_topic
+    return start
+
+
+def _count(bootstrap, topic, isolation="read_uncommitted") -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex}",
+                         "isolation.level": isolation})
+    try:
+        total = 0
+        for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def test_streaming_write_with_acks_all_survives_leader_kills(spark, apache_kafka_cluster, embedded_cluster, tmp_path):
+    cluster = apache_kafka_cluster
+    source, sink_topic = embedded_cluster.create_topic(2), cluster.create_topic(2)
+    start = _copy_into(spark, embedded_cluster.bootstrap, source, cluster, sink_topic, str(tmp_path / "chk"),
+                       **{"kafka.acks": "all"})
+    fed, errors = _run_with_kills(cluster, embedded_cluster.bootstrap, source, start,
+                                  lambda: _count(cluster.bootstrap, sink_topic))
+    written = [m.value() for m in consume_all(cluster.bootstrap, sink_topic)]
+    assert sorted(written) == sorted(fed), f"lost {len(set(fed) - set(written))}, duplicated {len(written) - len(set(written))}"
+    _assert_kafka_causes(errors)
+
+
+def test_exactly_once_sql_sink_survives_leader_kills(spark, apache_kafka_cluster, tmp_path):
+    import sqlalchemy as sa
+
+    cluster = apache_kafka_cluster
+    topic = cluster.create_topic(2)
+    url = f"sqlite:///{tmp_path}/sink.db"
+    engine = sa.create_engine(url)
+
+    def start():
+        return (read_stream(spark, cluster.bootstrap, subscribe=topic, startingOffsets="earliest",
+                            maxOffsetsPerTrigger="40")
+                .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS v")
+                .writeStream.format("pykafka-sql").option("url", url).option("table", "events")
+                .option("checkpointLocation", str(tmp_path / "chk")).start())
+
+    def stored():
+        try:
+            with engine.connect() as conn:
+                return conn.exec_driver_sql('SELECT "partition", "offset", v FROM events').fetchall()
+        except sa.exc.OperationalError:  # the sink creates its table with the first batch
+            return []
+
+    try:
+        fed, errors = _run_with_kills(cluster, cluster.bootstrap, topic, start, lambda: len(stored()))
+        rows = stored()
+    finally:
+        engine.dispose()
+    assert len({(p, o) for p, o, _ in rows}) == len(rows), "a record was stored twice"
+    assert sorted(v.encode() for *_, v in rows) == sorted(fed)
+    _assert_kafka_causes(errors)
+
+
+def test_exactly_once_kafka_write_survives_leader_kills(spark, apache_kafka_cluster, embedded_cluster, tmp_path):
+    cluster = apache_kafka_cluster
+    source, sink_topic = embedded_cluster.create_topic(2), cluster.create_topic(2)
+    start = _copy_into(spark, embedded_cluster.bootstrap, source, cluster, sink_topic, str(tmp_path / "chk"),
+                       deliveryGuarantee="exactly-once")
+
+    def committed() -> int:
+        return len(consume_all(cluster.bootstrap, sink_topic, "read_committed"))
+
+    fed, errors = _run_with_kills(cluster, embedded_cluster.bootstrap, source, start, committed)
+    written = [m.value() for m in consume_all(cluster.bootstrap, sink_topic, "read_committed")]
+    assert sorted(written) == sorted(fed), f"lost {len(set(fed) - set(written))}, duplicated {len(written) - len(set(written))}"
+    _assert_kafka_causes(errors)
