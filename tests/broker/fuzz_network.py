@@ -14,7 +14,6 @@ Used by ``test_fuzz_network.py`` (a few thousand frames in CI) and ``bench/fuzz_
 
 from __future__ import annotations
 
-import os
 import re
 import resource
 import selectors
