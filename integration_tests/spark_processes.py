@@ -18,7 +18,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -44,12 +43,6 @@ def _env() -> dict[str, str]:
     env["SPARK_HOME"] = str(spark_home())
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _Process:
