@@ -37,7 +37,7 @@ def _jks(option: str, data: bytes, password: str | None):
         import jks
     except ImportError:
         raise OptionError(f"option 'kafka.{option}' names a JKS key store, which needs the pyjks package "
-                          "(pip install pyjks), or convert it: keytool -importkeystore -deststoretype PKCS12") from None
+                          "(pip install \"pyspark-kafka[jks]\"), or convert it: keytool -importkeystore -deststoretype PKCS12") from None
     try:
         return jks.KeyStore.loads(data, password or "")
     except Exception as e:  # pyjks raises its own errors for bad passwords and formats
