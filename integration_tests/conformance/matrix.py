@@ -128,6 +128,28 @@ def write_results(results: dict, path: Path = RESULTS_PATH) -> None:
 _MARK = {PASS: "✅ pass", FAIL: "❌ fail", UNSUPPORTED: "➖ unsupported"}
 
 
+TOOLS_SECTION = """## Kafka's own tools
+
+Not part of the matrix above: each row is asserted, on the embedded broker and on Apache Kafka
+alike, by `integration_tests/test_kafka_tools.py` and `test_kafka_dump_log.py` (Kafka's tools
+from the Maven Central jars of the `apache-kafka` backend; see [testing.md](testing.md)).
+
+| tool (main class) | on the embedded broker |
+|---|---|
+| kafka-topics (`TopicCommand`): create with a config, describe, alter partitions, list, delete; duplicate create and shrinking refused | ✅ as Apache Kafka |
+| kafka-console-producer / kafka-console-consumer (keys, `--group`) | ✅ as Apache Kafka |
+| kafka-consumer-groups (`ConsumerGroupCommand`): list, describe with lag, reset-offsets `--to-earliest --execute`, delete | ✅ as Apache Kafka |
+| kafka-get-offsets (`GetOffsetShell`): latest, earliest | ✅ as Apache Kafka |
+| kafka-transactions: list, describe | ✅ as Apache Kafka |
+| kafka-configs (`ConfigCommand`): describe a topic's overrides | ✅ as Apache Kafka |
+| kafka-dump-log (`DumpLogSegments`) on the broker's own `.log`, `.index`, `.timeindex`, `__consumer_offsets`, `__transaction_state` | ✅ valid; the producer-state `.snapshot` is this broker's own format |
+| kafka-transactions describe-producers | ❌ DescribeProducers not served |
+| kafka-log-dirs | ❌ DescribeLogDirs not served |
+| kafka-delete-records | ❌ DeleteRecords not served |
+| kafka-configs `--alter` | ❌ IncrementalAlterConfigs not served |"""
+"""The tools section of ``docs/compatibility.md`` (asserted by the tool tests, not by the matrix)."""
+
+
 def render_markdown(results: dict) -> str:
     """``docs/compatibility.md`` from a results document: the table plus numbered notes giving
     the reason of every cell that did not pass."""
@@ -168,4 +190,5 @@ def render_markdown(results: dict) -> str:
     lines += [f"- {name}: {version}" for name, version in results["clients"].items()]
     lines += ["", "APIs the broker advertised (ApiVersions, min–max version):", ""]
     lines.append(", ".join(f"{name} {v[0]}–{v[1]}" for name, v in results["broker_apis"].items()))
+    lines += ["", TOOLS_SECTION]
     return "\n".join(lines) + "\n"
