@@ -20,6 +20,13 @@ class DataLossError(PySparkKafkaError):
     """
 
 
+DATA_LOSS_FIX = (
+    "If this is expected (retention deleted the records, or the topic was deleted/recreated), "
+    "set the source option failOnDataLoss=false to skip the missing offsets"
+)
+"""The fix appended to every :class:`DataLossError` message."""
+
+
 class DeliveryError(PySparkKafkaError):
     """A record was not acknowledged by the broker; the task fails so nothing is lost."""
 

@@ -76,7 +76,7 @@ SPARK_REFUSES = {
 """Producer settings Spark's connector refuses (KafkaSourceProvider.validateSinkOptions), with Spark's
 reason. The read side's refusals (deserializers, ``enable.auto.commit``, ``interceptor.classes``,
 ``auto.offset.reset`` outside the group options) are checked with the source options
-(:func:`pyspark_kafka.reader.parse_reader_options`, :mod:`pyspark_kafka.groups`)."""
+(:func:`pyspark_kafka.read.options.parse_reader_options`, :mod:`pyspark_kafka.read.consumer_group`)."""
 
 JAVA_PARTITIONERS = {
     "org.apache.kafka.clients.producer.internals.defaultpartitioner": "murmur2",

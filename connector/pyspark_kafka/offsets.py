@@ -158,7 +158,7 @@ class GlobalTimestamp:
 
 @dataclass(frozen=True)
 class GroupLimit:
-    """Start at the consumer group's committed offsets (``startingOffsets=group``, see :mod:`pyspark_kafka.groups`)."""
+    """Start at the consumer group's committed offsets (``startingOffsets=group``, see :mod:`pyspark_kafka.read.consumer_group`)."""
 
 
 OffsetLimit = EarliestLimit | LatestLimit | SpecificOffsets | SpecificTimestamps | GlobalTimestamp | GroupLimit

@@ -1,7 +1,7 @@
 """The ``pykafka`` data source: wires options to the reader and writer classes.
 
 Reading: ``spark.read.format("pykafka")`` / ``spark.readStream.format("pykafka")``
-(see :mod:`pyspark_kafka.reader`). Writing: ``df.write.format("pykafka")`` /
+(see :mod:`pyspark_kafka.read`). Writing: ``df.write.format("pykafka")`` /
 ``df.writeStream.format("pykafka")`` (see :mod:`pyspark_kafka.writer`).
 Option names, schema and offset JSON are those of Spark's built-in Kafka connector.
 """
@@ -25,17 +25,17 @@ class KafkaDataSource(DataSource):
         return "pykafka"
 
     def schema(self) -> StructType:
-        from pyspark_kafka.reader import read_schema
+        from pyspark_kafka.read import read_schema
 
         return read_schema(self.options)
 
     def reader(self, schema: StructType):
-        from pyspark_kafka.reader import KafkaBatchReader
+        from pyspark_kafka.read import KafkaBatchReader
 
         return KafkaBatchReader(self.options, schema)
 
     def streamReader(self, schema: StructType):
-        from pyspark_kafka.reader import KafkaStreamReader
+        from pyspark_kafka.read import KafkaStreamReader
 
         return KafkaStreamReader(self.options, schema)
 

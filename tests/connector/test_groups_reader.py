@@ -19,7 +19,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from test_reader_stream import produce, stream_reader
 
 from pyspark_kafka.groups import GroupBatch, GroupCommitError
-from pyspark_kafka.reader import KafkaBatchReader, kafka_schema
+from pyspark_kafka.read import KafkaBatchReader, kafka_schema
 
 DEADLINE_S = 60.0
 

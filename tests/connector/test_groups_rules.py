@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from pyspark_kafka import groups as G
+from pyspark_kafka.read import consumer_group as G
 from pyspark_kafka import offsets as O
 from pyspark_kafka.errors import OptionError
-from pyspark_kafka.reader import parse_reader_options
+from pyspark_kafka.read import parse_reader_options
 
 A0, A1, A2 = ("a", 0), ("a", 1), ("a", 2)
 

@@ -187,7 +187,7 @@ def test_read_committed_skips_aborted_transactions_and_finishes_on_markers(spark
 
 def test_long_ranges_come_in_bounded_batches_from_a_reused_consumer(bootstrap, make_topic):
     from pyspark_kafka import clients
-    from pyspark_kafka.reader import BATCH_ROWS, KafkaBatchReader, kafka_schema
+    from pyspark_kafka.read import BATCH_ROWS, KafkaBatchReader, kafka_schema
 
     topic = make_topic(partitions=1)
     count = 2 * BATCH_ROWS + 500
@@ -214,7 +214,7 @@ def test_long_ranges_come_in_bounded_batches_from_a_reused_consumer(bootstrap, m
 
 
 def test_log_append_time_topics_report_timestamp_type_1(bootstrap, make_topic):
-    from pyspark_kafka.reader import KafkaBatchReader, kafka_schema
+    from pyspark_kafka.read import KafkaBatchReader, kafka_schema
 
     topic = make_topic(partitions=1, config={"message.timestamp.type": "LogAppendTime"})
     produce(bootstrap, topic, [{"value": b"a", "timestamp": BASE_TS}])

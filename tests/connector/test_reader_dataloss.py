@@ -121,7 +121,7 @@ def test_streaming_query_skips_lost_offsets_without_fail_on_data_loss(spark, ret
 
 def test_read_fails_with_the_range_when_the_broker_stops_answering(tmp_path):
     from pyspark_kafka.broker import EmbeddedBroker
-    from pyspark_kafka.reader import KafkaBatchReader, ReadTimeoutError, kafka_schema
+    from pyspark_kafka.read import KafkaBatchReader, ReadTimeoutError, kafka_schema
 
     with EmbeddedBroker(data_dir=tmp_path / "doomed") as broker:
         bootstrap = broker.bootstrap_servers

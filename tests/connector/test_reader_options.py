@@ -10,7 +10,7 @@ import pytest
 
 from pyspark_kafka import offsets as O
 from pyspark_kafka.errors import OptionError
-from pyspark_kafka.reader import (
+from pyspark_kafka.read import (
     KafkaBatchReader,
     KafkaStreamReader,
     kafka_schema,
@@ -195,7 +195,7 @@ def test_option_errors_reach_the_user_through_spark(spark, bootstrap):
 
 
 def test_executor_consumers_get_a_generated_group_or_kafka_group_id():
-    from pyspark_kafka.reader import executor_conf
+    from pyspark_kafka.read import executor_conf
 
     generated = executor_conf(BASE, "spark-kafka-relation-123-executor")
     assert generated["group.id"] == "spark-kafka-relation-123-executor"

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from pyspark_kafka.reader import KafkaStreamReader, kafka_schema
+from pyspark_kafka.read import KafkaStreamReader, kafka_schema
 
 
 def produce(bootstrap: str, topic: str, n: int, partition: int | None = None, prefix: str = "v") -> list[bytes]:

@@ -330,7 +330,7 @@ def test_reader_schema_types_round_trip(db_url, table):
     """All columns of the pykafka reader (binary key/value, UTC timestamp) store and read back."""
     import datetime as dt
 
-    from pyspark_kafka.reader import kafka_schema
+    from pyspark_kafka.read import kafka_schema
 
     schema = kafka_schema(include_headers=False)
     ts = dt.datetime(2013, 1, 1, 5, 0, 0, 123000, tzinfo=dt.timezone.utc)
