@@ -83,12 +83,12 @@ def test_a_failed_commit_is_reported_not_fatal(bootstrap, make_topic, caplog):
         while not member.assignment():
             assert time.monotonic() < deadline, "the member was never assigned the partition"
             member.poll(0.2)
-        with caplog.at_level(logging.WARNING, logger="pyspark_kafka.groups"):
+        with caplog.at_level(logging.WARNING, logger="pyspark_kafka.read.consumer_group"):
             end = reader.latestOffset({topic: {"0": 5}}, ReadAllAvailable())  # commits 5: rejected, no exception
         assert end == {topic: {"0": 5}}
         assert "the group has active members" in caplog.text and f"consumer group '{group}'" in caplog.text
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="pyspark_kafka.groups"):
+        with caplog.at_level(logging.WARNING, logger="pyspark_kafka.read.consumer_group"):
             reader.latestOffset({topic: {"0": 5}}, ReadAllAvailable())  # an idle trigger right after: no retry
         assert "could not commit" not in caplog.text
         assert group_offsets(bootstrap, group) == {0: 1}  # nothing changed
