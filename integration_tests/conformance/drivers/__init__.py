@@ -86,7 +86,8 @@ def all_drivers() -> dict[str, type[Driver]]:
     """``{client name: driver class}`` of every client in the matrix, in column order."""
     from integration_tests.conformance.drivers.aiokafka_driver import AiokafkaDriver
     from integration_tests.conformance.drivers.confluent import ConfluentDriver
+    from integration_tests.conformance.drivers.java_client import JavaClientDriver
     from integration_tests.conformance.drivers.kafka_python import KafkaPythonDriver
     from integration_tests.conformance.drivers.kcat import KcatDriver
 
-    return {d.name: d for d in (ConfluentDriver, KafkaPythonDriver, AiokafkaDriver, KcatDriver)}
+    return {d.name: d for d in (ConfluentDriver, KafkaPythonDriver, AiokafkaDriver, KcatDriver, JavaClientDriver)}

@@ -1,0 +1,169 @@
+"""Kafka's Java client (``kafka-clients``) as a driver of the conformance scenarios.
+
+``integration_tests/conformance/java/ConformanceDriver.java`` is compiled once with ``javac``
+against the jars of the ``apache-kafka`` backend (resolved from Maven Central by
+:mod:`pyspark_kafka.testing.maven`: ``kafka-clients`` of the same version, its compression
+libraries and Jackson) into ``<cache>/java-driver/<version>-<source hash>/``; every primitive is
+one JVM run of it (``java -cp ... ConformanceDriver COMMAND ...``), JSON in and out, bytes in
+base64. A group member is a long-running JVM that prints its assignment whenever it changes and
+leaves the group when its stdin closes.
+
+:func:`unavailable` says why the driver cannot run here (no ``javac``, no jars); the matrix
+then leaves the column out, as it does for a missing kcat.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+from integration_tests.conformance.drivers import Driver, GroupMember
+from integration_tests.conformance.scenarios import WAIT_S, Fetched, Metadata, Rec
+
+SOURCE = Path(__file__).resolve().parents[1] / "java" / "ConformanceDriver.java"
+MAIN = "ConformanceDriver"
+JVM = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Dlog4j2.level=ERROR"]
+RUN_TIMEOUT_S = WAIT_S + 30
+_build_lock = threading.Lock()
+
+
+def unavailable() -> str | None:
+    """Why the Java driver cannot run here (None: it can)."""
+    from pyspark_kafka.testing import maven
+
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not on PATH (install a JDK 17, e.g. apt-get install openjdk-17-jdk-headless)"
+    try:
+        maven.kafka_libs()
+    except maven.MavenUnavailable as e:
+        return f"Kafka's jars from Maven Central: {e}"
+    return None
+
+
+def classpath() -> str:
+    """``java -cp`` value: the compiled driver first, then Kafka's jars (compiles on first use)."""
+    from pyspark_kafka.testing import maven
+
+    version = maven.kafka_version()
+    libs = maven.kafka_classpath(version)
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    out = maven.cache_root() / "java-driver" / f"{version}-{digest}"
+    with _build_lock:
+        if not (out / f"{MAIN}.class").exists():
+            tmp = out.with_name(out.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            done = subprocess.run(["javac", "-nowarn", "-cp", libs, "-d", str(tmp), str(SOURCE)],
+                                  capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                raise RuntimeError(f"javac {SOURCE.name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+            shutil.rmtree(out, ignore_errors=True)
+            tmp.rename(out)
+    return f"{out}:{libs}"
+
+
+def _b64(value: bytes | None) -> str | None:
+    return None if value is None else base64.b64encode(value).decode()
+
+
+def _bytes(value: str | None) -> bytes | None:
+    return None if value is None else base64.b64decode(value)
+
+
+def _fetched(doc: dict) -> Fetched:
+    return Fetched(doc["partition"], doc["offset"], _bytes(doc["key"]), _bytes(doc["value"]),
+                   tuple((k, _bytes(v)) for k, v in doc["headers"]), doc["timestamp"])
+
+
+class _Member(GroupMember):
+    """A ``group_member`` JVM; a thread follows its ``assignment: ...`` lines."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self._owned: set[int] = set()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._follow, daemon=True).start()
+
+    def _follow(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith("assignment: "):
+                owned = {int(p) for p in line.split(":", 1)[1].strip().split(",") if p}
+                with self._lock:
+                    self._owned = owned
+
+    def assignment(self) -> set[int]:
+        assert self.proc.poll() is None, f"the Java group member exited with {self.proc.returncode}"
+        with self._lock:
+            return set(self._owned)
+
+
+class JavaClientDriver(Driver):
+    name = "java"
+
+    def __init__(self, bootstrap: str):
+        super().__init__(bootstrap)
+        self._cp: str | None = None
+
+    def _java(self) -> list[str]:
+        if self._cp is None:
+            self._cp = classpath()
+        return ["java", *JVM, "-cp", self._cp, MAIN]
+
+    def _run(self, command: str, *args: str, payload=None):
+        done = subprocess.run([*self._java(), command, *args], input=json.dumps(payload) if payload is not None else "",
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        if done.returncode != 0:
+            raise AssertionError(f"Java client {command} failed ({done.returncode}): {done.stderr.strip()[-600:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def version(self) -> str:
+        return f"Kafka Java client {self._run('version')}"
+
+    def metadata(self, topic: str) -> Metadata:
+        doc = self._run("metadata", self.bootstrap, topic)
+        return Metadata({int(k): v for k, v in doc["brokers"].items()},
+                        {int(k): v for k, v in doc["partitions"].items()})
+
+    def produce(self, topic: str, records: list[Rec], codec: str = "none", idempotent: bool = False) -> None:
+        payload = [{"value": _b64(r.value), "key": _b64(r.key), "partition": r.partition,
+                    "timestamp": r.timestamp, "headers": [[k, _b64(v)] for k, v in r.headers]} for r in records]
+        self._run("produce", self.bootstrap, topic, codec, str(idempotent).lower(), payload=payload)
+
+    def transactions(self, topic: str, steps: list[tuple[list[bytes], bool]]) -> None:
+        self._run("transactions", self.bootstrap, topic, payload=[[[_b64(v) for v in values], commit]
+                                                                  for values, commit in steps])
+
+    def fetch(self, topic: str, start: dict[int, int], count: int,
+              isolation: str = "read_uncommitted") -> list[Fetched]:
+        docs = self._run("fetch", self.bootstrap, topic, isolation, str(count),
+                         payload={str(p): o for p, o in start.items()})
+        return [_fetched(d) for d in docs]
+
+    def offsets_for_times(self, topic: str, times: dict[int, int]) -> dict[int, int | None]:
+        doc = self._run("offsets_for_times", self.bootstrap, topic, payload={str(p): t for p, t in times.items()})
+        return {int(p): o for p, o in doc.items()}
+
+    def group_consume(self, topic: str, group: str, count: int) -> list[Fetched]:
+        return [_fetched(d) for d in self._run("group_consume", self.bootstrap, topic, group, str(count))]
+
+    @contextlib.contextmanager
+    def group_member(self, topic: str, group: str):
+        proc = subprocess.Popen([*self._java(), "group_member", self.bootstrap, topic, group],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            yield _Member(proc)
+        finally:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # the member closes its consumer: LeaveGroup
+            try:
+                proc.wait(WAIT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
