@@ -271,33 +271,30 @@ def test_trailing_garbage_found_by_load_tail_triggers_rebuild(tmp_path):
     reopened.close()
 
 
-def test_corrupt_index_file_is_rebuilt_from_the_log(tmp_path):
+def _partial_offset_index_entry(segment: LogSegment) -> None:
+    with open(segment.offset_index_path, "ab") as f:
+        f.write(b"\x01\x02\x03")
+
+
+def _missing_time_index(segment: LogSegment) -> None:
+    segment.time_index_path.unlink()
+
+
+@pytest.mark.parametrize("damage", [_partial_offset_index_entry, _missing_time_index])
+def test_damaged_index_is_rebuilt_from_the_log(tmp_path, damage):
     size = len(batch_at(0))
     segment = open_segment(tmp_path, interval=size)
     fill(segment, 6)
     expected = list(zip(segment.offset_index.keys, segment.offset_index.values))
+    expected_time = list(zip(segment.time_index.keys, segment.time_index.values))
     segment.flush()
     segment.close()
-    with open(segment.offset_index_path, "ab") as f:
-        f.write(b"\x01\x02\x03")  # a partial entry
+    damage(segment)
     reopened = open_segment(tmp_path, interval=size)
     assert list(zip(reopened.offset_index.keys, reopened.offset_index.values)) == expected
+    assert list(zip(reopened.time_index.keys, reopened.time_index.values)) == expected_time
     assert reopened.indexes_rebuilt
     assert reopened.next_offset == BASE + 18
-    reopened.close()
-
-
-def test_missing_index_file_is_rebuilt(tmp_path):
-    size = len(batch_at(0))
-    segment = open_segment(tmp_path, interval=size)
-    fill(segment, 4)
-    expected = list(segment.offset_index.keys)
-    segment.flush()
-    segment.close()
-    segment.time_index_path.unlink()
-    reopened = open_segment(tmp_path, interval=size)
-    assert list(reopened.offset_index.keys) == expected
-    assert reopened.indexes_rebuilt
     reopened.close()
 
 
