@@ -42,7 +42,6 @@ from pyspark_kafka.sinks.common import (
     SinkUnavailableError,
     OffsetSpan,
     StagedWrite,
-    TopicPartition,
     advance,
     check_offset_columns,
     check_same,
@@ -54,6 +53,7 @@ from pyspark_kafka.sinks.common import (
     require_streaming_for_batch_mode,
     span_of_arrow,
 )
+from pyspark_kafka.topic_partition import TopicPartition
 
 TMP_DIR = "_pykafka_tmp"
 LOG_DIR = "_pykafka_log"
