@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -217,7 +218,9 @@ def _lookup_latencies_us(directory: str, counts: list[int], lookups: int) -> dic
     """
     from pyspark_kafka.broker.config import LogConfig
     from pyspark_kafka.broker.log.partition_log import PartitionLog
-    from pyspark_kafka.broker.log.testing import make_batch
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "broker", "log"))
+    from batches import make_batch  # the tests' batch builder (exact timestamps)
 
     batch_records = 10_000
     batch = make_batch([b"v" * 10] * batch_records)

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from pyspark_kafka.errors import OptionError
+from pyspark_kafka.topic_partition import TopicPartition
 
 EARLIEST = -2
 """Offset JSON value meaning "the log start offset" (Spark's ``KafkaOffsetRangeLimit.EARLIEST``)."""
 LATEST = -1
 """Offset JSON value meaning "the latest offset" (Spark's ``KafkaOffsetRangeLimit.LATEST``)."""
 
-TopicPartition = tuple  # (topic: str, partition: int)
 PartitionOffsets = dict  # {(topic, partition): offset}
 
 _OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'

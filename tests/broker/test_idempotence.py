@@ -16,7 +16,7 @@ from kafka_proxy import KafkaProxy
 from pyspark_kafka.broker.config import LogConfig, BrokerConfig
 from pyspark_kafka.broker.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from pyspark_kafka.broker.log.partition_log import PartitionLog
-from pyspark_kafka.broker.log.testing import make_batch
+from batches import make_batch
 from wire import WireClient
 
 DEADLINE_S = 30.0
@@ -145,7 +145,7 @@ def test_sequence_rules_on_the_wire(bootstrap, make_topic):
         # an unknown producer id may start anywhere (its state may have been deleted, KIP-360)
         assert send(1, 77, producer_id=other_pid).base_offset == 6
         # clients may not write transaction markers or transactional batches outside a transaction
-        from pyspark_kafka.broker.log.producer_state import control_batch
+        from pyspark_kafka.broker.log.records import control_batch
 
         marker = partition_response(client.request(produce_request(topic, control_batch(pid, 1, True, 0, 1))))
         assert marker.error_code == INVALID_RECORD

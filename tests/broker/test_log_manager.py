@@ -28,7 +28,7 @@ from pyspark_kafka.broker.log.manager import (
     TOPICS_FILE,
     LogManager,
 )
-from pyspark_kafka.broker.log.testing import make_batch
+from batches import make_batch
 
 T0 = 1_700_000_000_000
 

@@ -18,7 +18,7 @@ from pyspark_kafka.broker.log.errors import (
 from pyspark_kafka.broker.log.index import OffsetIndex, TimeIndex
 from pyspark_kafka.broker.log.partition_log import PartitionLog
 from pyspark_kafka.broker.log.record_batch import validate_batches
-from pyspark_kafka.broker.log.testing import GZIP, make_batch
+from batches import GZIP, make_batch
 
 T0 = 1_700_000_000_000
 

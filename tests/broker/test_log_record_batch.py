@@ -17,7 +17,7 @@ from pyspark_kafka.broker.log.record_batch import (
     stored_batch,
     validate_batches,
 )
-from pyspark_kafka.broker.log.testing import GZIP, make_batch
+from batches import GZIP, make_batch
 
 
 def test_header_fields_match_kio_reader():

@@ -17,7 +17,7 @@ from kio.records.readers import read_batch
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.log.manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT, LogManager
 from pyspark_kafka.broker.log.record_batch import validate_batches
-from pyspark_kafka.broker.log.testing import make_batch
+from batches import make_batch
 
 T0 = 1_700_000_000_000
 TOPIC = "orders"

@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 
 from conftest import create_topic
 from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator, TxnState
-from pyspark_kafka.broker.log.testing import make_batch
+from batches import make_batch
 from pyspark_kafka.broker.server import Broker
 from test_crash_recovery import BrokerProcess
 from test_idempotence import read_all, values

@@ -31,10 +31,9 @@ from pyspark_kafka.broker.log.producer_state import (
     BatchMetadata,
     ProducerEntry,
     check_sequence,
-    control_batch,
-    control_type,
     in_sequence,
 )
+from pyspark_kafka.broker.log.records import control_batch, control_type
 
 
 @pytest.mark.parametrize("last, nxt, expected", [

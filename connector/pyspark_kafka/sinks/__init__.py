@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional
 
+from pyspark_kafka.topic_partition import TopicPartition
+
 __all__ = ["register", "starting_offsets", "stored_offsets"]
 
 
@@ -34,7 +36,7 @@ def stored_offsets(
     sink_id: Optional[str] = None,
     offsets_table: Optional[str] = None,
     path: Optional[str] = None,
-) -> dict[tuple[str, int], int]:
+) -> dict[TopicPartition, int]:
     """Next offsets a sink stored: ``{(topic, partition): next_offset}``.
 
     SQL sink: ``url`` (SQLAlchemy URL; default the embedded SQLite file), ``table``

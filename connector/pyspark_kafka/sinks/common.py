@@ -28,8 +28,8 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from pyspark_kafka.errors import OptionError, PySparkKafkaError
 from pyspark_kafka.options import get_option
+from pyspark_kafka.topic_partition import TopicPartition
 
-TopicPartition = tuple[str, int]
 #: ``{(topic, partition): (min offset, max offset)}`` of the rows a task staged.
 OffsetSpan = dict[TopicPartition, tuple[int, int]]
 

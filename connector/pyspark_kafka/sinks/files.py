@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional
 
@@ -33,6 +32,7 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSource
 from pyspark.sql.types import StructType
 
 from pyspark_kafka.errors import OptionError
+from pyspark_kafka.fsutil import atomic_write, fsync_dir, fsync_file
 from pyspark_kafka.options import get_option
 from pyspark_kafka.sinks.common import (
     OFFSETS_FROM_BATCH,
@@ -42,7 +42,6 @@ from pyspark_kafka.sinks.common import (
     SinkUnavailableError,
     OffsetSpan,
     StagedWrite,
-    TopicPartition,
     advance,
     check_offset_columns,
     check_same,
@@ -54,18 +53,11 @@ from pyspark_kafka.sinks.common import (
     require_streaming_for_batch_mode,
     span_of_arrow,
 )
+from pyspark_kafka.topic_partition import TopicPartition
 
 TMP_DIR = "_pykafka_tmp"
 LOG_DIR = "_pykafka_log"
 MANIFEST_VERSION = 1
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def manifest_name(seq: int) -> str:
@@ -118,21 +110,13 @@ class ManifestLog:
         """
         os.makedirs(self.log_dir, exist_ok=True)
         final = os.path.join(self.log_dir, manifest_name(manifest["seq"]))
-        tmp = os.path.join(self.log_dir, f".tmp-{uuid.uuid4().hex}")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(manifest, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
         try:
-            os.link(tmp, final)
+            atomic_write(final, json.dumps(manifest, sort_keys=True).encode("utf-8"), overwrite=False)
         except FileExistsError:
             raise SinkError(
                 f"commit {manifest['seq']} of {self.path} was published by another writer at the same time. "
                 "Fix: let only one query or job write a sink directory at a time."
             ) from None
-        finally:
-            os.unlink(tmp)
-        _fsync_dir(self.log_dir)
 
     def roll_forward(self, manifest: Optional[dict]) -> None:
         """Finish the renames of a published manifest whose commit was interrupted."""
@@ -146,7 +130,7 @@ class ManifestLog:
                 os.rename(staged, final)
                 moved = True
         if moved:
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
 
     def clean_tmp(self) -> None:
         """Delete all staged attempt directories (orphans of failed or killed attempts).
@@ -230,8 +214,7 @@ def stage_batches(spec: ParquetSinkSpec, batches: Iterator, attempt_id: str) -> 
             writer.close()
     if writer is None:
         return StagedWrite(attempt_id=attempt_id)
-    with open(full, "rb") as f:
-        os.fsync(f.fileno())
+    fsync_file(full)
     return StagedWrite(attempt_id=attempt_id, offsets=merge_spans(spans), rows=rows, files=[rel])
 
 
@@ -266,8 +249,7 @@ def _filter_file(spec: ParquetSinkSpec, rel: str, stored: Mapping[TopicPartition
         return None, 0
     new_rel = rel[: -len(".parquet")] + "-filtered.parquet"
     pq.write_table(kept, os.path.join(spec.path, new_rel), compression=spec.compression)
-    with open(os.path.join(spec.path, new_rel), "rb") as f:
-        os.fsync(f.fileno())
+    fsync_file(os.path.join(spec.path, new_rel))
     return new_rel, kept.num_rows
 
 

@@ -45,7 +45,6 @@ from pyspark_kafka.sinks.common import (
     SinkIdentity,
     SinkUnavailableError,
     StagedWrite,
-    TopicPartition,
     advance,
     check_offset_columns,
     check_same,
@@ -56,6 +55,7 @@ from pyspark_kafka.sinks.common import (
     require_streaming_for_batch_mode,
     span_of_arrow,
 )
+from pyspark_kafka.topic_partition import TopicPartition
 
 DEFAULT_OFFSETS_TABLE = "pykafka_offsets"
 DEFAULT_SQLITE_FILE = "pykafka-sink.db"

@@ -80,7 +80,7 @@ from pyspark_kafka.broker.log.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from pyspark_kafka.broker.log.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT
+from pyspark_kafka.broker.log.record_batch import CONTROL_BIT, CONTROL_COMMIT, TRANSACTIONAL_BIT
 from pyspark_kafka.broker.log.checkpoint import atomic_write
 from pyspark_kafka.broker.log.records import decode_batch, encode_batch, iter_batches
 
@@ -96,8 +96,6 @@ GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_VALUE_VERSION = 3
-
-CONTROL_COMMIT = 1
 
 
 @dataclass(frozen=True)

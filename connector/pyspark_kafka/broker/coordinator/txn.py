@@ -56,7 +56,7 @@ from pyspark_kafka.broker.log.errors import (
     KafkaError,
     ProducerFencedError,
 )
-from pyspark_kafka.broker.log.producer_state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from pyspark_kafka.broker.log.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from pyspark_kafka.broker.log.records import encode_batch, iter_batches
 
 log = get_logger(__name__)

@@ -2,9 +2,10 @@
 (``.log`` + sparse ``.index``/``.timeindex``), record batches stored as produced, retention by time
 and size, crash recovery from a recovery-point checkpoint. See ``docs/broker-storage.md``.
 
-Modules: ``errors`` (Kafka error codes), ``record_batch`` (RecordBatch v2 headers), ``records``
-(whole batches via kio, for the broker's own records), ``index``, ``segment``, ``partition_log``
+Modules: ``errors`` (Kafka error codes), ``record_batch`` (the RecordBatch v2 layout: header
+parsing, validation, encoding, record walking), ``records`` (whole batches via kio, for the
+broker's own records and transaction markers), ``index``, ``segment``, ``partition_log``
 (``PartitionLog``), ``producer_state`` (idempotence, transactions), ``cleaner`` (compaction),
-``manager`` (``LogManager``), ``checkpoint``, ``testing`` (batch builder for tests).
+``manager`` (``LogManager``), ``checkpoint``. The tests' batch builder is ``tests/broker/log/batches.py``.
 Nothing is imported here, so ``broker.config`` can import ``log.errors`` without a cycle.
 """

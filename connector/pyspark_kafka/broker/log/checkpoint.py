@@ -1,4 +1,5 @@
-"""Small files in the data directory, written atomically (temp file + fsync + rename + fsync dir).
+"""Small files in the data directory, written atomically (temp file + fsync + rename + fsync dir,
+see :func:`pyspark_kafka.fsutil.atomic_write`).
 
 Offset checkpoints use Kafka's text format (``recovery-point-offset-checkpoint``,
 ``log-start-offset-checkpoint``)::
@@ -11,39 +12,17 @@ Offset checkpoints use Kafka's text format (``recovery-point-offset-checkpoint``
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
 from pyspark_kafka.broker.log_escape import get_logger
+
+# The durable-write helpers live in pyspark_kafka.fsutil (shared with the connector's file sinks);
+# they are re-exported here for the broker modules that import them from this module.
+from pyspark_kafka.fsutil import atomic_write, fsync_dir, write_synced  # noqa: F401
 
 log = get_logger(__name__)
 
 CHECKPOINT_VERSION = 0
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so a rename or unlink inside it is durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_synced(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (created or truncated) and fsync it before returning."""
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so a crash leaves either the old or the new content."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    write_synced(tmp, data)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:

@@ -27,13 +27,9 @@ when new segments were closed or a retained tombstone's ``delete.retention.ms`` 
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, NamedTuple
-
-import crc32c
-from kio.serial.readers import read_int8, read_signed_varint, read_signed_varlong
+from typing import Iterator
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.log.checkpoint import fsync_dir, write_synced
@@ -42,9 +38,10 @@ from pyspark_kafka.broker.log.errors import KafkaError
 from pyspark_kafka.broker.log.record_batch import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
-    LOG_OVERHEAD,
-    TIMESTAMP_TYPE_BIT,
     BatchHeader,
+    RecordView,
+    build_batch,
+    iter_record_views,
 )
 from pyspark_kafka.broker.log.segment import LogSegment
 from pyspark_kafka.broker.log.validator import UNCOMPRESSED_BOUND_FACTOR
@@ -54,18 +51,6 @@ log = get_logger(__name__)
 CLEANED_SUFFIX = ".cleaned"
 _CLEANER_MIN_BOUND = 1 << 20
 """The cleaner decompresses a batch to at most 64 x max(its size, 1 MiB); a batch that expands further is kept whole."""
-_HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount
-_PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
-
-
-class RecordView(NamedTuple):
-    """One record of a batch: absolute offset, timestamp (ms), key, tombstone flag, raw bytes."""
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    tombstone: bool
-    raw: bytes
 
 
 @dataclass
@@ -90,42 +75,19 @@ def iter_records(header: BatchHeader, batch: bytes) -> Iterator[RecordView] | No
             body = decompress(codec, body, UNCOMPRESSED_BOUND_FACTOR * max(header.size, _CLEANER_MIN_BOUND))
         except KafkaError:
             return None
-    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_BIT)
-
-    def generate() -> Iterator[RecordView]:
-        pos = 0
-        for _ in range(header.record_count):
-            length, used = read_signed_varint(body, pos)
-            start, pos = pos, pos + used
-            end = pos + length
-            pos += read_int8(body, pos)[1]
-            ts_delta, used = read_signed_varlong(body, pos)
-            pos += used
-            offset_delta, used = read_signed_varint(body, pos)
-            pos += used
-            key_len, used = read_signed_varint(body, pos)
-            pos += used
-            key = None if key_len < 0 else bytes(body[pos : pos + key_len])
-            pos += max(key_len, 0)
-            value_len, _ = read_signed_varint(body, pos)
-            timestamp = header.max_timestamp if log_append_time else header.base_timestamp + ts_delta
-            yield RecordView(header.base_offset + offset_delta, timestamp, key, value_len < 0, bytes(body[start:end]))
-            pos = end
-
-    return generate()
+    return iter_record_views(header, body)
 
 
 def rebuild_batch(header: BatchHeader, records: list[RecordView]) -> bytes:
     """An uncompressed batch with ``records`` and the header's base offset, offset delta, timestamps and
     producer fields (Kafka's cleaner keeps them so offsets and producer state stay right)."""
-    body = b"".join(r.raw for r in records)
-    after_crc = _HEADER_AFTER_CRC.pack(
-        header.attributes & ~COMPRESSION_MASK, header.last_offset_delta, header.base_timestamp,
-        header.max_timestamp, header.producer_id, header.producer_epoch, header.base_sequence, len(records),
-    ) + body
-    batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body)
-    return _PREFIX.pack(header.base_offset, batch_length, header.partition_leader_epoch, 2,
-                        crc32c.crc32c(after_crc)) + after_crc
+    return build_batch(
+        b"".join(r.raw for r in records), record_count=len(records), last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.base_timestamp, max_timestamp=header.max_timestamp,
+        attributes=header.attributes & ~COMPRESSION_MASK, producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch, base_sequence=header.base_sequence, base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+    )
 
 
 def _compactable(header: BatchHeader) -> bool:

@@ -43,20 +43,16 @@ from pyspark_kafka.broker.log.errors import (
     RecordTooLargeError,
 )
 from pyspark_kafka.broker.log.record_batch import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
     TIMESTAMP_TYPE_BIT,
     iter_record_offsets_and_timestamps,
     parse_header,
     stored_batch,
     validate_batches,
 )
-from pyspark_kafka.broker.log.producer_state import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    AbortedTxn,
-    ProducerStateManager,
-    control_batch,
-    control_type,
-)
+from pyspark_kafka.broker.log.producer_state import AbortedTxn, ProducerStateManager
+from pyspark_kafka.broker.log.records import control_batch, control_type
 from pyspark_kafka.broker.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,

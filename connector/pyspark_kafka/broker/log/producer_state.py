@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,13 +41,12 @@ from pyspark_kafka.broker.log.errors import (
     InvalidTxnStateError,
     OutOfOrderSequenceError,
 )
-from pyspark_kafka.broker.log.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader
-from pyspark_kafka.broker.log.records import (
+from pyspark_kafka.broker.log.record_batch import (
+    CONTROL_ABORT,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
-    decode_batch,
-    encode_batch,
+    BatchHeader,
 )
 
 log = get_logger(__name__)
@@ -59,8 +57,6 @@ SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 SNAPSHOTS_KEPT = 2
 
-CONTROL_ABORT = 0  # control record key type (Kafka's ControlRecordType)
-CONTROL_COMMIT = 1
 
 
 class BatchMetadata(NamedTuple):
@@ -138,14 +134,6 @@ def check_sequence(entry: ProducerEntry | None, epoch: int, first_seq: int, wher
         f"out of order sequence number for producer {entry.producer_id} in {where}: got {first_seq}, "
         f"expected {entry.last_seq + 1} (epoch {epoch}); an earlier batch was lost or reordered"
     )
-
-
-def control_type(batch: bytes) -> int:
-    """CONTROL_COMMIT or CONTROL_ABORT from a control batch's one record (key: version int16, type int16)."""
-    key = decode_batch(batch).records[0].key
-    if key is None or len(key) < 4:
-        raise ValueError("control record without a 4-byte key")
-    return int.from_bytes(key[2:4], "big", signed=True)
 
 
 class ProducerStateManager:
@@ -326,15 +314,3 @@ class ProducerStateManager:
             return offset
         self.reset()
         return 0
-
-
-def control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int) -> bytes:
-    """A transaction marker: a RecordBatch v2 with the transactional and control bits and one control record.
-
-    Key: version 0 (int16), type (int16: 0 abort, 1 commit); value: version 0 (int16),
-    coordinator epoch (int32) — Kafka's ``EndTransactionMarker``. Base offset 0, sequence -1.
-    """
-    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
-    value = struct.pack(">hi", 0, coordinator_epoch)
-    return encode_batch([(key, value)], timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
-                        attributes=TRANSACTIONAL_BIT | CONTROL_BIT)

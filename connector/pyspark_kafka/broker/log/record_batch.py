@@ -12,6 +12,16 @@ Layout of the 61-byte header (Kafka's ``DefaultRecordBatch``, big-endian)::
 ``baseOffset`` and ``partitionLeaderEpoch`` are outside the CRC: the broker rewrites them
 without recomputing it. Attributes: bits 0-2 compression, bit 3 timestamp type
 (1 = LogAppendTime), bit 4 transactional, bit 5 control.
+
+Records (Kafka's ``DefaultRecord``) follow the header, compressed as a whole when the batch is:
+``length varint, attributes int8, timestampDelta varlong, offsetDelta varint, keyLength varint,
+key, valueLength varint, value, headers count varint, headers``; a control record's key is
+``version int16, type int16`` (0 abort, 1 commit).
+
+This module is the one place for that layout: header parsing and validation, offset
+assignment, header encoding (:func:`build_batch`) and record walking. Whole batches of the
+broker's own records (coordinator state, transaction markers) are encoded through kio in
+:mod:`~pyspark_kafka.broker.log.records`.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import struct
 from typing import Iterator, NamedTuple
 
 import crc32c
+from kio.serial.readers import read_int8, read_signed_varint, read_signed_varlong
 
 from pyspark_kafka.broker.log.errors import CorruptRecordError, InvalidRecordError
 
@@ -38,14 +49,24 @@ CONTROL_BIT = 0x20
 COMPRESSION_MASK = 0x07
 COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 
+NO_PRODUCER_ID = -1  # header sentinels: a batch from a non-idempotent producer
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+CONTROL_ABORT = 0  # control record key type (Kafka's ControlRecordType)
+CONTROL_COMMIT = 1
+
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount: where the CRC'd part starts
 _OFFSET_LENGTH = struct.Struct(">qi")
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the bytes before the CRC'd part
 PREFIX_SIZE = _PREFIX.size
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
-assert _HEADER.size == BATCH_HEADER_SIZE
+assert _HEADER.size == BATCH_HEADER_SIZE == _BEFORE_CRC.size + _AFTER_CRC.size
+assert _BEFORE_CRC.size == CRC_START
 
 
 class BatchHeader(NamedTuple):
@@ -208,6 +229,23 @@ def stored_batch(view: memoryview, position: int, header: BatchHeader, base_offs
     return [prefix, view[position + PREFIX_SIZE : position + header.size]]
 
 
+def build_batch(records: bytes, *, record_count: int, last_offset_delta: int, base_timestamp: int,
+                max_timestamp: int, attributes: int = 0, producer_id: int = NO_PRODUCER_ID,
+                producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE, base_offset: int = 0,
+                partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
+    """One whole RecordBatch v2: a 61-byte header (magic 2, CRC32C computed) followed by ``records``.
+
+    ``records`` are the encoded records as they go after the header (already compressed when
+    ``attributes`` names a codec); timestamps are ms. No record is decoded or checked against
+    ``record_count`` / ``last_offset_delta``: the caller supplies consistent values.
+    """
+    after_crc = _AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                                producer_epoch, base_sequence, record_count) + records
+    batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records)
+    return _BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, MAGIC,
+                            crc32c.crc32c(after_crc)) + after_crc
+
+
 def read_offset_and_length(buf, position: int = 0) -> tuple[int, int]:
     """``(baseOffset, batchLength)`` of the batch at ``position`` (the 12-byte log overhead)."""
     return _OFFSET_LENGTH.unpack_from(buf, position)
@@ -244,3 +282,41 @@ def iter_record_offsets_and_timestamps(batch) -> Iterator[tuple[int, int]]:
         timestamp = header.max_timestamp if header.timestamp_type == "LogAppendTime" else header.base_timestamp + ts_delta
         yield header.base_offset + offset_delta, timestamp
         position = record_end
+
+
+class RecordView(NamedTuple):
+    """One record of a batch: absolute offset, timestamp (ms), key, tombstone flag, raw bytes (framing included)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    tombstone: bool
+    raw: bytes
+
+
+def iter_record_views(header: BatchHeader, body) -> Iterator[RecordView]:
+    """The records in ``body``, the *uncompressed* records part of the batch described by ``header``.
+
+    Decodes each record's framing, timestamp and offset deltas, key and value length (not the
+    value or headers); for LogAppendTime batches every record has the batch's maxTimestamp.
+    ``raw`` is the record's bytes as stored, so records can be copied into a new batch.
+    """
+    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_BIT)
+    pos = 0
+    for _ in range(header.record_count):
+        length, used = read_signed_varint(body, pos)
+        start, pos = pos, pos + used
+        end = pos + length
+        pos += read_int8(body, pos)[1]
+        ts_delta, used = read_signed_varlong(body, pos)
+        pos += used
+        offset_delta, used = read_signed_varint(body, pos)
+        pos += used
+        key_len, used = read_signed_varint(body, pos)
+        pos += used
+        key = None if key_len < 0 else bytes(body[pos : pos + key_len])
+        pos += max(key_len, 0)
+        value_len, _ = read_signed_varint(body, pos)
+        timestamp = header.max_timestamp if log_append_time else header.base_timestamp + ts_delta
+        yield RecordView(header.base_offset + offset_delta, timestamp, key, value_len < 0, bytes(body[start:end]))
+        pos = end

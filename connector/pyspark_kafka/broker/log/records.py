@@ -2,7 +2,7 @@
 
 The coordinators keep their state as records in internal topics (``__consumer_offsets``,
 ``__transaction_state``) and write transaction markers (control batches); they build and read
-those batches here. The produce and fetch paths never use this module: client batches are
+those batches here, and transaction markers (:func:`control_batch`). The produce and fetch paths never use this module: client batches are
 stored and served as sent (see :mod:`~pyspark_kafka.broker.log.record_batch`).
 """
 
@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import datetime
 import io
+import struct
 from typing import Iterable, Iterator
 
 from kio.records.readers import read_batch
 from kio.records.schema import NewRecordBatch, Record, RecordBatch
 from kio.records.writers import write_new_batch
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
+from pyspark_kafka.broker.log.record_batch import (
+    CONTROL_ABORT,
+    CONTROL_BIT,
+    CONTROL_COMMIT,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TRANSACTIONAL_BIT,
+)
 
 
 def encode_batch(records: Iterable[tuple[bytes | None, bytes | None]], timestamp_ms: int, *,
@@ -43,6 +50,29 @@ def encode_batch(records: Iterable[tuple[bytes | None, bytes | None]], timestamp
 def decode_batch(data: bytes) -> RecordBatch:
     """The kio :class:`RecordBatch` (header fields and decoded records) of one whole batch."""
     return read_batch(data, 0)[0]
+
+
+def control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int) -> bytes:
+    """A transaction marker: a RecordBatch v2 with the transactional and control bits and one control record.
+
+    Key: version 0 (int16), type (int16: 0 abort, 1 commit); value: version 0 (int16),
+    coordinator epoch (int32) — Kafka's ``EndTransactionMarker``. Base offset 0, sequence -1.
+    """
+    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return encode_batch([(key, value)], timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+                        attributes=TRANSACTIONAL_BIT | CONTROL_BIT)
+
+
+def control_type(batch: bytes) -> int:
+    """CONTROL_COMMIT or CONTROL_ABORT from a control batch's one record (key: version int16, type int16).
+
+    Raises :class:`ValueError` when the record has no 4-byte key.
+    """
+    key = decode_batch(batch).records[0].key
+    if key is None or len(key) < 4:
+        raise ValueError("control record without a 4-byte key")
+    return int.from_bytes(key[2:4], "big", signed=True)
 
 
 def iter_batches(plog, from_offset: int = 0) -> Iterator[RecordBatch]:

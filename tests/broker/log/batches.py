@@ -1,5 +1,8 @@
 """Build RecordBatch v2 bytes for tests and benchmarks (exact ms timestamps, optional gzip).
 
+Import as ``from batches import make_batch``: ``tests/broker/log`` is on pytest's ``pythonpath``
+(setup.cfg); ``bench/broker_bench.py`` puts it on ``sys.path`` itself.
+
 kio's writer takes ``datetime`` timestamps, which cannot hold every ms value exactly through a
 float; tests of timestamp lookups need exact values, hence this small encoder of Kafka's
 record format (``DefaultRecord``): varint-framed records after the 61-byte batch header.
@@ -7,12 +10,9 @@ record format (``DefaultRecord``): varint-framed records after the 61-byte batch
 
 from __future__ import annotations
 
-import struct
 import zlib
 
-import crc32c
-
-from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from pyspark_kafka.broker.log.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, build_batch
 
 GZIP = 1
 
@@ -46,9 +46,9 @@ def make_batch(
     timestamp_step_ms: int = 1,
     timestamps: list[int] | None = None,
     key: bytes | None = None,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
     compression: int = 0,
 ) -> bytes:
     """One RecordBatch v2 (base offset 0, valid CRC32C) holding ``values`` (or that many small values).
@@ -68,16 +68,8 @@ def make_batch(
         records = zlib.compress(records, wbits=31)  # gzip container
     elif compression:
         raise ValueError("only compression 0 (none) and 1 (gzip) are supported by this test helper")
-    body = struct.pack(
-        ">hiqqqhii",
-        compression,
-        len(values) - 1,
-        base_ts,
-        max(timestamps),
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(values),
-    ) + records
-    batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records)
-    return struct.pack(">qiibI", 0, batch_length, -1, MAGIC, crc32c.crc32c(body)) + body
+    return build_batch(
+        records, record_count=len(values), last_offset_delta=len(values) - 1, base_timestamp=base_ts,
+        max_timestamp=max(timestamps), attributes=compression, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence,
+    )
