@@ -1,12 +1,12 @@
 """The client conformance matrix on the embedded broker.
 
-Runs every scenario with every client (confluent-kafka, kafka-python, aiokafka, kcat) and
-fails on any ``fail`` of a scenario whose APIs the broker advertises in ApiVersions (read
-here from the broker's handler registry, which is what ApiVersions is built from). An
-``unsupported`` cell is accepted only for an honest reason: the broker lacks an API, or the
-client declares it cannot do the scenario (always, or under a declared condition). kcat is left
-out, with a warning, where it is not installed. ``docs/compatibility.md`` is regenerated from a
-run with ``python -m integration_tests.conformance``.
+Runs every scenario with every client (confluent-kafka, kafka-python, aiokafka, kcat, Kafka's
+Java client) and fails on any ``fail`` of a scenario whose APIs the broker advertises in
+ApiVersions (read here from the broker's handler registry, which is what ApiVersions is built
+from). An ``unsupported`` cell is accepted only for an honest reason: the broker lacks an API,
+or the client declares it cannot do the scenario (always, or under a declared condition). kcat
+and the Java client are left out, with a warning naming the reason, where they cannot run.
+``docs/compatibility.md`` is regenerated from a run with ``python -m integration_tests.conformance``.
 """
 
 from __future__ import annotations
@@ -17,21 +17,31 @@ import warnings
 import pytest
 
 from integration_tests.conformance import matrix
-from integration_tests.conformance.drivers import all_drivers
+from integration_tests.conformance.drivers import all_drivers, java_client
 from integration_tests.conformance.scenarios import SCENARIOS
 
 
+def _missing_clients() -> dict[str, str]:
+    """{client: why it cannot run here}: kcat without its binary (Debian package kcat), Kafka's
+    Java client without a JDK or Kafka's jars from Maven Central."""
+    missing = {} if shutil.which("kcat") else {"kcat": "kcat is not installed (apt-get install kcat)"}
+    why = java_client.unavailable()
+    if why:
+        missing["java"] = why
+    return missing
+
+
 def _installed_clients() -> list[str]:
-    """Every client of the matrix, less kcat when its binary is missing (Debian package kcat)."""
-    return [name for name in all_drivers() if name != "kcat" or shutil.which("kcat")]
+    """Every client of the matrix that can run here."""
+    missing = _missing_clients()
+    return [name for name in all_drivers() if name not in missing]
 
 
 @pytest.fixture(scope="module")
 def results(embedded_cluster):
-    clients = _installed_clients()
-    if len(clients) < len(all_drivers()):
-        warnings.warn("kcat is not installed and is left out of the conformance matrix (apt-get install kcat)")
-    return matrix.run_matrix(embedded_cluster, clients=clients)
+    for client, why in _missing_clients().items():
+        warnings.warn(f"{client} is left out of the conformance matrix: {why}")
+    return matrix.run_matrix(embedded_cluster, clients=_installed_clients())
 
 
 def test_the_broker_advertises_exactly_its_handler_registry(embedded_cluster):
