@@ -28,14 +28,10 @@ from pyspark_kafka.broker.coordinator.group import coordinator_for as group_coor
 from pyspark_kafka.broker.coordinator.txn import coordinator as txn_coordinator
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
 from pyspark_kafka.broker.handlers.api_versions import api_versions_body
-from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.log.manager import LogManager
 
 log = get_logger("pyspark_kafka.broker")
-
-UNSUPPORTED_VERSION = 35
-UNKNOWN_SERVER_ERROR = -1
-
 
 class Broker:
     """State shared by all connections of one broker: config, logs, address, append events.
@@ -125,9 +121,9 @@ async def _dispatch(broker: Broker, frame: bytes, client_host: str = "") -> list
     if not api.min_version <= version <= api.max_version:
         if api_key == protocol.API_VERSIONS_KEY:
             # KIP-511: answer with a v0 response listing our ranges so the client can retry.
-            body = api_versions_body(UNSUPPORTED_VERSION)
+            body = api_versions_body(ErrorCode.unsupported_version)
             return protocol.encode_response(api_key, 0, correlation_id, body)
-        chunks = protocol.encode_error_response(api_key, version, correlation_id, UNSUPPORTED_VERSION)
+        chunks = protocol.encode_error_response(api_key, version, correlation_id, ErrorCode.unsupported_version)
         if chunks is None:
             raise protocol.ProtocolError(
                 f"api key {api_key} version {version} is not supported (supported {api.min_version}..{api.max_version})"
@@ -141,7 +137,7 @@ async def _dispatch(broker: Broker, frame: bytes, client_host: str = "") -> list
         raise
     except Exception:
         log.exception("handler for api key %s v%s failed", api_key, version)
-        chunks = protocol.encode_error_response(api_key, version, correlation_id, UNKNOWN_SERVER_ERROR)
+        chunks = protocol.encode_error_response(api_key, version, correlation_id, ErrorCode.unknown_server_error)
         if chunks is None:
             raise CloseConnection() from None
         return chunks
@@ -151,7 +147,7 @@ async def _dispatch(broker: Broker, frame: bytes, client_host: str = "") -> list
         return protocol.encode_response(api_key, version, correlation_id, result)
     except Exception:  # a handler produced a value its response schema does not allow: a broker bug
         log.exception("handler for api key %s v%s built a response that cannot be encoded", api_key, version)
-        chunks = protocol.encode_error_response(api_key, version, correlation_id, UNKNOWN_SERVER_ERROR)
+        chunks = protocol.encode_error_response(api_key, version, correlation_id, ErrorCode.unknown_server_error)
         if chunks is None:
             raise CloseConnection() from None
         return chunks

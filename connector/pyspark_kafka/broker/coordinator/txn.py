@@ -47,7 +47,7 @@ from pyspark_kafka.broker.coordinator.group import coordinator_for
 from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields, ensure_internal_topic, partition_for
 from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
 from pyspark_kafka.broker.log.checkpoint import atomic_write
-from pyspark_kafka.broker.log.errors import (
+from pyspark_kafka.broker.errors import (
     ConcurrentTransactionsError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,

@@ -8,12 +8,12 @@ is a new module here and needs no edit of the server core::
 
     @register(api_key=10, min_version=0, max_version=4)   # FindCoordinator
     async def find_coordinator(ctx: RequestContext, request) -> dict:
-        return {"throttle_time": 0, "error_code": 0, ...}
+        return {"throttle_time": 0, "error_code": ErrorCode.none, ...}
 
 A handler receives the kio request entity of the negotiated version and returns a ``dict``
 of plain values (see :func:`pyspark_kafka.broker.protocol.build`; keys a version lacks are
 ignored), a kio response entity, or ``None`` for no response (Produce with acks=0).
-Raising :class:`~pyspark_kafka.broker.log.errors.KafkaError` is fine only where the caller
+Raising :class:`~pyspark_kafka.broker.errors.KafkaError` is fine only where the caller
 can map it; handlers normally put per-partition error codes into their response.
 """
 

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.log.errors import (
-    NONE,
-    UNKNOWN_TOPIC_ID,
+from pyspark_kafka.broker.errors import (
+    ErrorCode,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
@@ -71,7 +70,7 @@ async def create_topics(ctx: RequestContext, request) -> dict:
     too_many = asked > MAX_PARTITIONS_PER_REQUEST  # Kafka's controller refuses the whole request
     results = []
     for topic in request.topics:
-        result = {"name": topic.name, "topic_id": None, "error_code": NONE, "error_message": None,
+        result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
                   "num_partitions": -1, "replication_factor": -1, "configs": []}
         try:
             if names.count(topic.name) > 1:
@@ -105,18 +104,18 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
         wanted = [(name, None) for name in request.topic_names]
     responses = []
     for name, topic_id in wanted:
-        error_code, message = NONE, None
+        error_code, message = ErrorCode.none, None
         if name is None and topic_id is not None:
             name = broker.topic_by_id(topic_id)
             if name is None:
-                error_code, message = UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}"
-        if error_code == NONE and name in INTERNAL_TOPICS:
+                error_code, message = ErrorCode.unknown_topic_id, f"no topic has id {topic_id}"
+        if error_code == ErrorCode.none and name in INTERNAL_TOPICS:
             # Deliberate difference: Apache Kafka 4.3 deletes them (and loses every group's offsets or
             # every transaction's state); the coordinators here keep their state only in these topics.
             error_code = PolicyViolationError.error_code
             message = (f"internal topic {name} cannot be deleted: it holds the "
                        f"{'group' if name == '__consumer_offsets' else 'transaction'} coordinator's state")
-        if error_code == NONE:
+        if error_code == ErrorCode.none:
             try:
                 topic_id = broker.logs.delete_topic(name).topic_id
             except KafkaError as exc:
@@ -133,7 +132,7 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
                 for t in request.topics)
     results = []
     for topic in request.topics:
-        error_code, message = NONE, None
+        error_code, message = ErrorCode.none, None
         try:
             if added > MAX_PARTITIONS_PER_REQUEST:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
@@ -187,7 +186,7 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
     synonyms = getattr(request, "include_synonyms", False)
     results = []
     for res in request.resources:
-        error_code, message, configs = NONE, None, []
+        error_code, message, configs = ErrorCode.none, None, []
         try:
             if res.resource_type == TOPIC_RESOURCE:
                 validate_topic_name(res.resource_name)

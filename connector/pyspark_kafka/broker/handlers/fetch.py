@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ms
 
 READ_COMMITTED = 1
@@ -65,7 +65,7 @@ def collect(broker, request) -> tuple[list[dict], int, bool]:
     responses = []
     for topic in request.topics:
         name = _resolve(broker, topic)
-        missing_code = UNKNOWN_TOPIC_ID if name is None else UNKNOWN_TOPIC_OR_PARTITION
+        missing_code = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
         partitions = []
         for p in topic.partitions:
             plog = broker.logs.get_log(name, p.partition) if name is not None else None
@@ -88,7 +88,7 @@ def collect(broker, request) -> tuple[list[dict], int, bool]:
             total += fetched.length
             remaining -= fetched.length
             aborted = plog.aborted_transactions(p.fetch_offset, upper) if read_committed and fetched.length else ()
-            partitions.append(_partition_data(p.partition, NONE, plog, fetched, read_committed, aborted))
+            partitions.append(_partition_data(p.partition, ErrorCode.none, plog, fetched, read_committed, aborted))
         responses.append({"topic": name or "", "topic_id": getattr(topic, "topic_id", None), "partitions": partitions})
     return responses, total, has_error
 
@@ -114,4 +114,4 @@ async def fetch(ctx: RequestContext, request) -> dict:
         if total >= request.min_bytes or has_error or left <= 0 or not request.topics:
             break
         await broker.wait_for_append(_wanted(request, broker), left)
-    return {"throttle_time": 0, "error_code": NONE, "session_id": 0, "responses": responses, "node_endpoints": []}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses, "node_endpoints": []}

@@ -11,7 +11,7 @@ timestamp -1 when there is none.
 from __future__ import annotations
 
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.log.errors import INVALID_REQUEST, NONE, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 
 LATEST = -1
 EARLIEST = -2
@@ -43,7 +43,7 @@ def _partition(index: int, error_code: int, offset: int = -1, timestamp: int = -
         "error_code": error_code,
         "timestamp": timestamp,
         "offset": offset,
-        "leader_epoch": 0 if error_code == NONE else -1,
+        "leader_epoch": 0 if error_code == ErrorCode.none else -1,
     }
 
 
@@ -58,15 +58,15 @@ async def list_offsets(ctx: RequestContext, request) -> dict:
         for p in t.partitions:
             plog = broker.logs.get_log(t.name, p.partition_index)
             if plog is None:
-                partitions.append(_partition(p.partition_index, UNKNOWN_TOPIC_OR_PARTITION))
+                partitions.append(_partition(p.partition_index, ErrorCode.unknown_topic_or_partition))
                 continue
             try:
                 offset, ts = resolve_offset(plog, p.timestamp, read_committed)
             except KafkaError as exc:
                 partitions.append(_partition(p.partition_index, exc.error_code))
             except ValueError:
-                partitions.append(_partition(p.partition_index, INVALID_REQUEST))
+                partitions.append(_partition(p.partition_index, ErrorCode.invalid_request))
             else:
-                partitions.append(_partition(p.partition_index, NONE, offset, ts))
+                partitions.append(_partition(p.partition_index, ErrorCode.none, offset, ts))
         topics.append({"name": t.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}

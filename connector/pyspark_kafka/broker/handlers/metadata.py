@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pyspark_kafka.broker.config import validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ProtocolError
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested" in Kafka's protocol
@@ -26,13 +26,13 @@ def topic_entry(broker, name: str) -> dict:
     info = broker.logs.topic(name)
     me = broker.node_id
     return {
-        "error_code": NONE,
+        "error_code": ErrorCode.none,
         "name": name,
         "topic_id": info.topic_id,
         "is_internal": name.startswith("__"),
         "partitions": [
             {
-                "error_code": NONE,
+                "error_code": ErrorCode.none,
                 "partition_index": p,
                 "leader_id": me,
                 "leader_epoch": 0,
@@ -61,7 +61,7 @@ def _lookup(broker, name: str, allow_create: bool) -> dict:
     try:
         validate_topic_name(name)
         if broker.logs.topic(name) is None and not (allow_create and broker.auto_create(name)):
-            return _error_entry(name, UNKNOWN_TOPIC_OR_PARTITION)
+            return _error_entry(name, ErrorCode.unknown_topic_or_partition)
     except KafkaError as exc:
         return _error_entry(name, exc.error_code)
     return topic_entry(broker, name)
@@ -85,7 +85,7 @@ async def metadata(ctx: RequestContext, request) -> dict:
             topic_id = getattr(t, "topic_id", None)
             if t.name is None and topic_id is not None:
                 name = broker.topic_by_id(topic_id)
-                topics.append(topic_entry(broker, name) if name else _error_entry(None, UNKNOWN_TOPIC_ID, topic_id))
+                topics.append(topic_entry(broker, name) if name else _error_entry(None, ErrorCode.unknown_topic_id, topic_id))
             else:
                 topics.append(_lookup(broker, t.name, allow_create))
     return {
@@ -104,7 +104,7 @@ async def describe_cluster(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
     return {
         "throttle_time": 0,
-        "error_code": NONE,
+        "error_code": ErrorCode.none,
         "error_message": None,
         "endpoint_type": getattr(request, "endpoint_type", 1),
         "cluster_id": broker.cluster_id,

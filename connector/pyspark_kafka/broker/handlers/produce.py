@@ -25,15 +25,10 @@ from __future__ import annotations
 from pyspark_kafka.broker.config import validate_topic_name
 from pyspark_kafka.broker.handlers import CloseConnection, RequestContext, now_ms, register
 from pyspark_kafka.broker.coordinator.txn import coordinator
-from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, parse_header
 
-INVALID_TOPIC_EXCEPTION = 17
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")  # written only by the coordinators
-CORRUPT_MESSAGE = 2
-INVALID_REQUIRED_ACKS = 21
-
-
 def _partition_result(index: int, error_code: int, message: str | None = None, append=None) -> dict:
     return {
         "index": index,
@@ -60,11 +55,11 @@ def check_transactional(broker, topic: str, partition: int, records) -> None:
 
 def _append(broker, topic: str | None, partition: int, records, now: int) -> dict:
     if topic is None:
-        return _partition_result(partition, UNKNOWN_TOPIC_ID, "unknown topic id")
+        return _partition_result(partition, ErrorCode.unknown_topic_id, "unknown topic id")
     if records is None:
-        return _partition_result(partition, CORRUPT_MESSAGE, "produce request without records")
+        return _partition_result(partition, ErrorCode.corrupt_message, "produce request without records")
     if topic in INTERNAL_TOPICS:
-        return _partition_result(partition, INVALID_TOPIC_EXCEPTION,
+        return _partition_result(partition, ErrorCode.invalid_topic_exception,
                                  f"cannot append to internal topic {topic}: only the broker's coordinators write it")
     try:
         validate_topic_name(topic)
@@ -72,14 +67,14 @@ def _append(broker, topic: str | None, partition: int, records, now: int) -> dic
         plog = broker.logs.get_log(topic, partition)
         if plog is None:
             return _partition_result(
-                partition, UNKNOWN_TOPIC_OR_PARTITION, f"this broker has no partition {topic}-{partition}"
+                partition, ErrorCode.unknown_topic_or_partition, f"this broker has no partition {topic}-{partition}"
             )
         check_transactional(broker, topic, partition, records)
         result = plog.append(records, now_ms=now, from_client=True)
     except KafkaError as exc:
         return _partition_result(partition, exc.error_code, str(exc))
     broker.notify_append(topic, partition)
-    return _partition_result(partition, NONE, None, result)
+    return _partition_result(partition, ErrorCode.none, None, result)
 
 
 @register(api_key=0, min_version=3, max_version=11)
@@ -98,10 +93,10 @@ async def produce(ctx: RequestContext, request) -> dict | None:
         partitions = []
         for pdata in topic_data.partition_data:
             if acks not in (0, 1, -1):
-                res = _partition_result(pdata.index, INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
+                res = _partition_result(pdata.index, ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1")
             else:
                 res = _append(broker, name, pdata.index, pdata.records, now)
-            failed = failed or res["error_code"] != NONE
+            failed = failed or res["error_code"] != ErrorCode.none
             partitions.append(res)
         responses.append({"name": name or "", "topic_id": topic_id, "partition_responses": partitions})
     if acks == 0:

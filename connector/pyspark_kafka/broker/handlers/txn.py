@@ -3,7 +3,7 @@ AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28), DescribeTransactions (6
 ListTransactions (66).
 
 Each handler maps the request onto :class:`~pyspark_kafka.broker.coordinator.txn.TransactionCoordinator`
-and turns its :class:`~pyspark_kafka.broker.log.errors.KafkaError` into the response's error code.
+and turns its :class:`~pyspark_kafka.broker.errors.KafkaError` into the response's error code.
 FindCoordinator for transactional ids (key_type 1) is served by the group handlers: this single
 broker coordinates everything. WriteTxnMarkers is not served: markers are written in-process.
 
@@ -17,12 +17,8 @@ from pyspark_kafka.broker.coordinator.group import coordinator_for
 from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
 from pyspark_kafka.broker.coordinator.txn import STATE_BY_NAME, coordinator
 from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
-from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ms
-
-OPERATION_NOT_ATTEMPTED = 55
-TRANSACTIONAL_ID_NOT_FOUND = 105
-
 
 @register(api_key=22, min_version=0, max_version=5)
 async def init_producer_id(ctx: RequestContext, request) -> dict:
@@ -37,7 +33,7 @@ async def init_producer_id(ctx: RequestContext, request) -> dict:
         )
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.error_code, "producer_id": -1, "producer_epoch": -1}
-    return {"throttle_time": 0, "error_code": NONE, "producer_id": producer_id, "producer_epoch": epoch}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": producer_id, "producer_epoch": epoch}
 
 
 def _partition_results(topics, code_of) -> list[dict]:
@@ -57,14 +53,14 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
     missing = {(t.name, p) for t in topics for p in t.partitions if broker.logs.get_log(t.name, p) is None}
     if missing:
         def code(topic, p):
-            return UNKNOWN_TOPIC_OR_PARTITION if (topic, p) in missing else OPERATION_NOT_ATTEMPTED
+            return ErrorCode.unknown_topic_or_partition if (topic, p) in missing else ErrorCode.operation_not_attempted
     else:
         try:
             coordinator(broker).add_partitions(
                 request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                 request.v3_and_below_producer_epoch, [(t.name, p) for t in topics for p in t.partitions], now_ms(),
             )
-            error = NONE
+            error = ErrorCode.none
         except KafkaError as exc:
             error = exc.error_code
 
@@ -82,7 +78,7 @@ async def add_offsets_to_txn(ctx: RequestContext, request) -> dict:
                            [txn.offsets_partition(request.group_id)], now_ms())
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.error_code}
-    return {"throttle_time": 0, "error_code": NONE}
+    return {"throttle_time": 0, "error_code": ErrorCode.none}
 
 
 @register(api_key=28, min_version=0, max_version=4)
@@ -91,7 +87,7 @@ async def txn_offset_commit(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
     txn = coordinator(broker)
     now = now_ms()
-    error = NONE
+    error = ErrorCode.none
     try:
         topic, partition = txn.offsets_partition(request.group_id)
         txn.check_transactional_produce(request.producer_id, request.producer_epoch, topic, partition)
@@ -122,7 +118,7 @@ async def end_txn(ctx: RequestContext, request) -> dict:
                                         request.committed, now_ms())
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.error_code}
-    return {"throttle_time": 0, "error_code": NONE}
+    return {"throttle_time": 0, "error_code": ErrorCode.none}
 
 
 @register(api_key=65, min_version=0, max_version=0)
@@ -133,7 +129,7 @@ async def describe_transactions(ctx: RequestContext, request) -> dict:
     for txn_id in request.transactional_ids:
         meta = txn.describe(txn_id)
         if meta is None:
-            states.append({"error_code": TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": txn_id,
+            states.append({"error_code": ErrorCode.transactional_id_not_found, "transactional_id": txn_id,
                            "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": 0,
                            "producer_id": -1, "producer_epoch": -1, "topics": []})
             continue
@@ -141,7 +137,7 @@ async def describe_transactions(ctx: RequestContext, request) -> dict:
         for topic, partition in sorted(meta.partitions):
             by_topic.setdefault(topic, []).append(partition)
         states.append({
-            "error_code": NONE, "transactional_id": txn_id, "transaction_state": meta.state.kafka_name,
+            "error_code": ErrorCode.none, "transactional_id": txn_id, "transaction_state": meta.state.kafka_name,
             "transaction_timeout": meta.timeout_ms, "transaction_start_time": max(meta.start_ms, 0),
             "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
@@ -157,7 +153,7 @@ async def list_transactions(ctx: RequestContext, request) -> dict:
     unknown = sorted(s for s in states if s not in STATE_BY_NAME)
     found = txn.list(states, set(request.producer_id_filters), getattr(request, "duration_filter", -1), now_ms())
     return {
-        "throttle_time": 0, "error_code": NONE, "unknown_state_filters": unknown,
+        "throttle_time": 0, "error_code": ErrorCode.none, "unknown_state_filters": unknown,
         "transaction_states": [
             {"transactional_id": m.transactional_id, "producer_id": m.producer_id,
              "transaction_state": m.state.kafka_name}

@@ -2,9 +2,9 @@
 (``.log`` + sparse ``.index``/``.timeindex``), record batches stored as produced, retention by time
 and size, crash recovery from a recovery-point checkpoint. See ``docs/broker-storage.md``.
 
-Modules: ``errors`` (Kafka error codes), ``record_batch`` (RecordBatch v2 headers), ``records``
+Modules: ``record_batch`` (RecordBatch v2 headers), ``records``
 (whole batches via kio, for the broker's own records), ``index``, ``segment``, ``partition_log``
 (``PartitionLog``), ``producer_state`` (idempotence, transactions), ``cleaner`` (compaction),
 ``manager`` (``LogManager``), ``checkpoint``, ``testing`` (batch builder for tests).
-Nothing is imported here, so ``broker.config`` can import ``log.errors`` without a cycle.
+Nothing is imported here. Errors (with their Kafka codes) are in :mod:`pyspark_kafka.broker.errors`.
 """

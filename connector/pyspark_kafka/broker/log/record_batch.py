@@ -21,7 +21,7 @@ from typing import Iterator, NamedTuple
 
 import crc32c
 
-from pyspark_kafka.broker.log.errors import CorruptRecordError, InvalidRecordError
+from pyspark_kafka.broker.errors import CorruptRecordError, InvalidRecordError
 
 BATCH_HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLength
