@@ -232,9 +232,9 @@ def test_admin_apis_list_describe_delete(wbroker, topic):
 def test_offsets_of_empty_groups_expire_after_retention(tmp_path):
     async def scenario():
         broker = Broker(tmp_path)
-        broker.logs.load()
-        coordinator = g.coordinator_for(broker)
-        broker.logs.create_topic("t", 1)
+        broker.replica_manager.logs.load()
+        coordinator = broker.group_coordinator.ensure_loaded()
+        broker.replica_manager.logs.create_topic("t", 1)
         assert coordinator.commit_offsets("old", -1, "", None, {("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=1)}) \
             == {("t", 0): 0}
         retention = broker.config.get_int("offsets.retention.minutes") * 60_000
@@ -243,7 +243,7 @@ def test_offsets_of_empty_groups_expire_after_retention(tmp_path):
         assert coordinator.expire_offsets(retention) == 0
         assert coordinator.expire_offsets(retention + 2) == 1
         assert "old" not in coordinator.groups and coordinator.offsets.committed("old") == {}
-        broker.logs.close()
+        broker.replica_manager.logs.close()
 
     asyncio.run(scenario())
 

@@ -1,6 +1,6 @@
 """The classic consumer-group coordinator (Kafka's ``GroupCoordinator`` / ``GroupMetadata``, KIP-62/345/394).
 
-One :class:`GroupCoordinator` per broker (:func:`coordinator_for`) owns every group, since this
+One :class:`GroupCoordinator` per broker (``Broker.group_coordinator``) owns every group, since this
 single broker is the coordinator of every ``__consumer_offsets`` partition. It runs on the
 broker's event loop thread; JoinGroup and SyncGroup handlers await futures that the state
 machine completes, and timers (session timeout, rebalance timeout, initial rebalance delay)
@@ -57,6 +57,7 @@ from kio.serial import entity_reader
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.clock import now_ms
+from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.coordinator.offsets import (
     GroupRecord,
     MemberRecord,
@@ -65,6 +66,7 @@ from pyspark_kafka.broker.coordinator.offsets import (
     TopicPartition,
 )
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
+from pyspark_kafka.broker.replica_manager import ReplicaManager
 
 log = get_logger(__name__)
 
@@ -205,17 +207,30 @@ def _set(future: asyncio.Future | None, value: Any) -> None:
 class GroupCoordinator:
     """All consumer groups of one broker, with their offsets in an :class:`OffsetStore` (``.offsets``).
 
-    ``GroupCoordinator(broker)``; :meth:`load` replays ``__consumer_offsets`` and starts the
-    offsets-retention timer. Methods return Kafka error codes (ints) in their results rather
+    ``GroupCoordinator(replica_manager, config)``; :meth:`ensure_loaded` replays
+    ``__consumer_offsets`` (once) and starts the offsets-retention timer. Methods return Kafka error codes (ints) in their results rather
     than raising; see each method. Must be used from the broker's event loop.
     """
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.offsets = OffsetStore(broker.logs, broker.config)
+    def __init__(self, replica_manager: ReplicaManager, config: BrokerConfig) -> None:
+        self.replica_manager = replica_manager
+        self.config = config
+        self.offsets = OffsetStore(replica_manager.logs, config)
         self.groups: dict[str, Group] = {}
+        self.loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    def ensure_loaded(self) -> "GroupCoordinator":
+        """This coordinator, loaded (:meth:`load`) on the first call: the server calls it at start;
+        when that failed, the next group request tries again (from the event loop).
+
+        Raises KafkaError when ``__consumer_offsets`` cannot be loaded (handlers answer
+        COORDINATOR_NOT_AVAILABLE).
+        """
+        if not self.loaded:
+            self.load()
+            self.loaded = True
+        return self
 
     # -- loading -----------------------------------------------------------------------------
     def load(self) -> None:
@@ -682,8 +697,7 @@ class GroupCoordinator:
         errors: dict[TopicPartition, int] = {}
         accepted: dict[TopicPartition, OffsetAndMetadata] = {}
         for (topic, partition), value in offsets.items():
-            info = self.broker.logs.topic(topic)
-            if info is None or not 0 <= partition < info.num_partitions:
+            if not self.replica_manager.has_partition(topic, partition):
                 errors[(topic, partition)] = ErrorCode.unknown_topic_or_partition
             elif len((value.metadata or "").encode()) > max_metadata:
                 errors[(topic, partition)] = ErrorCode.offset_metadata_too_large
@@ -792,17 +806,3 @@ class GroupCoordinator:
                 results[group_id] = ErrorCode.none
         return results
 
-
-def coordinator_for(broker) -> GroupCoordinator:
-    """The broker's group coordinator; the server creates and loads it at start, else the first use does
-    (from the event loop).
-
-    Raises KafkaError when ``__consumer_offsets`` cannot be loaded (handlers answer
-    COORDINATOR_NOT_AVAILABLE and the next request tries again).
-    """
-    coordinator = getattr(broker, "group_coordinator", None)
-    if coordinator is None:
-        coordinator = GroupCoordinator(broker)
-        coordinator.load()
-        broker.group_coordinator = coordinator
-    return coordinator

@@ -28,7 +28,7 @@ from pyspark_kafka.broker.errors import (
     KafkaError,
     PolicyViolationError,
 )
-from pyspark_kafka.broker.handlers.produce import INTERNAL_TOPICS
+from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
 from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST
 
 
@@ -80,7 +80,7 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
             count = _partition_count(broker, topic)
             configs = {c.name: c.value for c in topic.configs}
-            info = broker.logs.create_topic(topic.name, count, configs, validate_only=validate_only)
+            info = broker.replica_manager.logs.create_topic(topic.name, count, configs, validate_only=validate_only)
         except KafkaError as exc:
             result.update(error_code=exc.error_code, error_message=str(exc))
         else:
@@ -106,7 +106,7 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
     for name, topic_id in wanted:
         error_code, message = ErrorCode.none, None
         if name is None and topic_id is not None:
-            name = broker.topic_by_id(topic_id)
+            name = broker.replica_manager.topic_name(topic_id)
             if name is None:
                 error_code, message = ErrorCode.unknown_topic_id, f"no topic has id {topic_id}"
         if error_code == ErrorCode.none and name in INTERNAL_TOPICS:
@@ -117,7 +117,7 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
                        f"{'group' if name == '__consumer_offsets' else 'transaction'} coordinator's state")
         if error_code == ErrorCode.none:
             try:
-                topic_id = broker.logs.delete_topic(name).topic_id
+                topic_id = broker.replica_manager.logs.delete_topic(name).topic_id
             except KafkaError as exc:
                 error_code, message = exc.error_code, str(exc)
         responses.append({"name": name, "topic_id": topic_id, "error_code": error_code, "error_message": message})
@@ -128,7 +128,8 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
 async def create_partitions(ctx: RequestContext, request) -> dict:
     """Raise each topic's partition count to ``count`` (never lower: INVALID_PARTITIONS)."""
     broker = ctx.broker
-    added = sum(max(0, t.count - (broker.logs.topic(t.name).num_partitions if broker.logs.topic(t.name) else 0))
+    logs = broker.replica_manager.logs
+    added = sum(max(0, t.count - (logs.topic(t.name).num_partitions if logs.topic(t.name) else 0))
                 for t in request.topics)
     results = []
     for topic in request.topics:
@@ -139,7 +140,7 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
             for a in topic.assignments or ():
                 if list(a.broker_ids) != [broker.node_id]:
                     raise InvalidReplicaAssignmentError(f"new partitions may only be assigned to broker {broker.node_id}")
-            broker.logs.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
+            logs.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
         except KafkaError as exc:
             error_code, message = exc.error_code, str(exc)
         results.append({"name": topic.name, "error_code": error_code, "error_message": message})
@@ -154,7 +155,7 @@ def _config_entry(name, value, source, read_only, synonyms) -> dict:
 def topic_configs(broker, topic: str, include_synonyms: bool) -> list[dict]:
     """DescribeConfigs entries of ``topic``: every topic config, overrides flagged as such."""
     entries = []
-    for name, value, is_default in broker.logs.describe_topic_configs(topic):
+    for name, value, is_default in broker.replica_manager.logs.describe_topic_configs(topic):
         broker_name = TOPIC_CONFIG_TO_BROKER.get(name)
         broker_set = broker_name is not None and not broker.config.is_default(broker_name)
         source = DYNAMIC_TOPIC_CONFIG if not is_default else (STATIC_BROKER_CONFIG if broker_set else DEFAULT_CONFIG)

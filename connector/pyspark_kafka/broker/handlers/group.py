@@ -12,7 +12,7 @@ a single broker coordinates everything. Versions: OffsetCommit v2-v9 and OffsetF
 
 from __future__ import annotations
 
-from pyspark_kafka.broker.coordinator.group import DEAD, STABLE, coordinator_for
+from pyspark_kafka.broker.coordinator.group import DEAD, STABLE, GroupCoordinator
 from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
 from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
 from pyspark_kafka.broker.handlers.metadata import NO_AUTHORIZED_OPERATIONS
@@ -23,10 +23,10 @@ GROUP_KEY = 0
 TXN_KEY = 1
 
 
-def _coordinator(ctx: RequestContext):
+def _coordinator(ctx: RequestContext) -> GroupCoordinator | None:
     """The group coordinator, or None when ``__consumer_offsets`` cannot be loaded (COORDINATOR_NOT_AVAILABLE)."""
     try:
-        return coordinator_for(ctx.broker)
+        return ctx.broker.group_coordinator.ensure_loaded()
     except KafkaError:
         return None
 

@@ -23,7 +23,7 @@ def broker_entry(broker) -> dict:
 
 def topic_entry(broker, name: str) -> dict:
     """The Metadata entry of existing topic ``name``: every partition led by this broker."""
-    info = broker.logs.topic(name)
+    info = broker.replica_manager.logs.topic(name)
     me = broker.node_id
     return {
         "error_code": ErrorCode.none,
@@ -60,7 +60,8 @@ def _error_entry(name: str | None, error_code: int, topic_id=None) -> dict:
 def _lookup(broker, name: str, allow_create: bool) -> dict:
     try:
         validate_topic_name(name)
-        if broker.logs.topic(name) is None and not (allow_create and broker.auto_create(name)):
+        replica_manager = broker.replica_manager
+        if replica_manager.logs.topic(name) is None and not (allow_create and replica_manager.auto_create(name)):
             return _error_entry(name, ErrorCode.unknown_topic_or_partition)
     except KafkaError as exc:
         return _error_entry(name, exc.error_code)
@@ -73,7 +74,7 @@ async def metadata(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
     requested = request.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [topic_entry(broker, name) for name in sorted(broker.logs.topics())]
+        topics = [topic_entry(broker, name) for name in sorted(broker.replica_manager.logs.topics())]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True)
         if ctx.api_version < 12 and any(t.name is None for t in requested):
@@ -84,7 +85,7 @@ async def metadata(ctx: RequestContext, request) -> dict:
         for t in requested:
             topic_id = getattr(t, "topic_id", None)
             if t.name is None and topic_id is not None:
-                name = broker.topic_by_id(topic_id)
+                name = broker.replica_manager.topic_name(topic_id)
                 topics.append(topic_entry(broker, name) if name else _error_entry(None, ErrorCode.unknown_topic_id, topic_id))
             else:
                 topics.append(_lookup(broker, t.name, allow_create))

@@ -13,18 +13,22 @@ InitProducerId v6 (two-phase commit, KIP-939) is not served.
 
 from __future__ import annotations
 
-from pyspark_kafka.broker.coordinator.group import coordinator_for
 from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
-from pyspark_kafka.broker.coordinator.txn import STATE_BY_NAME, coordinator
+from pyspark_kafka.broker.coordinator.txn import STATE_BY_NAME, TransactionCoordinator
 from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ms
+
+def _txn(ctx: RequestContext) -> TransactionCoordinator:
+    """The broker's transaction coordinator, loaded (on first use when the server did not load it)."""
+    return ctx.broker.txn_coordinator.ensure_loaded(now_ms())
+
 
 @register(api_key=22, min_version=0, max_version=5)
 async def init_producer_id(ctx: RequestContext, request) -> dict:
     """A producer id and epoch: new for idempotent producers, epoch-bumped for a transactional id."""
     try:
-        producer_id, epoch = coordinator(ctx.broker).init_producer_id(
+        producer_id, epoch = _txn(ctx).init_producer_id(
             request.transactional_id,
             ms(request.transaction_timeout),
             getattr(request, "producer_id", -1),
@@ -50,13 +54,13 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
     """Add partitions to the transaction; unknown partitions fail the whole request (others OPERATION_NOT_ATTEMPTED)."""
     broker = ctx.broker
     topics = request.v3_and_below_topics
-    missing = {(t.name, p) for t in topics for p in t.partitions if broker.logs.get_log(t.name, p) is None}
+    missing = {(t.name, p) for t in topics for p in t.partitions if not broker.replica_manager.has_partition(t.name, p)}
     if missing:
         def code(topic, p):
             return ErrorCode.unknown_topic_or_partition if (topic, p) in missing else ErrorCode.operation_not_attempted
     else:
         try:
-            coordinator(broker).add_partitions(
+            _txn(ctx).add_partitions(
                 request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                 request.v3_and_below_producer_epoch, [(t.name, p) for t in topics for p in t.partitions], now_ms(),
             )
@@ -72,7 +76,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
 @register(api_key=25, min_version=0, max_version=4)
 async def add_offsets_to_txn(ctx: RequestContext, request) -> dict:
     """Add the group's ``__consumer_offsets`` partition to the transaction (for TxnOffsetCommit)."""
-    txn = coordinator(ctx.broker)
+    txn = _txn(ctx)
     try:
         txn.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
                            [txn.offsets_partition(request.group_id)], now_ms())
@@ -85,7 +89,7 @@ async def add_offsets_to_txn(ctx: RequestContext, request) -> dict:
 async def txn_offset_commit(ctx: RequestContext, request) -> dict:
     """Stage the group's offsets in the producer's transaction; OffsetFetch sees them only after commit."""
     broker = ctx.broker
-    txn = coordinator(broker)
+    txn = _txn(ctx)
     now = now_ms()
     error = ErrorCode.none
     try:
@@ -96,8 +100,8 @@ async def txn_offset_commit(ctx: RequestContext, request) -> dict:
                 p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
             for t in request.topics for p in t.partitions
         }
-        coordinator_for(broker).offsets.stage_txn_offsets(request.producer_id, request.producer_epoch, request.group_id,
-                                               offsets, now)
+        broker.group_coordinator.ensure_loaded().offsets.stage_txn_offsets(
+            request.producer_id, request.producer_epoch, request.group_id, offsets, now)
     except KafkaError as exc:
         error = exc.error_code
     return {
@@ -114,7 +118,7 @@ async def txn_offset_commit(ctx: RequestContext, request) -> dict:
 async def end_txn(ctx: RequestContext, request) -> dict:
     """Commit or abort: markers are written to every partition of the transaction before the answer."""
     try:
-        coordinator(ctx.broker).end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+        _txn(ctx).end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                         request.committed, now_ms())
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.error_code}
@@ -124,7 +128,7 @@ async def end_txn(ctx: RequestContext, request) -> dict:
 @register(api_key=65, min_version=0, max_version=0)
 async def describe_transactions(ctx: RequestContext, request) -> dict:
     """State, producer id/epoch, timeout, start time and partitions of each transactional id."""
-    txn = coordinator(ctx.broker)
+    txn = _txn(ctx)
     states = []
     for txn_id in request.transactional_ids:
         meta = txn.describe(txn_id)
@@ -148,7 +152,7 @@ async def describe_transactions(ctx: RequestContext, request) -> dict:
 @register(api_key=66, min_version=0, max_version=1)
 async def list_transactions(ctx: RequestContext, request) -> dict:
     """Transactional ids filtered by state names, producer ids and (v1) minimum running time in ms."""
-    txn = coordinator(ctx.broker)
+    txn = _txn(ctx)
     states = set(request.state_filters)
     unknown = sorted(s for s in states if s not in STATE_BY_NAME)
     found = txn.list(states, set(request.producer_id_filters), getattr(request, "duration_filter", -1), now_ms())
