@@ -26,8 +26,7 @@ from __future__ import annotations
 
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.handlers import CloseConnection, RequestContext, now_ms, register
-from pyspark_kafka.broker.log.partition_log import AppendResult
-from pyspark_kafka.broker.replica_manager import ReplicaManager
+from pyspark_kafka.broker.replica_manager import AppendResult, ReplicaManager
 
 
 def _partition_result(index: int, error_code: int, message: str | None = None,
