@@ -514,7 +514,7 @@ def cmd_groups(args) -> int:
 def broker_config_pair(text: str) -> tuple[str, str]:
     """``--config`` of ``broker``: ``KEY=VALUE`` whose key the broker knows (exit 2 otherwise)."""
     from pyspark_kafka.broker.config import BrokerConfig
-    from pyspark_kafka.broker.log.errors import KafkaError
+    from pyspark_kafka.broker.errors import KafkaError
 
     key, value = parse_key_value(text)
     try:

@@ -49,7 +49,7 @@ class _FailOnHandlerError(logging.Handler):
 
 _TMP = tempfile.TemporaryDirectory(prefix="fuzz-inprocess-")
 _BROKER = Broker(_TMP.name, {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"})
-_BROKER.logs.load()
+_BROKER.replica_manager.logs.load()
 _SERVED = sorted((api.key, v) for api in load_handlers().values() for v in range(api.min_version, api.max_version + 1))
 _LOOP = asyncio.new_event_loop()
 _log = logging.getLogger("pyspark_kafka.broker")

@@ -50,7 +50,7 @@ def kp_consume(bootstrap, topic, count, **conf) -> list:
 
 def stored_producer_ids(broker, topic: str) -> set[int]:
     """Producer ids in the headers of the batches stored for ``topic``-0 (read-only look at the log)."""
-    plog = broker.broker.logs.get_log(topic, 0)
+    plog = broker.broker.replica_manager.logs.get_log(topic, 0)
     return {header.producer_id for segment in plog.segments for _, header in segment.iter_headers()}
 
 

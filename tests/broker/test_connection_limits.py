@@ -16,7 +16,7 @@ import pytest
 
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.connections import parse_overrides
-from pyspark_kafka.broker.log.errors import ConfigError
+from pyspark_kafka.broker.errors import ConfigError
 from test_clients_confluent import RECORDS, as_tuples, consume, expected, produce
 
 API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 7, -1)

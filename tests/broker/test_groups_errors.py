@@ -36,6 +36,7 @@ from kio.serial import entity_writer
 from conftest import create_topic
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.coordinator import group as g
+from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.coordinator.internal_topics import java_string_hash, partition_for
 from pyspark_kafka.broker.coordinator.offsets import (
     OffsetAndMetadata,
@@ -114,9 +115,9 @@ def new_group() -> str:
 def joined_member(client, group, **kw):
     """Join with the KIP-394 two-step; returns the JoinGroup response."""
     first = client.request(join(group, **kw))
-    assert int(first.error_code) == g.MEMBER_ID_REQUIRED and first.member_id
+    assert int(first.error_code) == ErrorCode.member_id_required and first.member_id
     response = client.request(join(group, member_id=first.member_id, **kw))
-    assert int(response.error_code) == g.NONE
+    assert int(response.error_code) == ErrorCode.none
     return response
 
 
@@ -126,41 +127,41 @@ def test_join_sync_heartbeat_and_their_errors(wbroker, topic):
         ja = joined_member(a, group)
         m1 = ja.member_id
         assert (ja.generation_id, ja.leader, [m.member_id for m in ja.members]) == (1, m1, [m1])
-        assert int(a.request(sync(group, 7, m1)).error_code) == g.ILLEGAL_GENERATION
+        assert int(a.request(sync(group, 7, m1)).error_code) == ErrorCode.illegal_generation
         assert a.request(sync(group, 1, m1, [(m1, b"A1")])).assignment == b"A1"
-        assert int(a.request(hb(group, 1, m1)).error_code) == g.NONE
-        assert int(a.request(hb(group, 0, m1)).error_code) == g.ILLEGAL_GENERATION
-        assert int(a.request(hb(group, 1, "nobody")).error_code) == g.UNKNOWN_MEMBER_ID
-        assert int(a.request(hb("no-such-group", 1, m1)).error_code) == g.UNKNOWN_MEMBER_ID
+        assert int(a.request(hb(group, 1, m1)).error_code) == ErrorCode.none
+        assert int(a.request(hb(group, 0, m1)).error_code) == ErrorCode.illegal_generation
+        assert int(a.request(hb(group, 1, "nobody")).error_code) == ErrorCode.unknown_member_id
+        assert int(a.request(hb("no-such-group", 1, m1)).error_code) == ErrorCode.unknown_member_id
 
         # A second member: the first learns of the rebalance through its heartbeat.
         m2 = b.request(join(group)).member_id
         b.send(join(group, member_id=m2))
-        assert int(a.request(hb(group, 1, m1)).error_code) == g.REBALANCE_IN_PROGRESS
+        assert int(a.request(hb(group, 1, m1)).error_code) == ErrorCode.rebalance_in_progress
         # Commits of the current generation are allowed while preparing (the revoke callback case).
-        assert commit_errors(a, commit(group, topic, {0: (3, "")}, 1, m1)) == {0: g.NONE}
+        assert commit_errors(a, commit(group, topic, {0: (3, "")}, 1, m1)) == {0: ErrorCode.none}
         a.send(join(group, member_id=m1))
         _, jb = b.receive(JoinGroupRequest)
         _, ja = a.receive(JoinGroupRequest)
         assert (ja.generation_id, jb.generation_id, ja.leader) == (2, 2, m1)
         assert len(ja.members) == 2 and jb.members == ()
         b.send(sync(group, 2, m2))  # waits for the leader's assignment
-        assert commit_errors(a, commit(group, topic, {0: (4, "")}, 2, m1)) == {0: g.REBALANCE_IN_PROGRESS}
+        assert commit_errors(a, commit(group, topic, {0: (4, "")}, 2, m1)) == {0: ErrorCode.rebalance_in_progress}
         assert a.request(sync(group, 2, m1, [(m1, b"A"), (m2, b"B")])).assignment == b"A"
         _, sb = b.receive(SyncGroupRequest)
         assert sb.assignment == b"B"
-        assert commit_errors(a, commit(group, topic, {0: (5, "")}, 1, m1)) == {0: g.ILLEGAL_GENERATION}
+        assert commit_errors(a, commit(group, topic, {0: (5, "")}, 1, m1)) == {0: ErrorCode.illegal_generation}
         assert fetched(a, group, topic)[0] == (3, "")
 
 
 def test_join_rejects_bad_session_timeout_and_other_protocols(wbroker):
     group = new_group()
     with WireClient(wbroker.bootstrap_servers) as c:
-        assert int(c.request(join(group, session_ms=10)).error_code) == g.INVALID_SESSION_TIMEOUT
-        assert int(c.request(join("", session_ms=6000)).error_code) == g.INVALID_GROUP_ID
+        assert int(c.request(join(group, session_ms=10)).error_code) == ErrorCode.invalid_session_timeout
+        assert int(c.request(join("", session_ms=6000)).error_code) == ErrorCode.invalid_group_id
         joined_member(c, group)
-        assert int(c.request(join(group, protocol_type="connect")).error_code) == g.INCONSISTENT_GROUP_PROTOCOL
-        assert int(c.request(join(group, member_id="made-up")).error_code) == g.UNKNOWN_MEMBER_ID
+        assert int(c.request(join(group, protocol_type="connect")).error_code) == ErrorCode.inconsistent_group_protocol
+        assert int(c.request(join(group, member_id="made-up")).error_code) == ErrorCode.unknown_member_id
 
 
 def test_bad_commits_get_kafka_errors_and_never_touch_other_groups(wbroker, topic):
@@ -171,11 +172,11 @@ def test_bad_commits_get_kafka_errors_and_never_touch_other_groups(wbroker, topi
         assert before == {0: (5, "a"), 1: (6, "b"), 2: (-1, "")}
         # A missing partition and oversized metadata fail alone; the good partition is kept.
         errors = commit_errors(c, commit(bad, topic, {0: (1, ""), 9: (1, ""), 2: (1, "x" * 5000)}))
-        assert errors == {0: g.NONE, 9: g.UNKNOWN_TOPIC_OR_PARTITION, 2: g.OFFSET_METADATA_TOO_LARGE}
-        assert commit_errors(c, commit(bad, "no-such-topic", {0: (1, "")})) == {0: g.UNKNOWN_TOPIC_OR_PARTITION}
+        assert errors == {0: ErrorCode.none, 9: ErrorCode.unknown_topic_or_partition, 2: ErrorCode.offset_metadata_too_large}
+        assert commit_errors(c, commit(bad, "no-such-topic", {0: (1, "")})) == {0: ErrorCode.unknown_topic_or_partition}
         # A generation for a group that does not exist, and a stranger's commit to an existing group.
-        assert commit_errors(c, commit(new_group(), topic, {0: (1, "")}, 3, "m")) == {0: g.ILLEGAL_GENERATION}
-        assert commit_errors(c, commit(good, topic, {0: (99, "")}, 4, "intruder")) == {0: g.UNKNOWN_MEMBER_ID}
+        assert commit_errors(c, commit(new_group(), topic, {0: (1, "")}, 3, "m")) == {0: ErrorCode.illegal_generation}
+        assert commit_errors(c, commit(good, topic, {0: (99, "")}, 4, "intruder")) == {0: ErrorCode.unknown_member_id}
         # More than the offsets topic's max.message.bytes (10000 here): rejected as a whole.
         request = commit(good, topic, {p: (1, "z" * 4000) for p in range(3)})
         assert set(commit_errors(c, request).values()) == {28}  # INVALID_COMMIT_OFFSET_SIZE
@@ -187,16 +188,16 @@ def test_static_member_rejoins_without_rebalance_and_fences_the_old_id(wbroker):
     group = new_group()
     with WireClient(wbroker.bootstrap_servers) as c:
         first = c.request(join(group, instance="host-1"))  # static members get their id at once
-        assert int(first.error_code) == g.NONE and first.generation_id == 1
+        assert int(first.error_code) == ErrorCode.none and first.generation_id == 1
         old = first.member_id
         assert c.request(sync(group, 1, old, [(old, b"mine")], instance="host-1")).assignment == b"mine"
         again = c.request(join(group, instance="host-1"))  # restarted: new member id, same generation
-        assert int(again.error_code) == g.NONE and again.generation_id == 1 and again.member_id != old
+        assert int(again.error_code) == ErrorCode.none and again.generation_id == 1 and again.member_id != old
         assert c.request(sync(group, 1, again.member_id, instance="host-1")).assignment == b"mine"
-        assert int(c.request(hb(group, 1, old, instance="host-1")).error_code) == g.FENCED_INSTANCE_ID
+        assert int(c.request(hb(group, 1, old, instance="host-1")).error_code) == ErrorCode.fenced_instance_id
         left = c.request(LeaveGroupRequest(group_id=group, members=(MemberIdentity(member_id="",
                                                                                    group_instance_id="host-1"),)))
-        assert [int(m.error_code) for m in left.members] == [g.NONE]
+        assert [int(m.error_code) for m in left.members] == [ErrorCode.none]
         described = c.request(DescribeGroupsRequest(groups=(group,), include_authorized_operations=False))
         assert described.groups[0].group_state == "Empty"
 
@@ -218,12 +219,12 @@ def test_admin_apis_list_describe_delete(wbroker, topic):
         assert d.groups[1].group_state == "Dead"
         deleted = c.request(OffsetDeleteRequest(group_id=active, topics=(OffsetDeleteRequestTopic(
             name=topic, partitions=(OffsetDeleteRequestPartition(partition_index=0),)),)))
-        assert int(deleted.topics[0].partitions[0].error_code) == g.GROUP_SUBSCRIBED_TO_TOPIC
+        assert int(deleted.topics[0].partitions[0].error_code) == ErrorCode.group_subscribed_to_topic
         deleted = c.request(OffsetDeleteRequest(group_id=idle, topics=(OffsetDeleteRequestTopic(
             name=topic, partitions=(OffsetDeleteRequestPartition(partition_index=1),)),)))
         assert int(deleted.error_code) == 0 and fetched(c, idle, topic)[1] == (-1, "")
         results = c.request(DeleteGroupsRequest(groups_names=(active, idle, "never-seen"))).results
-        assert [int(r.error_code) for r in results] == [g.NON_EMPTY_GROUP, g.NONE, g.GROUP_ID_NOT_FOUND]
+        assert [int(r.error_code) for r in results] == [ErrorCode.non_empty_group, ErrorCode.none, ErrorCode.group_id_not_found]
         assert fetched(c, idle, topic) == {0: (-1, ""), 1: (-1, ""), 2: (-1, "")}
         assert fetched(c, active, topic)[0] == (1, "")
 
@@ -231,9 +232,9 @@ def test_admin_apis_list_describe_delete(wbroker, topic):
 def test_offsets_of_empty_groups_expire_after_retention(tmp_path):
     async def scenario():
         broker = Broker(tmp_path)
-        broker.logs.load()
-        coordinator = g.coordinator_for(broker)
-        broker.logs.create_topic("t", 1)
+        broker.replica_manager.logs.load()
+        coordinator = broker.group_coordinator.ensure_loaded()
+        broker.replica_manager.logs.create_topic("t", 1)
         assert coordinator.commit_offsets("old", -1, "", None, {("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=1)}) \
             == {("t", 0): 0}
         retention = broker.config.get_int("offsets.retention.minutes") * 60_000
@@ -242,7 +243,7 @@ def test_offsets_of_empty_groups_expire_after_retention(tmp_path):
         assert coordinator.expire_offsets(retention) == 0
         assert coordinator.expire_offsets(retention + 2) == 1
         assert "old" not in coordinator.groups and coordinator.offsets.committed("old") == {}
-        broker.logs.close()
+        broker.replica_manager.logs.close()
 
     asyncio.run(scenario())
 

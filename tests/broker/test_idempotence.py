@@ -14,7 +14,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 
 from kafka_proxy import KafkaProxy
 from pyspark_kafka.broker.config import LogConfig, BrokerConfig
-from pyspark_kafka.broker.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from pyspark_kafka.broker.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from pyspark_kafka.broker.log.partition_log import PartitionLog
 from batches import make_batch
 from wire import WireClient

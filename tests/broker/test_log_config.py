@@ -12,7 +12,7 @@ from pyspark_kafka.broker.config import (
     LogConfig,
     validate_topic_name,
 )
-from pyspark_kafka.broker.log.errors import ConfigError, InvalidConfigError, InvalidTopicError
+from pyspark_kafka.broker.errors import ConfigError, InvalidConfigError, InvalidTopicError
 
 
 def test_defaults_are_kafkas():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pyspark_kafka.broker.config import BrokerConfig
-from pyspark_kafka.broker.log.errors import (
+from pyspark_kafka.broker.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,

@@ -8,7 +8,7 @@ import pytest
 from kio.records.readers import read_batch
 
 from pyspark_kafka.broker.config import BrokerConfig, LogConfig
-from pyspark_kafka.broker.log.errors import (
+from pyspark_kafka.broker.errors import (
     CorruptRecordError,
     InvalidRecordError,
     OffsetOutOfRangeError,

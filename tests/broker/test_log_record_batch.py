@@ -8,7 +8,7 @@ import crc32c
 import pytest
 from kio.records.readers import read_batch
 
-from pyspark_kafka.broker.log.errors import CorruptRecordError, InvalidRecordError
+from pyspark_kafka.broker.errors import CorruptRecordError, InvalidRecordError
 from pyspark_kafka.broker.log.record_batch import (
     BATCH_HEADER_SIZE,
     iter_record_offsets_and_timestamps,

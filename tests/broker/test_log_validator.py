@@ -17,7 +17,7 @@ import snappy
 import zstandard
 
 from pyspark_kafka.broker.log.compression import decompress
-from pyspark_kafka.broker.log.errors import CorruptRecordError, UnsupportedCompressionError
+from pyspark_kafka.broker.errors import CorruptRecordError, UnsupportedCompressionError
 from test_clients_confluent import consume
 from test_malformed import assert_nothing_lost, produce_request, written  # noqa: F401 - guard data fixture
 from wire import WireClient, record_batch
@@ -154,7 +154,7 @@ def test_vectorized_and_record_by_record_checks_agree():
     import io
 
     from pyspark_kafka.broker.log import validator
-    from pyspark_kafka.broker.log.errors import InvalidRecordError
+    from pyspark_kafka.broker.errors import InvalidRecordError
 
     rng = random.Random(7)
     ts = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)

@@ -40,7 +40,7 @@ def test_more_than_ten_thousand_partitions_per_request_is_a_policy_violation(boo
         split = _create(client, (b, 6000), (c, 6000))  # 12,000 in all: Kafka refuses both
     assert (one.error_code, one.error_message) == (POLICY_VIOLATION, EXCESSIVE)
     assert [(t.error_code, t.error_message) for t in split] == [(POLICY_VIOLATION, EXCESSIVE)] * 2
-    assert broker.broker.logs.topic(a) is None and broker.broker.logs.topic(b) is None
+    assert broker.broker.replica_manager.logs.topic(a) is None and broker.broker.replica_manager.logs.topic(b) is None
     assert not list(broker.data_dir.glob(f"{a}-*"))
 
 

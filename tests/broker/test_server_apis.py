@@ -164,14 +164,14 @@ def test_fetch_long_poll_returns_when_data_arrives(bootstrap, broker, make_topic
     with WireClient(bootstrap, timeout_s=DEADLINE_S) as w:
         # max_wait far beyond the socket timeout: only an append can make it return in time.
         w.send(_fetch_request(topic, 0, max_wait_ms=120_000))
-        _wait_until(lambda: broker.broker.waiting_fetches(topic, 0) == 1, "the fetch to park")
+        _wait_until(lambda: broker.broker.replica_manager.waiting_fetches(topic, 0) == 1, "the fetch to park")
         _produce(bootstrap, topic, [b"wake-up"])
         cid, resp = w.receive(FetchRequest)
     part = resp.responses[0].partitions[0]
     assert part.error_code == 0
     assert part.high_watermark == 1
     assert b"wake-up" in part.records
-    assert broker.broker.waiting_fetches(topic, 0) == 0
+    assert broker.broker.replica_manager.waiting_fetches(topic, 0) == 0
 
 
 def test_fetch_long_poll_times_out_empty_at_max_wait(bootstrap, make_topic):

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pyspark_kafka.broker import EmbeddedBroker
-from pyspark_kafka.broker.log.errors import ConfigError
+from pyspark_kafka.broker.errors import ConfigError
 
 DEADLINE_S = 20.0
 

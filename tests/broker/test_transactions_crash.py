@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Producer
 
 from conftest import create_topic
-from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator, TxnState
+from pyspark_kafka.broker.coordinator.txn import TxnState
 from batches import make_batch
 from pyspark_kafka.broker.server import Broker
 from test_crash_recovery import BrokerProcess
@@ -40,45 +40,45 @@ def _transactional_batch(values_: list[bytes], producer_id: int, epoch: int, seq
 
 def _crash(broker: Broker) -> None:
     """Drop a broker without closing its logs (no snapshot, no clean-shutdown marker), as SIGKILL would."""
-    for key in list(broker.logs.topics()):
-        for partition in range(broker.logs.topic(key).num_partitions):
-            for segment in broker.logs.get_log(key, partition).segments:
+    for key in list(broker.replica_manager.logs.topics()):
+        for partition in range(broker.replica_manager.logs.topic(key).num_partitions):
+            for segment in broker.replica_manager.logs.get_log(key, partition).segments:
                 segment.close()
 
 
 @pytest.mark.parametrize("commit", [True, False], ids=["PrepareCommit", "PrepareAbort"])
 def test_restart_completes_a_prepared_transaction(tmp_path, commit):
     broker = Broker(tmp_path)
-    broker.logs.load()
-    broker.logs.create_topic("data", 2)
-    txn = TransactionCoordinator(broker)
+    broker.replica_manager.logs.load()
+    broker.replica_manager.logs.create_topic("data", 2)
+    txn = broker.txn_coordinator
     txn.load(NOW)
     pid, epoch = txn.init_producer_id("app", 60000, -1, -1, NOW)
     txn.add_partitions("app", pid, epoch, [("data", 0), ("data", 1)], NOW)
     for partition in range(2):
-        broker.logs.get_log("data", partition).append(_transactional_batch([b"a", b"b"], pid, epoch, 0))
+        broker.replica_manager.logs.get_log("data", partition).append(_transactional_batch([b"a", b"b"], pid, epoch, 0))
     # crash after PrepareX is durable and the first partition got its marker, before the second did
     meta = txn.transactions["app"]
     prepared = dataclasses.replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
     txn._persist(prepared, NOW)
-    broker.logs.get_log("data", 0).append_marker(pid, epoch, commit)
-    assert broker.logs.get_log("data", 1).last_stable_offset == 0
+    broker.replica_manager.logs.get_log("data", 0).append_marker(pid, epoch, commit)
+    assert broker.replica_manager.logs.get_log("data", 1).last_stable_offset == 0
     _crash(broker)
 
     restarted = Broker(tmp_path)
-    restarted.logs.load()
-    assert not restarted.logs.clean_shutdown
-    txn = TransactionCoordinator(restarted)
+    restarted.replica_manager.logs.load()
+    assert not restarted.replica_manager.logs.clean_shutdown
+    txn = restarted.txn_coordinator
     txn.load(NOW + 1)
     assert txn.transactions["app"].state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
     for partition in range(2):
-        plog = restarted.logs.get_log("data", partition)
+        plog = restarted.replica_manager.logs.get_log("data", partition)
         assert plog.last_stable_offset == plog.high_watermark  # nothing left open
         aborted = plog.aborted_transactions(0, plog.high_watermark)
         assert [(a.producer_id, a.first_offset) for a in aborted] == ([] if commit else [(pid, 0)])
     # the producer id is not handed out again after the restart
     assert txn.init_producer_id(None, 0, -1, -1, NOW)[0] > pid
-    restarted.logs.close()
+    restarted.replica_manager.logs.close()
 
 
 # --- SIGKILL of the broker process ------------------------------------------------------------------------

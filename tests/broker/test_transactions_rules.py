@@ -18,7 +18,7 @@ from pyspark_kafka.broker.coordinator.txn import (
     end_txn_transition,
 )
 from pyspark_kafka.broker.coordinator.internal_topics import java_string_hash, partition_for
-from pyspark_kafka.broker.log.errors import (
+from pyspark_kafka.broker.errors import (
     ConcurrentTransactionsError,
     InvalidProducerIdMappingError,
     InvalidTransactionTimeoutError,

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from pyspark_kafka.broker.log.errors import ConfigError, InvalidConfigError, InvalidTopicError
+from pyspark_kafka.broker.errors import ConfigError, InvalidConfigError, InvalidTopicError
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647

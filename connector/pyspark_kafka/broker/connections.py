@@ -23,7 +23,7 @@ import asyncio
 import resource
 
 from pyspark_kafka.broker.config import BrokerConfig
-from pyspark_kafka.broker.log.errors import ConfigError
+from pyspark_kafka.broker.errors import ConfigError
 
 CHUNK_BYTES = 1 << 20  # most produce requests are one chunk; a slow client holds at most this much
 RESERVED_FOR_PARTITIONS = 512  # keep in step with log.manager.RESERVED_FILES

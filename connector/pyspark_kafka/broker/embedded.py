@@ -21,7 +21,7 @@ class EmbeddedBroker:
 
     Attributes once started: ``bootstrap_servers`` ("127.0.0.1:PORT"), ``port``, ``data_dir``
     (Path), ``broker`` (the :class:`~pyspark_kafka.broker.server.Broker`; read-only use from
-    other threads, e.g. ``waiting_fetches`` in tests). :meth:`start` raises what the broker raised while starting (ConfigError for a bad
+    other threads, e.g. ``replica_manager.waiting_fetches`` in tests). :meth:`start` raises what the broker raised while starting (ConfigError for a bad
     config, OSError for a taken port) or TimeoutError; :meth:`stop` closes the logs cleanly.
     """
 

@@ -1,10 +1,10 @@
 """The embedded broker's asyncio TCP server: framing, dispatch, zero-copy writes, timers.
 
-One :class:`Broker` owns the :class:`~pyspark_kafka.broker.log.manager.LogManager` and is
-used from one event loop thread only. Each connection is served by one task that reads a
-frame (4-byte big-endian size, then the request), dispatches it through the handler
-registry (:mod:`pyspark_kafka.broker.handlers`) and writes the response before reading the
-next frame: like Kafka's SocketServer, which mutes a connection while a request is in
+One :class:`Broker` owns the :class:`~pyspark_kafka.broker.replica_manager.ReplicaManager`
+(the logs) and the coordinators, and is used from one event loop thread only. Each connection
+is served by one task that reads a frame (4-byte big-endian size, then the request),
+dispatches it through the handler registry (:mod:`pyspark_kafka.broker.handlers`) and writes
+the response before reading the next frame: like Kafka's SocketServer, which mutes a connection while a request is in
 flight, pipelined requests are answered in order.
 
 Entry points: :func:`run_broker` (foreground, used by ``pyspark-kafka broker``) and
@@ -18,94 +18,48 @@ import base64
 import signal
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import protocol
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.connections import CHUNK_BYTES, ConnectionQuotas, RequestMemory, read_frame_body, within
-from pyspark_kafka.broker.coordinator.group import coordinator_for as group_coordinator
-from pyspark_kafka.broker.coordinator.txn import coordinator as txn_coordinator
+from pyspark_kafka.broker.coordinator.group import GroupCoordinator
+from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
 from pyspark_kafka.broker.handlers.api_versions import api_versions_body
-from pyspark_kafka.broker.log.errors import KafkaError
-from pyspark_kafka.broker.log.manager import LogManager
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
+from pyspark_kafka.broker.replica_manager import ReplicaManager
 
 log = get_logger("pyspark_kafka.broker")
 
-UNSUPPORTED_VERSION = 35
-UNKNOWN_SERVER_ERROR = -1
-
-
 class Broker:
-    """State shared by all connections of one broker: config, logs, address, append events.
+    """One broker: config, advertised address, the storage seam and the coordinators.
 
     ``Broker(data_dir, config: dict[str, str] | None, host)``; ``port`` and ``host`` are the
-    advertised listener, set once the socket is bound. Raises ConfigError for a bad config.
+    advertised listener, set once the socket is bound. ``replica_manager`` owns the logs (the
+    handlers' only way to them); ``group_coordinator`` and ``txn_coordinator`` are created here
+    and loaded by :func:`serve` (or on first use). Raises ConfigError for a bad config.
     """
 
     def __init__(self, data_dir: str | Path, config: dict[str, str] | None = None, host: str = "127.0.0.1"):
         self.data_dir = Path(data_dir)
         self.config = BrokerConfig(config)
-        self.logs = LogManager(self.data_dir, self.config)
+        self.replica_manager = ReplicaManager(self.data_dir, self.config, self._verify_transaction)
+        self.group_coordinator = GroupCoordinator(self.replica_manager, self.config)
+        self.txn_coordinator = TransactionCoordinator(self.replica_manager, self.config, self.data_dir,
+                                                      self.group_coordinator)
         self.host = host
         self.port = 0
         self.node_id = self.config.get_int("node.id")
         # A stable cluster id per data directory (Kafka keeps it in meta.properties).
         raw = uuid.uuid5(uuid.NAMESPACE_URL, str(self.data_dir.resolve())).bytes
         self.cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
-        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
 
-    # --- append notifications (Fetch long poll) -------------------------------------------
-
-    def notify_append(self, topic: str, partition: int) -> None:
-        """Wake the fetches waiting on ``topic``/``partition`` (called after an append)."""
-        for fut in self._waiters.pop((topic, partition), ()):
-            if not fut.done():
-                fut.set_result(None)
-
-    def waiting_fetches(self, topic: str, partition: int) -> int:
-        """How many fetches are parked waiting for an append to ``topic``/``partition`` (for tests)."""
-        return len(self._waiters.get((topic, partition), ()))
-
-    async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:
-        """Wait until one of ``keys`` gets an append or ``timeout_s`` passes; True if woken."""
-        fut = asyncio.get_running_loop().create_future()
-        keys = list(keys)
-        for key in keys:
-            self._waiters.setdefault(key, set()).add(fut)
-        try:
-            await asyncio.wait_for(fut, timeout_s)
-            return True
-        except asyncio.TimeoutError:
-            return False
-        finally:
-            for key in keys:
-                waiting = self._waiters.get(key)
-                if waiting is not None:
-                    waiting.discard(fut)
-                    if not waiting:
-                        del self._waiters[key]
-
-    # --- topics -----------------------------------------------------------------------------
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
-        """The name of the topic with ``topic_id`` (None when unknown)."""
-        info = self.logs.topic_by_id(topic_id)
-        return None if info is None else info.name
-
-    def auto_create(self, name: str) -> bool:
-        """Create ``name`` with ``num.partitions`` when ``auto.create.topics.enable``; True if it exists now.
-
-        Raises InvalidTopicError for an illegal name (only when auto-creation is on).
-        """
-        if self.logs.topic(name) is not None:
-            return True
-        if not self.config.get_bool("auto.create.topics.enable"):
-            return False
-        self.logs.create_topic(name, self.config.get_int("num.partitions"))
-        log.info("auto-created topic %s", name)
-        return True
+    def _verify_transaction(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> None:
+        """The replica manager's check of a transactional batch (KIP-890 part 1), by the transaction coordinator."""
+        self.txn_coordinator.ensure_loaded(now_ms()).check_transactional_produce(producer_id, producer_epoch,
+                                                                               topic, partition)
 
 
 # --- connections ----------------------------------------------------------------------------
@@ -125,9 +79,9 @@ async def _dispatch(broker: Broker, frame: bytes, client_host: str = "") -> list
     if not api.min_version <= version <= api.max_version:
         if api_key == protocol.API_VERSIONS_KEY:
             # KIP-511: answer with a v0 response listing our ranges so the client can retry.
-            body = api_versions_body(UNSUPPORTED_VERSION)
+            body = api_versions_body(ErrorCode.unsupported_version)
             return protocol.encode_response(api_key, 0, correlation_id, body)
-        chunks = protocol.encode_error_response(api_key, version, correlation_id, UNSUPPORTED_VERSION)
+        chunks = protocol.encode_error_response(api_key, version, correlation_id, ErrorCode.unsupported_version)
         if chunks is None:
             raise protocol.ProtocolError(
                 f"api key {api_key} version {version} is not supported (supported {api.min_version}..{api.max_version})"
@@ -141,7 +95,7 @@ async def _dispatch(broker: Broker, frame: bytes, client_host: str = "") -> list
         raise
     except Exception:
         log.exception("handler for api key %s v%s failed", api_key, version)
-        chunks = protocol.encode_error_response(api_key, version, correlation_id, UNKNOWN_SERVER_ERROR)
+        chunks = protocol.encode_error_response(api_key, version, correlation_id, ErrorCode.unknown_server_error)
         if chunks is None:
             raise CloseConnection() from None
         return chunks
@@ -151,7 +105,7 @@ async def _dispatch(broker: Broker, frame: bytes, client_host: str = "") -> list
         return protocol.encode_response(api_key, version, correlation_id, result)
     except Exception:  # a handler produced a value its response schema does not allow: a broker bug
         log.exception("handler for api key %s v%s built a response that cannot be encoded", api_key, version)
-        chunks = protocol.encode_error_response(api_key, version, correlation_id, UNKNOWN_SERVER_ERROR)
+        chunks = protocol.encode_error_response(api_key, version, correlation_id, ErrorCode.unknown_server_error)
         if chunks is None:
             raise CloseConnection() from None
         return chunks
@@ -291,7 +245,8 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     are flushed on the period of :func:`flush_check_interval_ms`.
     """
     load_handlers()
-    broker.logs.load()
+    logs = broker.replica_manager.logs
+    logs.load()
     broker.request_memory = RequestMemory(broker.config.get_int("queued.max.request.bytes"))
     broker.request_slots = asyncio.Semaphore(broker.config.get_int("queued.max.requests"))
     connections: set[asyncio.Task] = set()
@@ -301,7 +256,7 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     async def on_connect(reader, writer):
         peer = writer.get_extra_info("peername")
         ip = peer[0] if peer else ""
-        refused = quotas.admit(ip, len(broker.logs.open_partitions()))
+        refused = quotas.admit(ip, len(logs.open_partitions()))
         if refused is not None:
             log.warning("closing connection from %s: %s", peer, refused)
             writer.close()
@@ -321,18 +276,18 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     broker.port = server.sockets[0].getsockname()[1]
     timers = [
         asyncio.create_task(
-            _every(broker.config.get_int("log.retention.check.interval.ms"), lambda: broker.logs.run_retention(now_ms()), "retention check")
+            _every(broker.config.get_int("log.retention.check.interval.ms"), lambda: logs.run_retention(now_ms()), "retention check")
         )
     ]
     timers.append(asyncio.create_task(
-        _every(flush_check_interval_ms(broker.config), lambda: broker.logs.flush_due(now_ms()), "log flush")
+        _every(flush_check_interval_ms(broker.config), lambda: logs.flush_due(now_ms()), "log flush")
     ))
     try:
-        group_coordinator(broker)  # replays __consumer_offsets: groups and committed offsets
+        broker.group_coordinator.ensure_loaded()  # replays __consumer_offsets: groups and committed offsets
     except KafkaError:
         log.exception("cannot load %s now: group requests answer COORDINATOR_NOT_AVAILABLE and retry the load",
                       "__consumer_offsets")
-    txn = txn_coordinator(broker)  # loads __transaction_state, completes transactions a crash interrupted
+    txn = broker.txn_coordinator.ensure_loaded(now_ms())  # loads __transaction_state, completes transactions a crash interrupted
     timers.append(asyncio.create_task(_every(
         broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
         lambda: txn.abort_timed_out(now_ms()), "transaction timeout check",
@@ -349,10 +304,9 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
             task.cancel()
         await asyncio.gather(*timers, *connections, return_exceptions=True)
         await server.wait_closed()
-        coordinator = getattr(broker, "group_coordinator", None)
-        if coordinator is not None:
-            coordinator.offsets.write_snapshots()  # the next start replays nothing before this point
-        broker.logs.close()
+        if broker.group_coordinator.loaded:
+            broker.group_coordinator.offsets.write_snapshots()  # the next start replays nothing before this point
+        logs.close()
         log.info("pyspark-kafka broker on %s stopped; logs closed", bootstrap)
 
 

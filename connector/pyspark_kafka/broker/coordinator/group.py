@@ -1,6 +1,6 @@
 """The classic consumer-group coordinator (Kafka's ``GroupCoordinator`` / ``GroupMetadata``, KIP-62/345/394).
 
-One :class:`GroupCoordinator` per broker (:func:`coordinator_for`) owns every group, since this
+One :class:`GroupCoordinator` per broker (``Broker.group_coordinator``) owns every group, since this
 single broker is the coordinator of every ``__consumer_offsets`` partition. It runs on the
 broker's event loop thread; JoinGroup and SyncGroup handlers await futures that the state
 machine completes, and timers (session timeout, rebalance timeout, initial rebalance delay)
@@ -57,6 +57,7 @@ from kio.serial import entity_reader
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.clock import now_ms
+from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.coordinator.offsets import (
     GroupRecord,
     MemberRecord,
@@ -64,26 +65,12 @@ from pyspark_kafka.broker.coordinator.offsets import (
     OffsetStore,
     TopicPartition,
 )
-from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
+from pyspark_kafka.broker.replica_manager import ReplicaManager
 
 log = get_logger(__name__)
 
 # Kafka error codes used by the coordinator (org.apache.kafka.common.protocol.Errors).
-OFFSET_METADATA_TOO_LARGE = 12
-COORDINATOR_NOT_AVAILABLE = 15
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-NON_EMPTY_GROUP = 68
-GROUP_ID_NOT_FOUND = 69
-MEMBER_ID_REQUIRED = 79
-FENCED_INSTANCE_ID = 82
-GROUP_SUBSCRIBED_TO_TOPIC = 86
-UNSTABLE_OFFSET_COMMIT = 88
-
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
 COMPLETING_REBALANCE = "CompletingRebalance"
@@ -220,17 +207,30 @@ def _set(future: asyncio.Future | None, value: Any) -> None:
 class GroupCoordinator:
     """All consumer groups of one broker, with their offsets in an :class:`OffsetStore` (``.offsets``).
 
-    ``GroupCoordinator(broker)``; :meth:`load` replays ``__consumer_offsets`` and starts the
-    offsets-retention timer. Methods return Kafka error codes (ints) in their results rather
+    ``GroupCoordinator(replica_manager, config)``; :meth:`ensure_loaded` replays
+    ``__consumer_offsets`` (once) and starts the offsets-retention timer. Methods return Kafka error codes (ints) in their results rather
     than raising; see each method. Must be used from the broker's event loop.
     """
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.offsets = OffsetStore(broker.logs, broker.config)
+    def __init__(self, replica_manager: ReplicaManager, config: BrokerConfig) -> None:
+        self.replica_manager = replica_manager
+        self.config = config
+        self.offsets = OffsetStore(replica_manager.logs, config)
         self.groups: dict[str, Group] = {}
+        self.loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    def ensure_loaded(self) -> "GroupCoordinator":
+        """This coordinator, loaded (:meth:`load`) on the first call: the server calls it at start;
+        when that failed, the next group request tries again (from the event loop).
+
+        Raises KafkaError when ``__consumer_offsets`` cannot be loaded (handlers answer
+        COORDINATOR_NOT_AVAILABLE).
+        """
+        if not self.loaded:
+            self.load()
+            self.loaded = True
+        return self
 
     # -- loading -----------------------------------------------------------------------------
     def load(self) -> None:
@@ -301,22 +301,22 @@ class GroupCoordinator:
         (v4+, with the new member id), COORDINATOR_NOT_AVAILABLE (group being deleted).
         """
         if not group_id:
-            return JoinResult(INVALID_GROUP_ID, member_id)
+            return JoinResult(ErrorCode.invalid_group_id, member_id)
         low = self.config.get_int("group.min.session.timeout.ms")
         high = self.config.get_int("group.max.session.timeout.ms")
         if not low <= session_timeout_ms <= high:
-            return JoinResult(INVALID_SESSION_TIMEOUT, member_id)
+            return JoinResult(ErrorCode.invalid_session_timeout, member_id)
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
-                return JoinResult(UNKNOWN_MEMBER_ID, member_id)
+                return JoinResult(ErrorCode.unknown_member_id, member_id)
             group = self.groups[group_id] = Group(group_id, state_timestamp_ms=now_ms())
         if group.state == DEAD:
-            return JoinResult(COORDINATOR_NOT_AVAILABLE, member_id)
+            return JoinResult(ErrorCode.coordinator_not_available, member_id)
         if not group.supports(protocol_type, protocols):
-            return JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id)
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
         if group_instance_id and member_id and group.static_members.get(group_instance_id, member_id) != member_id:
-            return JoinResult(FENCED_INSTANCE_ID, member_id)
+            return JoinResult(ErrorCode.fenced_instance_id, member_id)
         args = (group_instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocols)
         if not member_id:
             new_id = f"{group_instance_id or client_id}-{uuid.uuid4()}"
@@ -324,14 +324,14 @@ class GroupCoordinator:
                 return await self._replace_static_member(group, new_id, *args)
             if require_known_member_id and not group_instance_id:
                 self._add_pending_member(group, new_id, session_timeout_ms)
-                return JoinResult(MEMBER_ID_REQUIRED, new_id)
+                return JoinResult(ErrorCode.member_id_required, new_id)
             return await self._add_member_and_rebalance(group, new_id, protocol_type, *args)
         if member_id in group.pending_members:
             group.pending_members.pop(member_id).cancel()
             return await self._add_member_and_rebalance(group, member_id, protocol_type, *args)
         member = group.members.get(member_id)
         if member is None:
-            return JoinResult(UNKNOWN_MEMBER_ID, member_id)
+            return JoinResult(ErrorCode.unknown_member_id, member_id)
         return await self._rejoin(group, member, protocols, session_timeout_ms, rebalance_timeout_ms)
 
     def _add_pending_member(self, group: Group, member_id: str, session_timeout_ms: int) -> None:
@@ -366,7 +366,7 @@ class GroupCoordinator:
         changed = [n for n, _ in member.protocols] != [n for n, _ in protocols] or \
             member.metadata(group.protocol_name) != dict(protocols).get(group.protocol_name)
         if group.state == EMPTY:
-            return JoinResult(UNKNOWN_MEMBER_ID, member.member_id)
+            return JoinResult(ErrorCode.unknown_member_id, member.member_id)
         if group.state in (COMPLETING_REBALANCE, STABLE) and not changed and not (
                 group.state == STABLE and member.member_id == group.leader_id):
             self._schedule_heartbeat(group, member)
@@ -374,7 +374,7 @@ class GroupCoordinator:
         member.protocols = list(protocols)
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
-        _set(member.join_future, JoinResult(REBALANCE_IN_PROGRESS, member.member_id))  # a duplicate join
+        _set(member.join_future, JoinResult(ErrorCode.rebalance_in_progress, member.member_id))  # a duplicate join
         future = member.join_future = self._loop.create_future()
         if group.state == PREPARING_REBALANCE:
             self._maybe_complete_join(group)
@@ -389,8 +389,8 @@ class GroupCoordinator:
         member = group.members.pop(old_id)
         if member.heartbeat_timer is not None:
             member.heartbeat_timer.cancel()
-        _set(member.join_future, JoinResult(FENCED_INSTANCE_ID, old_id))
-        _set(member.sync_future, SyncResult(FENCED_INSTANCE_ID))
+        _set(member.join_future, JoinResult(ErrorCode.fenced_instance_id, old_id))
+        _set(member.sync_future, SyncResult(ErrorCode.fenced_instance_id))
         member.join_future = member.sync_future = None
         old_protocols = member.protocols
         member.member_id = new_id
@@ -423,14 +423,14 @@ class GroupCoordinator:
         if member.member_id == group.leader_id:
             members = tuple((m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
                             for m in group.members.values())
-        return JoinResult(NONE, member.member_id, group.generation, group.protocol_type, group.protocol_name,
+        return JoinResult(ErrorCode.none, member.member_id, group.generation, group.protocol_type, group.protocol_name,
                           group.leader_id or "", members)
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
         """Enter PreparingRebalance: cancel waiting SyncGroups, arm the join timer (or the initial delay)."""
         if group.state == COMPLETING_REBALANCE:
             for m in group.members.values():
-                _set(m.sync_future, SyncResult(REBALANCE_IN_PROGRESS))
+                _set(m.sync_future, SyncResult(ErrorCode.rebalance_in_progress))
                 m.sync_future = None
         initial = group.state == EMPTY
         group.state = PREPARING_REBALANCE
@@ -525,20 +525,20 @@ class GroupCoordinator:
                       generation: int) -> int:
         """Kafka's ``validateCurrentMember`` plus group presence: the error code, or NONE."""
         if group is None:
-            return UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         if group.state == DEAD:
-            return COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.coordinator_not_available
         if group_instance_id:
             known = group.static_members.get(group_instance_id)
             if known is None:
-                return UNKNOWN_MEMBER_ID
+                return ErrorCode.unknown_member_id
             if known != member_id:
-                return FENCED_INSTANCE_ID
+                return ErrorCode.fenced_instance_id
         if member_id not in group.members:
-            return UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         if generation != group.generation:
-            return ILLEGAL_GENERATION
-        return NONE
+            return ErrorCode.illegal_generation
+        return ErrorCode.none
 
     async def sync_group(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
                          protocol_type: str | None, protocol_name: str | None,
@@ -555,16 +555,16 @@ class GroupCoordinator:
             return SyncResult(error)
         if (protocol_type and protocol_type != group.protocol_type) or (
                 protocol_name and protocol_name != group.protocol_name):
-            return SyncResult(INCONSISTENT_GROUP_PROTOCOL)
+            return SyncResult(ErrorCode.inconsistent_group_protocol)
         member = group.members[member_id]
         if group.state == PREPARING_REBALANCE:
-            return SyncResult(REBALANCE_IN_PROGRESS)
+            return SyncResult(ErrorCode.rebalance_in_progress)
         if group.state == STABLE:
             self._schedule_heartbeat(group, member)
-            return SyncResult(NONE, group.protocol_type, group.protocol_name, member.assignment)
+            return SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment)
         if group.state != COMPLETING_REBALANCE:
-            return SyncResult(UNKNOWN_MEMBER_ID)
-        _set(member.sync_future, SyncResult(REBALANCE_IN_PROGRESS))
+            return SyncResult(ErrorCode.unknown_member_id)
+        _set(member.sync_future, SyncResult(ErrorCode.rebalance_in_progress))
         member.sync_future = future = self._loop.create_future()
         self._schedule_heartbeat(group, member)
         if member_id == group.leader_id:
@@ -588,7 +588,7 @@ class GroupCoordinator:
         group.state_timestamp_ms = now_ms()
         for m in group.members.values():
             future, m.sync_future = m.sync_future, None
-            _set(future, SyncResult(NONE, group.protocol_type, group.protocol_name, m.assignment))
+            _set(future, SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, m.assignment))
 
     # -- heartbeat and leave -----------------------------------------------------------------
     def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> int:
@@ -601,9 +601,9 @@ class GroupCoordinator:
         if error:
             return error
         if group.state == EMPTY:
-            return UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         self._schedule_heartbeat(group, group.members[member_id])
-        return REBALANCE_IN_PROGRESS if group.state == PREPARING_REBALANCE else NONE
+        return ErrorCode.rebalance_in_progress if group.state == PREPARING_REBALANCE else ErrorCode.none
 
     def leave_group(self, group_id: str, members: Iterable[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """LeaveGroup for ``[(member_id, group_instance_id)]``: ``(top-level error, per-member errors)``.
@@ -614,37 +614,37 @@ class GroupCoordinator:
         members = list(members)
         group = self.groups.get(group_id)
         if group is None:
-            return NONE, [UNKNOWN_MEMBER_ID] * len(members)
+            return ErrorCode.none, [ErrorCode.unknown_member_id] * len(members)
         if group.state == DEAD:
-            return COORDINATOR_NOT_AVAILABLE, []
+            return ErrorCode.coordinator_not_available, []
         errors = []
         for member_id, instance_id in members:
             if instance_id:
                 known = group.static_members.get(instance_id)
                 if known is None:
-                    errors.append(UNKNOWN_MEMBER_ID)
+                    errors.append(ErrorCode.unknown_member_id)
                     continue
                 if member_id and member_id != known:
-                    errors.append(FENCED_INSTANCE_ID)
+                    errors.append(ErrorCode.fenced_instance_id)
                     continue
                 member_id = known
             if member_id in group.pending_members:
                 group.pending_members.pop(member_id).cancel()
                 self._maybe_complete_join(group)
-                errors.append(NONE)
+                errors.append(ErrorCode.none)
             elif member_id in group.members:
                 log.info("group %s: member %s left", group.group_id, member_id)
                 self._remove_member(group, group.members[member_id])
-                errors.append(NONE)
+                errors.append(ErrorCode.none)
             else:
-                errors.append(UNKNOWN_MEMBER_ID)
-        return NONE, errors
+                errors.append(ErrorCode.unknown_member_id)
+        return ErrorCode.none, errors
 
     def _drop(self, group: Group, member: Member) -> None:
         if member.heartbeat_timer is not None:
             member.heartbeat_timer.cancel()
-        _set(member.join_future, JoinResult(UNKNOWN_MEMBER_ID, member.member_id))
-        _set(member.sync_future, SyncResult(UNKNOWN_MEMBER_ID))
+        _set(member.join_future, JoinResult(ErrorCode.unknown_member_id, member.member_id))
+        _set(member.sync_future, SyncResult(ErrorCode.unknown_member_id))
         del group.members[member.member_id]
         if member.group_instance_id and group.static_members.get(member.group_instance_id) == member.member_id:
             del group.static_members[member.group_instance_id]
@@ -662,16 +662,16 @@ class GroupCoordinator:
     def _commit_error(self, group: Group, generation: int, member_id: str, group_instance_id: str | None) -> int:
         """Kafka's ``validateOffsetCommit`` (after the group exists)."""
         if group.state == DEAD:
-            return COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.coordinator_not_available
         if generation < 0 and not member_id and not group_instance_id:
-            return NONE if group.state == EMPTY else UNKNOWN_MEMBER_ID
+            return ErrorCode.none if group.state == EMPTY else ErrorCode.unknown_member_id
         error = self._check_member(group, member_id, group_instance_id, generation)
         if error:
             return error
         if group.state == COMPLETING_REBALANCE:
-            return REBALANCE_IN_PROGRESS
+            return ErrorCode.rebalance_in_progress
         self._schedule_heartbeat(group, group.members[member_id])
-        return NONE
+        return ErrorCode.none
 
     def commit_offsets(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
                        offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
@@ -684,11 +684,11 @@ class GroupCoordinator:
         COORDINATOR_NOT_AVAILABLE. Nothing of another group is touched in any case.
         """
         if not group_id:
-            return {tp: INVALID_GROUP_ID for tp in offsets}
+            return {tp: ErrorCode.invalid_group_id for tp in offsets}
         group = self.groups.get(group_id)
         if group is None:
             if generation >= 0:
-                return {tp: ILLEGAL_GENERATION for tp in offsets}
+                return {tp: ErrorCode.illegal_generation for tp in offsets}
             group = Group(group_id, state_timestamp_ms=now_ms())
         error = self._commit_error(group, generation, member_id, group_instance_id)
         if error:
@@ -697,14 +697,13 @@ class GroupCoordinator:
         errors: dict[TopicPartition, int] = {}
         accepted: dict[TopicPartition, OffsetAndMetadata] = {}
         for (topic, partition), value in offsets.items():
-            info = self.broker.logs.topic(topic)
-            if info is None or not 0 <= partition < info.num_partitions:
-                errors[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
+            if not self.replica_manager.has_partition(topic, partition):
+                errors[(topic, partition)] = ErrorCode.unknown_topic_or_partition
             elif len((value.metadata or "").encode()) > max_metadata:
-                errors[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
+                errors[(topic, partition)] = ErrorCode.offset_metadata_too_large
             else:
                 accepted[(topic, partition)] = value
-                errors[(topic, partition)] = NONE
+                errors[(topic, partition)] = ErrorCode.none
         try:
             self.offsets.commit(group_id, accepted, now_ms())
         except KafkaError as e:
@@ -727,9 +726,9 @@ class GroupCoordinator:
         out = []
         for tp in partitions:
             if require_stable and self.offsets.has_pending(group_id, tp):
-                out.append((tp, None, UNSTABLE_OFFSET_COMMIT))
+                out.append((tp, None, ErrorCode.unstable_offset_commit))
             else:
-                out.append((tp, committed.get(tp), NONE))
+                out.append((tp, committed.get(tp), ErrorCode.none))
         return out
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
@@ -741,22 +740,22 @@ class GroupCoordinator:
         """
         group = self.groups.get(group_id)
         if group is None or group.state == DEAD:
-            return GROUP_ID_NOT_FOUND, {}
+            return ErrorCode.group_id_not_found, {}
         subscribed: set[str] = set()
         if group.state != EMPTY:
             if group.protocol_type != CONSUMER_PROTOCOL:
-                return NON_EMPTY_GROUP, {}
+                return ErrorCode.non_empty_group, {}
             for m in group.members.values():
                 topics = subscribed_topics(m.metadata(group.protocol_name))
                 if topics is None:
-                    return NON_EMPTY_GROUP, {}
+                    return ErrorCode.non_empty_group, {}
                 subscribed |= topics
-        errors = {tp: GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else NONE for tp in partitions}
+        errors = {tp: ErrorCode.group_subscribed_to_topic if tp[0] in subscribed else ErrorCode.none for tp in partitions}
         try:
-            self.offsets.delete_offsets(group_id, [tp for tp, e in errors.items() if e == NONE], now_ms())
+            self.offsets.delete_offsets(group_id, [tp for tp, e in errors.items() if e == ErrorCode.none], now_ms())
         except KafkaError as e:
             return e.error_code, {}
-        return NONE, errors
+        return ErrorCode.none, errors
 
     def expire_offsets(self, now: int) -> int:
         """Delete the expired offsets of Empty groups (KIP-211); an Empty group left without offsets is
@@ -793,9 +792,9 @@ class GroupCoordinator:
         for group_id in group_ids:
             group = self.groups.get(group_id)
             if group is None or group.state == DEAD:
-                results[group_id] = GROUP_ID_NOT_FOUND
+                results[group_id] = ErrorCode.group_id_not_found
             elif group.state != EMPTY:
-                results[group_id] = NON_EMPTY_GROUP
+                results[group_id] = ErrorCode.non_empty_group
             else:
                 try:
                     self.offsets.delete_group(group_id, now_ms())
@@ -804,20 +803,6 @@ class GroupCoordinator:
                     continue
                 group.state = DEAD
                 del self.groups[group_id]
-                results[group_id] = NONE
+                results[group_id] = ErrorCode.none
         return results
 
-
-def coordinator_for(broker) -> GroupCoordinator:
-    """The broker's group coordinator; the server creates and loads it at start, else the first use does
-    (from the event loop).
-
-    Raises KafkaError when ``__consumer_offsets`` cannot be loaded (handlers answer
-    COORDINATOR_NOT_AVAILABLE and the next request tries again).
-    """
-    coordinator = getattr(broker, "group_coordinator", None)
-    if coordinator is None:
-        coordinator = GroupCoordinator(broker)
-        coordinator.load()
-        broker.group_coordinator = coordinator
-    return coordinator

@@ -73,7 +73,7 @@ from kio.serial.writers import (
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields, ensure_internal_topic, partition_for
-from pyspark_kafka.broker.log.errors import (
+from pyspark_kafka.broker.errors import (
     CoordinatorNotAvailableError,
     InvalidCommitOffsetSizeError,
     KafkaError,

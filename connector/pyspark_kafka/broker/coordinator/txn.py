@@ -43,11 +43,12 @@ from kio.serial.readers import read_int8, read_int16, read_int32, read_int64, re
 from kio.serial.writers import write_int8, write_int16, write_int32, write_int64, write_legacy_string
 
 from pyspark_kafka.broker.log_escape import get_logger
-from pyspark_kafka.broker.coordinator.group import coordinator_for
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.coordinator.group import GroupCoordinator
 from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields, ensure_internal_topic, partition_for
 from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
 from pyspark_kafka.broker.log.checkpoint import atomic_write
-from pyspark_kafka.broker.log.errors import (
+from pyspark_kafka.broker.errors import (
     ConcurrentTransactionsError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
@@ -58,6 +59,7 @@ from pyspark_kafka.broker.log.errors import (
 )
 from pyspark_kafka.broker.log.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from pyspark_kafka.broker.log.records import encode_batch, iter_batches
+from pyspark_kafka.broker.replica_manager import ReplicaManager
 
 log = get_logger(__name__)
 
@@ -267,18 +269,31 @@ class TransactionCoordinator:
     """Serves InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and
     ListTransactions for one broker (see the module docstring).
 
-    ``TransactionCoordinator(broker)``; call :meth:`load` after the logs are loaded. Methods raise
+    ``TransactionCoordinator(replica_manager, config, data_dir, groups)`` (``groups``: the group
+    coordinator, whose offsets a transaction may commit); :meth:`ensure_loaded` loads it once,
+    after the logs are loaded. Methods raise
     :class:`KafkaError` subclasses whose ``error_code`` goes into the response. Used from the
     broker's event loop thread only.
     """
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
-        self.logs = broker.logs
-        self.config = broker.config
-        self.producer_ids = ProducerIdManager(broker.data_dir)
+    def __init__(self, replica_manager: ReplicaManager, config: BrokerConfig, data_dir: Path,
+                 groups: GroupCoordinator) -> None:
+        self.replica_manager = replica_manager
+        self.logs = replica_manager.logs
+        self.config = config
+        self.groups = groups
+        self.producer_ids = ProducerIdManager(data_dir)
         self.transactions: dict[str, TransactionMetadata] = {}
         self._by_producer: dict[int, TransactionMetadata] = {}
+        self.loaded = False
+
+    def ensure_loaded(self, now_ms: int) -> "TransactionCoordinator":
+        """This coordinator, loaded (:meth:`load`) on the first call: the server calls it at start,
+        tests that skip the server get it on first use. Raises KafkaError when the log cannot be read."""
+        if not self.loaded:
+            self.load(now_ms)
+            self.loaded = True
+        return self
 
     # -- loading ------------------------------------------------------------------------------
     def load(self, now_ms: int) -> None:
@@ -390,7 +405,7 @@ class TransactionCoordinator:
 
     def offsets_partition(self, group_id: str) -> TopicPartition:
         """The ``__consumer_offsets`` partition of ``group_id`` (what AddOffsetsToTxn adds)."""
-        return OFFSETS_TOPIC, coordinator_for(self.broker).offsets.partition_of(group_id)
+        return OFFSETS_TOPIC, self.groups.ensure_loaded().offsets.partition_of(group_id)
 
     # -- EndTxn ---------------------------------------------------------------------------------
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, now_ms: int) -> None:
@@ -420,15 +435,12 @@ class TransactionCoordinator:
         for topic, partition in sorted(meta.partitions):
             if topic == OFFSETS_TOPIC:
                 continue
-            plog = self.logs.get_log(topic, partition)
-            if plog is None:
+            if not self.replica_manager.append_marker(topic, partition, meta.producer_id, meta.producer_epoch,
+                                                      commit, now_ms):
                 log.warning("transaction of %r: partition %s-%d no longer exists, no marker written",
                             meta.transactional_id, topic, partition)
-                continue
-            plog.append_marker(meta.producer_id, meta.producer_epoch, commit, now_ms=now_ms)
-            self.broker.notify_append(topic, partition)
         if any(topic == OFFSETS_TOPIC for topic, _ in meta.partitions):
-            coordinator_for(self.broker).offsets.complete_txn(meta.producer_id, commit, now_ms)
+            self.groups.ensure_loaded().offsets.complete_txn(meta.producer_id, commit, now_ms)
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         self._persist(replace(meta, state=done, partitions=set(), start_ms=-1), now_ms)
 
@@ -481,14 +493,3 @@ class TransactionCoordinator:
             and (min_duration_ms < 0 or (m.state == TxnState.ONGOING and now_ms - m.start_ms > min_duration_ms))
         ]
 
-
-def coordinator(broker) -> TransactionCoordinator:
-    """The broker's transaction coordinator, created and loaded on first use when the server did not."""
-    txn = getattr(broker, "txn_coordinator", None)
-    if txn is None:
-        from pyspark_kafka.broker.handlers import now_ms
-
-        txn = TransactionCoordinator(broker)
-        txn.load(now_ms())
-        broker.txn_coordinator = txn
-    return txn

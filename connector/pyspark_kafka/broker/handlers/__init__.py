@@ -8,12 +8,14 @@ is a new module here and needs no edit of the server core::
 
     @register(api_key=10, min_version=0, max_version=4)   # FindCoordinator
     async def find_coordinator(ctx: RequestContext, request) -> dict:
-        return {"throttle_time": 0, "error_code": 0, ...}
+        return {"throttle_time": 0, "error_code": ErrorCode.none, ...}
 
 A handler receives the kio request entity of the negotiated version and returns a ``dict``
 of plain values (see :func:`pyspark_kafka.broker.protocol.build`; keys a version lacks are
 ignored), a kio response entity, or ``None`` for no response (Produce with acks=0).
-Raising :class:`~pyspark_kafka.broker.log.errors.KafkaError` is fine only where the caller
+Handlers reach the logs only through ``ctx.broker.replica_manager``
+(:class:`~pyspark_kafka.broker.replica_manager.ReplicaManager`).
+Raising :class:`~pyspark_kafka.broker.errors.KafkaError` is fine only where the caller
 can map it; handlers normally put per-partition error codes into their response.
 """
 
@@ -22,9 +24,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pyspark_kafka.broker.clock import now_ms  # noqa: F401 - handlers take the clock from here
+
+if TYPE_CHECKING:
+    from pyspark_kafka.broker.server import Broker
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 
@@ -43,12 +48,13 @@ class Api:
 class RequestContext:
     """What a handler knows about a request: the broker, the api version, the header and the peer.
 
-    ``broker`` is the :class:`pyspark_kafka.broker.server.Broker` (log manager, config,
-    advertised host/port, append notifications); ``client_host`` is the client's address as
-    Kafka shows it (``/127.0.0.1``; empty when unknown).
+    ``broker`` is the :class:`pyspark_kafka.broker.server.Broker`: config, advertised
+    host/port, ``replica_manager`` (the handlers' only way to the logs: appends, reads, offsets,
+    append notifications, topic catalog) and the ``group_coordinator`` and ``txn_coordinator``;
+    ``client_host`` is the client's address as Kafka shows it (``/127.0.0.1``; empty when unknown).
     """
 
-    broker: Any
+    broker: "Broker"
     api_key: int
     api_version: int
     correlation_id: int

@@ -20,16 +20,15 @@ from __future__ import annotations
 
 from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.log.errors import (
-    NONE,
-    UNKNOWN_TOPIC_ID,
+from pyspark_kafka.broker.errors import (
+    ErrorCode,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     KafkaError,
     PolicyViolationError,
 )
-from pyspark_kafka.broker.handlers.produce import INTERNAL_TOPICS
+from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
 from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST
 
 
@@ -71,7 +70,7 @@ async def create_topics(ctx: RequestContext, request) -> dict:
     too_many = asked > MAX_PARTITIONS_PER_REQUEST  # Kafka's controller refuses the whole request
     results = []
     for topic in request.topics:
-        result = {"name": topic.name, "topic_id": None, "error_code": NONE, "error_message": None,
+        result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
                   "num_partitions": -1, "replication_factor": -1, "configs": []}
         try:
             if names.count(topic.name) > 1:
@@ -81,7 +80,7 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
             count = _partition_count(broker, topic)
             configs = {c.name: c.value for c in topic.configs}
-            info = broker.logs.create_topic(topic.name, count, configs, validate_only=validate_only)
+            info = broker.replica_manager.logs.create_topic(topic.name, count, configs, validate_only=validate_only)
         except KafkaError as exc:
             result.update(error_code=exc.error_code, error_message=str(exc))
         else:
@@ -105,20 +104,20 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
         wanted = [(name, None) for name in request.topic_names]
     responses = []
     for name, topic_id in wanted:
-        error_code, message = NONE, None
+        error_code, message = ErrorCode.none, None
         if name is None and topic_id is not None:
-            name = broker.topic_by_id(topic_id)
+            name = broker.replica_manager.topic_name(topic_id)
             if name is None:
-                error_code, message = UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}"
-        if error_code == NONE and name in INTERNAL_TOPICS:
+                error_code, message = ErrorCode.unknown_topic_id, f"no topic has id {topic_id}"
+        if error_code == ErrorCode.none and name in INTERNAL_TOPICS:
             # Deliberate difference: Apache Kafka 4.3 deletes them (and loses every group's offsets or
             # every transaction's state); the coordinators here keep their state only in these topics.
             error_code = PolicyViolationError.error_code
             message = (f"internal topic {name} cannot be deleted: it holds the "
                        f"{'group' if name == '__consumer_offsets' else 'transaction'} coordinator's state")
-        if error_code == NONE:
+        if error_code == ErrorCode.none:
             try:
-                topic_id = broker.logs.delete_topic(name).topic_id
+                topic_id = broker.replica_manager.logs.delete_topic(name).topic_id
             except KafkaError as exc:
                 error_code, message = exc.error_code, str(exc)
         responses.append({"name": name, "topic_id": topic_id, "error_code": error_code, "error_message": message})
@@ -129,18 +128,19 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
 async def create_partitions(ctx: RequestContext, request) -> dict:
     """Raise each topic's partition count to ``count`` (never lower: INVALID_PARTITIONS)."""
     broker = ctx.broker
-    added = sum(max(0, t.count - (broker.logs.topic(t.name).num_partitions if broker.logs.topic(t.name) else 0))
+    logs = broker.replica_manager.logs
+    added = sum(max(0, t.count - (logs.topic(t.name).num_partitions if logs.topic(t.name) else 0))
                 for t in request.topics)
     results = []
     for topic in request.topics:
-        error_code, message = NONE, None
+        error_code, message = ErrorCode.none, None
         try:
             if added > MAX_PARTITIONS_PER_REQUEST:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
             for a in topic.assignments or ():
                 if list(a.broker_ids) != [broker.node_id]:
                     raise InvalidReplicaAssignmentError(f"new partitions may only be assigned to broker {broker.node_id}")
-            broker.logs.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
+            logs.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
         except KafkaError as exc:
             error_code, message = exc.error_code, str(exc)
         results.append({"name": topic.name, "error_code": error_code, "error_message": message})
@@ -155,7 +155,7 @@ def _config_entry(name, value, source, read_only, synonyms) -> dict:
 def topic_configs(broker, topic: str, include_synonyms: bool) -> list[dict]:
     """DescribeConfigs entries of ``topic``: every topic config, overrides flagged as such."""
     entries = []
-    for name, value, is_default in broker.logs.describe_topic_configs(topic):
+    for name, value, is_default in broker.replica_manager.logs.describe_topic_configs(topic):
         broker_name = TOPIC_CONFIG_TO_BROKER.get(name)
         broker_set = broker_name is not None and not broker.config.is_default(broker_name)
         source = DYNAMIC_TOPIC_CONFIG if not is_default else (STATIC_BROKER_CONFIG if broker_set else DEFAULT_CONFIG)
@@ -187,7 +187,7 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
     synonyms = getattr(request, "include_synonyms", False)
     results = []
     for res in request.resources:
-        error_code, message, configs = NONE, None, []
+        error_code, message, configs = ErrorCode.none, None, []
         try:
             if res.resource_type == TOPIC_RESOURCE:
                 validate_topic_name(res.resource_name)

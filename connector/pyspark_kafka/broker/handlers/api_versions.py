@@ -7,10 +7,11 @@ UNSUPPORTED_VERSION (35) and these ranges (see ``server._dispatch``).
 
 from __future__ import annotations
 
+from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import REGISTRY, RequestContext, register
 
 
-def api_versions_body(error_code: int = 0) -> dict:
+def api_versions_body(error_code: ErrorCode = ErrorCode.none) -> dict:
     """The ApiVersions response body: ``error_code`` and one entry per registered API key."""
     return {
         "error_code": error_code,

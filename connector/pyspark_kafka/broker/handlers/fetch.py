@@ -1,8 +1,9 @@
 """Fetch (key 1): raw record batches from the logs, with long poll; records are never decoded.
 
-For each requested partition the log returns a file slice of whole batches starting at the
-batch containing ``fetch_offset`` and ending below the high watermark
-(:meth:`PartitionLog.read`); the server sends it with ``sendfile`` (zero copy).
+For each requested partition :meth:`ReplicaManager.read_records
+<pyspark_kafka.broker.replica_manager.ReplicaManager.read_records>` returns a file slice of whole
+batches starting at the batch containing ``fetch_offset`` and ending below the high watermark;
+the server sends it with ``sendfile`` (zero copy).
 
 Limits (Kafka semantics): at most ``partition_max_bytes`` per partition and ``max_bytes`` for
 the whole response, except that the first non-empty partition always returns at least its
@@ -28,35 +29,35 @@ from __future__ import annotations
 
 import asyncio
 
+from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
 from pyspark_kafka.broker.protocol import ms
+from pyspark_kafka.broker.replica_manager import LogReadResult, ReplicaManager
 
 READ_COMMITTED = 1
 
 
-def _partition_data(index: int, error_code: int, plog=None, records=b"", read_committed=False,
-                    aborted=()) -> dict:
+def _partition_data(index: int, result: LogReadResult, read_committed: bool) -> dict:
     return {
         "partition_index": index,
-        "error_code": error_code,
-        "high_watermark": plog.high_watermark if plog is not None else -1,
-        "last_stable_offset": plog.last_stable_offset if plog is not None else -1,
-        "log_start_offset": plog.log_start_offset if plog is not None else -1,
-        "aborted_transactions": [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted]
-        if read_committed else None,
+        "error_code": result.error_code,
+        "high_watermark": result.high_watermark,
+        "last_stable_offset": result.last_stable_offset,
+        "log_start_offset": result.log_start_offset,
+        "aborted_transactions": [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                                 for a in result.aborted_transactions] if read_committed else None,
         "preferred_read_replica": -1,
-        "records": records,
+        "records": result.records,
     }
 
 
-def _resolve(broker, topic) -> str | None:
+def _resolve(replica_manager: ReplicaManager, topic) -> str | None:
     """The topic name of a request's FetchTopic (by name, or by topic id from v13); None if unknown."""
     name = getattr(topic, "topic", None)
-    return broker.topic_by_id(topic.topic_id) if name is None else name
+    return replica_manager.topic_name(topic.topic_id) if name is None else name
 
 
-def collect(broker, request) -> tuple[list[dict], int, bool]:
+def collect(replica_manager: ReplicaManager, request) -> tuple[list[dict], int, bool]:
     """Read every requested partition once: (topic responses, total bytes, any error)."""
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     remaining = getattr(request, "max_bytes", 2**31 - 1)
@@ -64,39 +65,28 @@ def collect(broker, request) -> tuple[list[dict], int, bool]:
     has_error = False
     responses = []
     for topic in request.topics:
-        name = _resolve(broker, topic)
-        missing_code = UNKNOWN_TOPIC_ID if name is None else UNKNOWN_TOPIC_OR_PARTITION
+        name = _resolve(replica_manager, topic)
         partitions = []
         for p in topic.partitions:
-            plog = broker.logs.get_log(name, p.partition) if name is not None else None
-            if plog is None:
-                partitions.append(_partition_data(p.partition, missing_code))
+            result = replica_manager.read_records(
+                name, p.partition, p.fetch_offset, max(0, min(p.partition_max_bytes, remaining)),
+                read_committed=read_committed, min_one_message=total == 0,
+            )
+            if result.error_code != ErrorCode.none:
                 has_error = True
-                continue
-            upper = plog.last_stable_offset if read_committed else plog.high_watermark
-            try:
-                fetched = plog.read(
-                    p.fetch_offset,
-                    max(0, min(p.partition_max_bytes, remaining)),
-                    max_offset=upper,
-                    min_one_message=total == 0,
-                )
-            except KafkaError as exc:
-                partitions.append(_partition_data(p.partition, exc.error_code, plog, read_committed=read_committed))
-                has_error = True
-                continue
-            total += fetched.length
-            remaining -= fetched.length
-            aborted = plog.aborted_transactions(p.fetch_offset, upper) if read_committed and fetched.length else ()
-            partitions.append(_partition_data(p.partition, NONE, plog, fetched, read_committed, aborted))
+            else:
+                total += result.records.length
+                remaining -= result.records.length
+            # an unknown partition (offsets -1) answers aborted_transactions null even for read_committed
+            partitions.append(_partition_data(p.partition, result, read_committed and result.high_watermark >= 0))
         responses.append({"topic": name or "", "topic_id": getattr(topic, "topic_id", None), "partitions": partitions})
     return responses, total, has_error
 
 
-def _wanted(request, broker) -> list[tuple[str, int]]:
+def _wanted(request, replica_manager: ReplicaManager) -> list[tuple[str, int]]:
     keys = []
     for topic in request.topics:
-        name = _resolve(broker, topic)
+        name = _resolve(replica_manager, topic)
         if name is not None:
             keys.extend((name, p.partition) for p in topic.partitions)
     return keys
@@ -105,13 +95,13 @@ def _wanted(request, broker) -> list[tuple[str, int]]:
 @register(api_key=1, min_version=4, max_version=16)
 async def fetch(ctx: RequestContext, request) -> dict:
     """Answer with up to ``max_bytes`` of batches once ``min_bytes`` are there or ``max_wait_ms`` passed."""
-    broker = ctx.broker
+    replica_manager = ctx.broker.replica_manager
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, ms(request.max_wait)) / 1000
     while True:
-        responses, total, has_error = collect(broker, request)
+        responses, total, has_error = collect(replica_manager, request)
         left = deadline - loop.time()
         if total >= request.min_bytes or has_error or left <= 0 or not request.topics:
             break
-        await broker.wait_for_append(_wanted(request, broker), left)
-    return {"throttle_time": 0, "error_code": NONE, "session_id": 0, "responses": responses, "node_endpoints": []}
+        await replica_manager.wait_for_append(_wanted(request, replica_manager), left)
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses, "node_endpoints": []}

@@ -12,29 +12,21 @@ a single broker coordinates everything. Versions: OffsetCommit v2-v9 and OffsetF
 
 from __future__ import annotations
 
-from pyspark_kafka.broker.coordinator.group import (
-    COORDINATOR_NOT_AVAILABLE,
-    DEAD,
-    GROUP_ID_NOT_FOUND,
-    INVALID_GROUP_ID,
-    NONE,
-    STABLE,
-    coordinator_for,
-)
+from pyspark_kafka.broker.coordinator.group import DEAD, STABLE, GroupCoordinator
 from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
 from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
 from pyspark_kafka.broker.handlers.metadata import NO_AUTHORIZED_OPERATIONS
-from pyspark_kafka.broker.log.errors import INVALID_REQUEST, KafkaError
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ms
 
 GROUP_KEY = 0
 TXN_KEY = 1
 
 
-def _coordinator(ctx: RequestContext):
+def _coordinator(ctx: RequestContext) -> GroupCoordinator | None:
     """The group coordinator, or None when ``__consumer_offsets`` cannot be loaded (COORDINATOR_NOT_AVAILABLE)."""
     try:
-        return coordinator_for(ctx.broker)
+        return ctx.broker.group_coordinator.ensure_loaded()
     except KafkaError:
         return None
 
@@ -45,12 +37,12 @@ def _coordinator(ctx: RequestContext):
 def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
     broker = ctx.broker
     if key_type not in (GROUP_KEY, TXN_KEY):
-        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": INVALID_REQUEST,
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.invalid_request,
                 "error_message": f"key type {key_type} is not 0 (group) or 1 (transaction)"}
     if key_type == GROUP_KEY and _coordinator(ctx) is None:
-        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": COORDINATOR_NOT_AVAILABLE,
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": "__consumer_offsets cannot be loaded"}
-    return {"key": key, "node_id": broker.node_id, "host": broker.host, "port": broker.port, "error_code": NONE,
+    return {"key": key, "node_id": broker.node_id, "host": broker.host, "port": broker.port, "error_code": ErrorCode.none,
             "error_message": None}
 
 
@@ -73,7 +65,7 @@ async def join_group(ctx: RequestContext, request) -> dict:
     """JoinGroup: answered when the join phase completes (up to the rebalance timeout)."""
     coordinator = _coordinator(ctx)
     if coordinator is None:
-        return {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE, "generation_id": -1,
+        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available, "generation_id": -1,
                 "protocol_name": None, "leader": "", "member_id": request.member_id, "members": []}
     session_ms = ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
@@ -100,7 +92,7 @@ async def sync_group(ctx: RequestContext, request) -> dict:
     """SyncGroup: the leader's assignments in, each member's assignment out."""
     coordinator = _coordinator(ctx)
     if coordinator is None:
-        return {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE, "assignment": b""}
+        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available, "assignment": b""}
     result = await coordinator.sync_group(
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
@@ -115,7 +107,7 @@ async def heartbeat(ctx: RequestContext, request) -> dict:
     """Heartbeat: keeps the member's session; REBALANCE_IN_PROGRESS asks it to rejoin."""
     coordinator = _coordinator(ctx)
     if coordinator is None:
-        return {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE}
+        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
     error = coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
                                   getattr(request, "group_instance_id", None))
     return {"throttle_time": 0, "error_code": error}
@@ -126,13 +118,13 @@ async def leave_group(ctx: RequestContext, request) -> dict:
     """LeaveGroup: one member (v0-2) or a batch of members by id or instance id (v3+, KIP-345)."""
     coordinator = _coordinator(ctx)
     if coordinator is None:
-        return {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE, "members": []}
+        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available, "members": []}
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
     error, errors = coordinator.leave_group(request.group_id, members)
-    if ctx.api_version < 3 and error == NONE and errors:
+    if ctx.api_version < 3 and error == ErrorCode.none and errors:
         error = errors[0]
     return {"throttle_time": 0, "error_code": error, "members": [
         {"member_id": m, "group_instance_id": i, "error_code": e} for (m, i), e in zip(members, errors)]}
@@ -156,7 +148,7 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
             )
     coordinator = _coordinator(ctx)
     if coordinator is None:
-        errors = {tp: COORDINATOR_NOT_AVAILABLE for tp in offsets}
+        errors = {tp: ErrorCode.coordinator_not_available for tp in offsets}
     else:
         errors = coordinator.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
                                             request.member_id, getattr(request, "group_instance_id", None), offsets)
@@ -170,9 +162,9 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
 def _fetch_group(coordinator, group_id: str, topics, require_stable: bool) -> tuple[int, list[dict]]:
     """``(group error, topics)`` of one OffsetFetch group; ``topics`` None means all committed partitions."""
     if coordinator is None:
-        return COORDINATOR_NOT_AVAILABLE, []
+        return ErrorCode.coordinator_not_available, []
     if not group_id:
-        return INVALID_GROUP_ID, []
+        return ErrorCode.invalid_group_id, []
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in (getattr(t, "partition_indexes", None) or ())]
@@ -185,7 +177,7 @@ def _fetch_group(coordinator, group_id: str, topics, require_stable: bool) -> tu
             "metadata": value.metadata if value else "",
             "error_code": error,
         })
-    return NONE, [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
+    return ErrorCode.none, [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
 
 
 @register(api_key=9, min_version=1, max_version=9)
@@ -213,7 +205,7 @@ async def offset_delete(ctx: RequestContext, request) -> dict:
     coordinator = _coordinator(ctx)
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     if coordinator is None:
-        error, errors = COORDINATOR_NOT_AVAILABLE, {}
+        error, errors = ErrorCode.coordinator_not_available, {}
     else:
         error, errors = coordinator.delete_offsets(request.group_id, wanted)
     return {"error_code": error, "throttle_time": 0, "topics": [] if error else [
@@ -231,24 +223,24 @@ async def list_groups(ctx: RequestContext, request) -> dict:
     """ListGroups: every group this coordinator knows (not Dead), with state and type filters (v4, v5)."""
     coordinator = _coordinator(ctx)
     if coordinator is None:
-        return {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE, "groups": []}
+        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available, "groups": []}
     groups = coordinator.list_groups(getattr(request, "states_filter", ()) or (),
                                      getattr(request, "types_filter", ()) or ())
-    return {"throttle_time": 0, "error_code": NONE, "groups": [
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state,
          "group_type": "classic"} for g in sorted(groups, key=lambda g: g.group_id)]}
 
 
 def _describe(coordinator, group_id: str, version: int) -> dict:
-    entry = {"error_code": NONE, "error_message": None, "group_id": group_id, "group_state": DEAD,
+    entry = {"error_code": ErrorCode.none, "error_message": None, "group_id": group_id, "group_state": DEAD,
              "protocol_type": "", "protocol_data": "", "members": [],
              "authorized_operations": NO_AUTHORIZED_OPERATIONS}
     if coordinator is None:
-        return {**entry, "error_code": COORDINATOR_NOT_AVAILABLE}
+        return {**entry, "error_code": ErrorCode.coordinator_not_available}
     group = coordinator.groups.get(group_id)
     if group is None:
         if version >= 6:  # KIP-1043: unknown groups are an error from v6 on
-            return {**entry, "error_code": GROUP_ID_NOT_FOUND, "error_message": f"Group {group_id} not found."}
+            return {**entry, "error_code": ErrorCode.group_id_not_found, "error_message": f"Group {group_id} not found."}
         return entry
     stable = group.state == STABLE
     return {**entry, "group_state": group.state, "protocol_type": group.protocol_type or "",
@@ -273,6 +265,6 @@ async def delete_groups(ctx: RequestContext, request) -> dict:
     """DeleteGroups: only Empty groups (NON_EMPTY_GROUP otherwise); offsets and metadata are tombstoned."""
     coordinator = _coordinator(ctx)
     names = list(request.groups_names)
-    results = {g: COORDINATOR_NOT_AVAILABLE for g in names} if coordinator is None else \
+    results = {g: ErrorCode.coordinator_not_available for g in names} if coordinator is None else \
         coordinator.delete_groups(names)
     return {"throttle_time": 0, "results": [{"group_id": g, "error_code": results[g]} for g in names]}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pyspark_kafka.broker.config import validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ProtocolError
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested" in Kafka's protocol
@@ -23,16 +23,16 @@ def broker_entry(broker) -> dict:
 
 def topic_entry(broker, name: str) -> dict:
     """The Metadata entry of existing topic ``name``: every partition led by this broker."""
-    info = broker.logs.topic(name)
+    info = broker.replica_manager.logs.topic(name)
     me = broker.node_id
     return {
-        "error_code": NONE,
+        "error_code": ErrorCode.none,
         "name": name,
         "topic_id": info.topic_id,
         "is_internal": name.startswith("__"),
         "partitions": [
             {
-                "error_code": NONE,
+                "error_code": ErrorCode.none,
                 "partition_index": p,
                 "leader_id": me,
                 "leader_epoch": 0,
@@ -60,8 +60,9 @@ def _error_entry(name: str | None, error_code: int, topic_id=None) -> dict:
 def _lookup(broker, name: str, allow_create: bool) -> dict:
     try:
         validate_topic_name(name)
-        if broker.logs.topic(name) is None and not (allow_create and broker.auto_create(name)):
-            return _error_entry(name, UNKNOWN_TOPIC_OR_PARTITION)
+        replica_manager = broker.replica_manager
+        if replica_manager.logs.topic(name) is None and not (allow_create and replica_manager.auto_create(name)):
+            return _error_entry(name, ErrorCode.unknown_topic_or_partition)
     except KafkaError as exc:
         return _error_entry(name, exc.error_code)
     return topic_entry(broker, name)
@@ -73,7 +74,7 @@ async def metadata(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
     requested = request.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [topic_entry(broker, name) for name in sorted(broker.logs.topics())]
+        topics = [topic_entry(broker, name) for name in sorted(broker.replica_manager.logs.topics())]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True)
         if ctx.api_version < 12 and any(t.name is None for t in requested):
@@ -84,8 +85,8 @@ async def metadata(ctx: RequestContext, request) -> dict:
         for t in requested:
             topic_id = getattr(t, "topic_id", None)
             if t.name is None and topic_id is not None:
-                name = broker.topic_by_id(topic_id)
-                topics.append(topic_entry(broker, name) if name else _error_entry(None, UNKNOWN_TOPIC_ID, topic_id))
+                name = broker.replica_manager.topic_name(topic_id)
+                topics.append(topic_entry(broker, name) if name else _error_entry(None, ErrorCode.unknown_topic_id, topic_id))
             else:
                 topics.append(_lookup(broker, t.name, allow_create))
     return {
@@ -104,7 +105,7 @@ async def describe_cluster(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
     return {
         "throttle_time": 0,
-        "error_code": NONE,
+        "error_code": ErrorCode.none,
         "error_message": None,
         "endpoint_type": getattr(request, "endpoint_type", 1),
         "cluster_id": broker.cluster_id,

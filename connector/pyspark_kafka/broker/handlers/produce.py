@@ -1,5 +1,7 @@
 """Produce (key 0), v3+ (RecordBatch v2 only): append each partition's record set to its log.
 
+Each partition goes to :meth:`ReplicaManager.append_records
+<pyspark_kafka.broker.replica_manager.ReplicaManager.append_records>`, which holds the rules below.
 Per partition, the storage validates every batch first (CRC32C, magic 2, sizes,
 ``max.message.bytes``) and appends nothing when one is bad; its exception's
 ``error_code`` goes into that partition's response (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
@@ -22,19 +24,13 @@ INVALID_TOPIC_EXCEPTION, as Kafka does ("Cannot append to internal topic").
 
 from __future__ import annotations
 
-from pyspark_kafka.broker.config import validate_topic_name
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.handlers import CloseConnection, RequestContext, now_ms, register
-from pyspark_kafka.broker.coordinator.txn import coordinator
-from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
-from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, parse_header
-
-INVALID_TOPIC_EXCEPTION = 17
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")  # written only by the coordinators
-CORRUPT_MESSAGE = 2
-INVALID_REQUIRED_ACKS = 21
+from pyspark_kafka.broker.replica_manager import AppendResult, ReplicaManager
 
 
-def _partition_result(index: int, error_code: int, message: str | None = None, append=None) -> dict:
+def _partition_result(index: int, error_code: int, message: str | None = None,
+                      append: AppendResult | None = None) -> dict:
     return {
         "index": index,
         "error_code": error_code,
@@ -46,46 +42,18 @@ def _partition_result(index: int, error_code: int, message: str | None = None, a
     }
 
 
-def check_transactional(broker, topic: str, partition: int, records) -> None:
-    """A transactional record set must go to a partition of its producer's open transaction (KIP-890 part 1).
-
-    Raises InvalidTxnStateError or InvalidProducerEpochError (see ``TransactionCoordinator``).
-    """
-    if len(records) < BATCH_HEADER_SIZE:
-        return  # the log's validation reports the broken batch
-    header = parse_header(records)
-    if header.is_transactional and not header.is_control:
-        coordinator(broker).check_transactional_produce(header.producer_id, header.producer_epoch, topic, partition)
-
-
-def _append(broker, topic: str | None, partition: int, records, now: int) -> dict:
-    if topic is None:
-        return _partition_result(partition, UNKNOWN_TOPIC_ID, "unknown topic id")
-    if records is None:
-        return _partition_result(partition, CORRUPT_MESSAGE, "produce request without records")
-    if topic in INTERNAL_TOPICS:
-        return _partition_result(partition, INVALID_TOPIC_EXCEPTION,
-                                 f"cannot append to internal topic {topic}: only the broker's coordinators write it")
+def _append(replica_manager: ReplicaManager, topic: str | None, partition: int, records, acks: int, now: int) -> dict:
     try:
-        validate_topic_name(topic)
-        broker.auto_create(topic)
-        plog = broker.logs.get_log(topic, partition)
-        if plog is None:
-            return _partition_result(
-                partition, UNKNOWN_TOPIC_OR_PARTITION, f"this broker has no partition {topic}-{partition}"
-            )
-        check_transactional(broker, topic, partition, records)
-        result = plog.append(records, now_ms=now, from_client=True)
+        result = replica_manager.append_records(topic, partition, records, acks, now)
     except KafkaError as exc:
         return _partition_result(partition, exc.error_code, str(exc))
-    broker.notify_append(topic, partition)
-    return _partition_result(partition, NONE, None, result)
+    return _partition_result(partition, ErrorCode.none, None, result)
 
 
 @register(api_key=0, min_version=3, max_version=11)
 async def produce(ctx: RequestContext, request) -> dict | None:
     """Append every partition's records; the response carries base offset, log append time, log start offset."""
-    broker = ctx.broker
+    replica_manager = ctx.broker.replica_manager
     now = now_ms()
     acks = request.acks
     responses = []
@@ -94,14 +62,11 @@ async def produce(ctx: RequestContext, request) -> dict | None:
         name = getattr(topic_data, "name", None)
         topic_id = getattr(topic_data, "topic_id", None)
         if name is None and topic_id is not None:
-            name = broker.topic_by_id(topic_id)
+            name = replica_manager.topic_name(topic_id)
         partitions = []
         for pdata in topic_data.partition_data:
-            if acks not in (0, 1, -1):
-                res = _partition_result(pdata.index, INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
-            else:
-                res = _append(broker, name, pdata.index, pdata.records, now)
-            failed = failed or res["error_code"] != NONE
+            res = _append(replica_manager, name, pdata.index, pdata.records, acks, now)
+            failed = failed or res["error_code"] != ErrorCode.none
             partitions.append(res)
         responses.append({"name": name or "", "topic_id": topic_id, "partition_responses": partitions})
     if acks == 0:

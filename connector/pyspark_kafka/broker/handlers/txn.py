@@ -3,7 +3,7 @@ AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28), DescribeTransactions (6
 ListTransactions (66).
 
 Each handler maps the request onto :class:`~pyspark_kafka.broker.coordinator.txn.TransactionCoordinator`
-and turns its :class:`~pyspark_kafka.broker.log.errors.KafkaError` into the response's error code.
+and turns its :class:`~pyspark_kafka.broker.errors.KafkaError` into the response's error code.
 FindCoordinator for transactional ids (key_type 1) is served by the group handlers: this single
 broker coordinates everything. WriteTxnMarkers is not served: markers are written in-process.
 
@@ -13,22 +13,22 @@ InitProducerId v6 (two-phase commit, KIP-939) is not served.
 
 from __future__ import annotations
 
-from pyspark_kafka.broker.coordinator.group import coordinator_for
 from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
-from pyspark_kafka.broker.coordinator.txn import STATE_BY_NAME, coordinator
+from pyspark_kafka.broker.coordinator.txn import STATE_BY_NAME, TransactionCoordinator
 from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
-from pyspark_kafka.broker.log.errors import NONE, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ms
 
-OPERATION_NOT_ATTEMPTED = 55
-TRANSACTIONAL_ID_NOT_FOUND = 105
+def _txn(ctx: RequestContext) -> TransactionCoordinator:
+    """The broker's transaction coordinator, loaded (on first use when the server did not load it)."""
+    return ctx.broker.txn_coordinator.ensure_loaded(now_ms())
 
 
 @register(api_key=22, min_version=0, max_version=5)
 async def init_producer_id(ctx: RequestContext, request) -> dict:
     """A producer id and epoch: new for idempotent producers, epoch-bumped for a transactional id."""
     try:
-        producer_id, epoch = coordinator(ctx.broker).init_producer_id(
+        producer_id, epoch = _txn(ctx).init_producer_id(
             request.transactional_id,
             ms(request.transaction_timeout),
             getattr(request, "producer_id", -1),
@@ -37,7 +37,7 @@ async def init_producer_id(ctx: RequestContext, request) -> dict:
         )
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.error_code, "producer_id": -1, "producer_epoch": -1}
-    return {"throttle_time": 0, "error_code": NONE, "producer_id": producer_id, "producer_epoch": epoch}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": producer_id, "producer_epoch": epoch}
 
 
 def _partition_results(topics, code_of) -> list[dict]:
@@ -54,17 +54,17 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
     """Add partitions to the transaction; unknown partitions fail the whole request (others OPERATION_NOT_ATTEMPTED)."""
     broker = ctx.broker
     topics = request.v3_and_below_topics
-    missing = {(t.name, p) for t in topics for p in t.partitions if broker.logs.get_log(t.name, p) is None}
+    missing = {(t.name, p) for t in topics for p in t.partitions if not broker.replica_manager.has_partition(t.name, p)}
     if missing:
         def code(topic, p):
-            return UNKNOWN_TOPIC_OR_PARTITION if (topic, p) in missing else OPERATION_NOT_ATTEMPTED
+            return ErrorCode.unknown_topic_or_partition if (topic, p) in missing else ErrorCode.operation_not_attempted
     else:
         try:
-            coordinator(broker).add_partitions(
+            _txn(ctx).add_partitions(
                 request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                 request.v3_and_below_producer_epoch, [(t.name, p) for t in topics for p in t.partitions], now_ms(),
             )
-            error = NONE
+            error = ErrorCode.none
         except KafkaError as exc:
             error = exc.error_code
 
@@ -76,22 +76,22 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
 @register(api_key=25, min_version=0, max_version=4)
 async def add_offsets_to_txn(ctx: RequestContext, request) -> dict:
     """Add the group's ``__consumer_offsets`` partition to the transaction (for TxnOffsetCommit)."""
-    txn = coordinator(ctx.broker)
+    txn = _txn(ctx)
     try:
         txn.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
                            [txn.offsets_partition(request.group_id)], now_ms())
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.error_code}
-    return {"throttle_time": 0, "error_code": NONE}
+    return {"throttle_time": 0, "error_code": ErrorCode.none}
 
 
 @register(api_key=28, min_version=0, max_version=4)
 async def txn_offset_commit(ctx: RequestContext, request) -> dict:
     """Stage the group's offsets in the producer's transaction; OffsetFetch sees them only after commit."""
     broker = ctx.broker
-    txn = coordinator(broker)
+    txn = _txn(ctx)
     now = now_ms()
-    error = NONE
+    error = ErrorCode.none
     try:
         topic, partition = txn.offsets_partition(request.group_id)
         txn.check_transactional_produce(request.producer_id, request.producer_epoch, topic, partition)
@@ -100,8 +100,8 @@ async def txn_offset_commit(ctx: RequestContext, request) -> dict:
                 p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
             for t in request.topics for p in t.partitions
         }
-        coordinator_for(broker).offsets.stage_txn_offsets(request.producer_id, request.producer_epoch, request.group_id,
-                                               offsets, now)
+        broker.group_coordinator.ensure_loaded().offsets.stage_txn_offsets(
+            request.producer_id, request.producer_epoch, request.group_id, offsets, now)
     except KafkaError as exc:
         error = exc.error_code
     return {
@@ -118,22 +118,22 @@ async def txn_offset_commit(ctx: RequestContext, request) -> dict:
 async def end_txn(ctx: RequestContext, request) -> dict:
     """Commit or abort: markers are written to every partition of the transaction before the answer."""
     try:
-        coordinator(ctx.broker).end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+        _txn(ctx).end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                         request.committed, now_ms())
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.error_code}
-    return {"throttle_time": 0, "error_code": NONE}
+    return {"throttle_time": 0, "error_code": ErrorCode.none}
 
 
 @register(api_key=65, min_version=0, max_version=0)
 async def describe_transactions(ctx: RequestContext, request) -> dict:
     """State, producer id/epoch, timeout, start time and partitions of each transactional id."""
-    txn = coordinator(ctx.broker)
+    txn = _txn(ctx)
     states = []
     for txn_id in request.transactional_ids:
         meta = txn.describe(txn_id)
         if meta is None:
-            states.append({"error_code": TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": txn_id,
+            states.append({"error_code": ErrorCode.transactional_id_not_found, "transactional_id": txn_id,
                            "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": 0,
                            "producer_id": -1, "producer_epoch": -1, "topics": []})
             continue
@@ -141,7 +141,7 @@ async def describe_transactions(ctx: RequestContext, request) -> dict:
         for topic, partition in sorted(meta.partitions):
             by_topic.setdefault(topic, []).append(partition)
         states.append({
-            "error_code": NONE, "transactional_id": txn_id, "transaction_state": meta.state.kafka_name,
+            "error_code": ErrorCode.none, "transactional_id": txn_id, "transaction_state": meta.state.kafka_name,
             "transaction_timeout": meta.timeout_ms, "transaction_start_time": max(meta.start_ms, 0),
             "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
@@ -152,12 +152,12 @@ async def describe_transactions(ctx: RequestContext, request) -> dict:
 @register(api_key=66, min_version=0, max_version=1)
 async def list_transactions(ctx: RequestContext, request) -> dict:
     """Transactional ids filtered by state names, producer ids and (v1) minimum running time in ms."""
-    txn = coordinator(ctx.broker)
+    txn = _txn(ctx)
     states = set(request.state_filters)
     unknown = sorted(s for s in states if s not in STATE_BY_NAME)
     found = txn.list(states, set(request.producer_id_filters), getattr(request, "duration_filter", -1), now_ms())
     return {
-        "throttle_time": 0, "error_code": NONE, "unknown_state_filters": unknown,
+        "throttle_time": 0, "error_code": ErrorCode.none, "unknown_state_filters": unknown,
         "transaction_states": [
             {"transactional_id": m.transactional_id, "producer_id": m.producer_id,
              "transaction_state": m.state.kafka_name}

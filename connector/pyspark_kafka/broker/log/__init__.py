@@ -2,10 +2,10 @@
 (``.log`` + sparse ``.index``/``.timeindex``), record batches stored as produced, retention by time
 and size, crash recovery from a recovery-point checkpoint. See ``docs/broker-storage.md``.
 
-Modules: ``errors`` (Kafka error codes), ``record_batch`` (the RecordBatch v2 layout: header
-parsing, validation, encoding, record walking), ``records`` (whole batches via kio, for the
-broker's own records and transaction markers), ``index``, ``segment``, ``partition_log``
-(``PartitionLog``), ``producer_state`` (idempotence, transactions), ``cleaner`` (compaction),
-``manager`` (``LogManager``), ``checkpoint``. The tests' batch builder is ``tests/broker/log/batches.py``.
-Nothing is imported here, so ``broker.config`` can import ``log.errors`` without a cycle.
+Modules: ``record_batch`` (the RecordBatch v2 layout: header parsing, validation, encoding,
+record walking), ``records`` (whole batches via kio, for the broker's own records and
+transaction markers), ``index``, ``segment``, ``partition_log`` (``PartitionLog``),
+``producer_state`` (idempotence, transactions), ``cleaner`` (compaction), ``manager``
+(``LogManager``), ``checkpoint``. The tests' batch builder is ``tests/broker/log/batches.py``.
+Nothing is imported here. Errors (with their Kafka codes) are in :mod:`pyspark_kafka.broker.errors`.
 """

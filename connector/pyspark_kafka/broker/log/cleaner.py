@@ -34,7 +34,7 @@ from typing import Iterator
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.log.checkpoint import fsync_dir, write_synced
 from pyspark_kafka.broker.log.compression import decompress
-from pyspark_kafka.broker.log.errors import KafkaError
+from pyspark_kafka.broker.errors import KafkaError
 from pyspark_kafka.broker.log.record_batch import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,

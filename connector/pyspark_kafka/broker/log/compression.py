@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from pyspark_kafka.broker.log.errors import CorruptRecordError, KafkaError, UnsupportedCompressionError
+from pyspark_kafka.broker.errors import CorruptRecordError, KafkaError, UnsupportedCompressionError
 
 CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 XERIAL_MAGIC = b"\x82SNAPPY\x00"

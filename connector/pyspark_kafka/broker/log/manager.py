@@ -40,7 +40,7 @@ from pyspark_kafka.broker.log.checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from pyspark_kafka.broker.log.errors import (
+from pyspark_kafka.broker.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,

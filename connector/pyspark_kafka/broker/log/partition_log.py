@@ -34,7 +34,7 @@ from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import clock
 from pyspark_kafka.broker.config import LogConfig
 from pyspark_kafka.broker.log.checkpoint import fsync_dir
-from pyspark_kafka.broker.log.errors import (
+from pyspark_kafka.broker.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     KafkaStorageError,

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.log.checkpoint import atomic_write
-from pyspark_kafka.broker.log.errors import (
+from pyspark_kafka.broker.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,

@@ -32,7 +32,7 @@ from typing import Iterator, NamedTuple
 import crc32c
 from kio.serial.readers import read_int8, read_signed_varint, read_signed_varlong
 
-from pyspark_kafka.broker.log.errors import CorruptRecordError, InvalidRecordError
+from pyspark_kafka.broker.errors import CorruptRecordError, InvalidRecordError
 
 BATCH_HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLength

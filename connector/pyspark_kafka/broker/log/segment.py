@@ -20,7 +20,7 @@ from typing import Iterator
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.clock import now_ms
-from pyspark_kafka.broker.log.errors import KafkaStorageError
+from pyspark_kafka.broker.errors import KafkaStorageError
 from pyspark_kafka.broker.log.index import INT32_MAX, IndexCorruptError, OffsetIndex, TimeIndex
 from pyspark_kafka.broker.log.record_batch import (
     BATCH_HEADER_SIZE,

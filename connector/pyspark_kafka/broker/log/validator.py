@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyspark_kafka.broker.log.compression import decompress
-from pyspark_kafka.broker.log.errors import InvalidRecordError
+from pyspark_kafka.broker.errors import InvalidRecordError
 from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, COMPRESSION_MASK, BatchHeader
 
 UNCOMPRESSED_BOUND_FACTOR = 64

@@ -1,83 +1,92 @@
-"""Errors of the embedded broker, each carrying the Kafka error code it maps to.
+"""The broker's one error table: Kafka error codes (kio's ``ErrorCode``) and the exceptions carrying them.
 
-The server turns any :class:`KafkaError` into its ``error_code`` in the response
-(codes from Kafka's ``org.apache.kafka.common.protocol.Errors``). Every message
-names the cause and, where there is one, the fix.
+Like Kafka's ``org.apache.kafka.common.protocol.Errors`` (and kafka-python's ``errors.py``):
+every code the broker answers with is an :class:`ErrorCode` member (an ``IntEnum``, so it
+encodes and compares as the wire ``int16``), and every error the broker raises is a
+:class:`KafkaError` subclass whose class attribute ``error_code`` is that member. Handlers
+put ``exc.error_code`` (or :func:`error_code_of`) into their responses; :func:`for_code` maps
+a code back to its exception class. Every message names the cause and, where there is one,
+the fix. This module imports nothing of the broker, so every layer (config, log, coordinators,
+handlers, server) may import it.
 """
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
+__all__ = ["ErrorCode", "KafkaError", "error_code_of", "for_code"]
+
 
 class KafkaError(Exception):
-    """Base class: an error the broker reports to clients as ``error_code``."""
+    """Base class: an error the broker reports to clients as ``error_code`` (UNKNOWN_SERVER_ERROR here)."""
 
-    error_code: int = -1  # UNKNOWN_SERVER_ERROR
+    error_code: ErrorCode = ErrorCode.unknown_server_error
 
 
 class OffsetOutOfRangeError(KafkaError):
     """A fetch offset below the log start offset or above the log end offset (OFFSET_OUT_OF_RANGE)."""
 
-    error_code = 1
+    error_code = ErrorCode.offset_out_of_range
 
 
 class CorruptRecordError(KafkaError):
     """A record batch fails its CRC32C or header sanity checks (CORRUPT_MESSAGE)."""
 
-    error_code = 2
+    error_code = ErrorCode.corrupt_message
 
 
 class UnknownTopicOrPartitionError(KafkaError):
     """The topic or partition does not exist on this broker (UNKNOWN_TOPIC_OR_PARTITION)."""
 
-    error_code = 3
+    error_code = ErrorCode.unknown_topic_or_partition
 
 
 class RecordTooLargeError(KafkaError):
     """A record batch is larger than ``max.message.bytes`` (MESSAGE_TOO_LARGE)."""
 
-    error_code = 10
+    error_code = ErrorCode.message_too_large
 
 
 class InvalidTopicError(KafkaError):
     """A topic name breaks Kafka's naming rules (INVALID_TOPIC_EXCEPTION)."""
 
-    error_code = 17
+    error_code = ErrorCode.invalid_topic_exception
 
 
 class RecordBatchTooLargeError(KafkaError):
     """One produce request's record set is larger than ``segment.bytes`` (RECORD_LIST_TOO_LARGE)."""
 
-    error_code = 18
+    error_code = ErrorCode.record_list_too_large
 
 
 class TopicExistsError(KafkaError):
     """CreateTopics for a name that already exists (TOPIC_ALREADY_EXISTS)."""
 
-    error_code = 36
+    error_code = ErrorCode.topic_already_exists
 
 
 class InvalidPartitionsError(KafkaError):
     """A partition count below 1, or CreatePartitions not increasing the count (INVALID_PARTITIONS)."""
 
-    error_code = 37
+    error_code = ErrorCode.invalid_partitions
 
 
 class InvalidReplicationFactorError(KafkaError):
     """A replication factor this single-broker cluster cannot satisfy (INVALID_REPLICATION_FACTOR)."""
 
-    error_code = 38
+    error_code = ErrorCode.invalid_replication_factor
 
 
 class InvalidReplicaAssignmentError(KafkaError):
     """A manual replica assignment naming another broker or skipping partitions (INVALID_REPLICA_ASSIGNMENT)."""
 
-    error_code = 39
+    error_code = ErrorCode.invalid_replica_assignment
 
 
 class InvalidConfigError(KafkaError, ValueError):
     """An unknown config name or a value of the wrong type or range (INVALID_CONFIG)."""
 
-    error_code = 40
+    error_code = ErrorCode.invalid_config
 
 
 class ConfigError(InvalidConfigError):
@@ -87,31 +96,31 @@ class ConfigError(InvalidConfigError):
 class InvalidRequestError(KafkaError):
     """A request that is well formed but asks for something this broker cannot do (INVALID_REQUEST)."""
 
-    error_code = 42
+    error_code = ErrorCode.invalid_request
 
 
 class PolicyViolationError(KafkaError):
     """A request breaks a broker policy, e.g. too many partitions at once (POLICY_VIOLATION)."""
 
-    error_code = 44
+    error_code = ErrorCode.policy_violation
 
 
 class KafkaStorageError(KafkaError):
     """The data directory cannot be read or written (KAFKA_STORAGE_ERROR)."""
 
-    error_code = 56
+    error_code = ErrorCode.kafka_storage_error
 
 
 class UnsupportedCompressionError(KafkaError):
     """A batch names a compression codec Kafka does not define (UNSUPPORTED_COMPRESSION_TYPE)."""
 
-    error_code = 76
+    error_code = ErrorCode.unsupported_compression_type
 
 
 class InvalidRecordError(KafkaError):
     """A record batch is well formed but breaks a rule, e.g. its offset range disagrees with its count (INVALID_RECORD)."""
 
-    error_code = 87
+    error_code = ErrorCode.invalid_record
 
 
 # -- consumer groups ---------------------------------------------------------------------------
@@ -120,13 +129,13 @@ class InvalidRecordError(KafkaError):
 class CoordinatorNotAvailableError(KafkaError):
     """``__consumer_offsets`` cannot be read or written (COORDINATOR_NOT_AVAILABLE); clients retry."""
 
-    error_code = 15
+    error_code = ErrorCode.coordinator_not_available
 
 
 class InvalidCommitOffsetSizeError(KafkaError):
     """An offset commit larger than ``__consumer_offsets`` accepts (INVALID_COMMIT_OFFSET_SIZE)."""
 
-    error_code = 28
+    error_code = ErrorCode.invalid_commit_offset_size
 
 
 # -- idempotent producers and transactions (KIP-98) ------------------------------------------
@@ -135,48 +144,82 @@ class InvalidCommitOffsetSizeError(KafkaError):
 class OutOfOrderSequenceError(KafkaError):
     """A producer batch's sequence does not follow the last one (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
 
-    error_code = 45
+    error_code = ErrorCode.out_of_order_sequence_number
 
 
 class InvalidProducerEpochError(KafkaError):
     """A producer epoch older than the current one (INVALID_PRODUCER_EPOCH)."""
 
-    error_code = 47
+    error_code = ErrorCode.invalid_producer_epoch
 
 
 class InvalidTxnStateError(KafkaError):
     """The request does not fit the transaction's state (INVALID_TXN_STATE)."""
 
-    error_code = 48
+    error_code = ErrorCode.invalid_txn_state
 
 
 class InvalidProducerIdMappingError(KafkaError):
     """The producer id does not belong to the transactional id (INVALID_PRODUCER_ID_MAPPING)."""
 
-    error_code = 49
+    error_code = ErrorCode.invalid_producer_id_mapping
 
 
 class InvalidTransactionTimeoutError(KafkaError):
     """``transaction.timeout.ms`` above ``transaction.max.timeout.ms`` or not positive (INVALID_TRANSACTION_TIMEOUT)."""
 
-    error_code = 50
+    error_code = ErrorCode.invalid_transaction_timeout
 
 
 class ConcurrentTransactionsError(KafkaError):
     """The previous transaction of this transactional id is still completing (CONCURRENT_TRANSACTIONS); retry."""
 
-    error_code = 51
+    error_code = ErrorCode.concurrent_transactions
 
 
 class ProducerFencedError(KafkaError):
     """A newer producer with the same transactional id exists (PRODUCER_FENCED, KIP-588)."""
 
-    error_code = 90
+    error_code = ErrorCode.producer_fenced
 
 
-# -- codes the handlers put into responses directly (Kafka's ``Errors``) ------------------------
+# -- request-level errors ------------------------------------------------------------------------
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.error_code
-INVALID_REQUEST = InvalidRequestError.error_code
-UNKNOWN_TOPIC_ID = 100
+
+class UnknownTopicIdError(KafkaError):
+    """A request names a topic id this broker does not know (UNKNOWN_TOPIC_ID, KIP-516)."""
+
+    error_code = ErrorCode.unknown_topic_id
+
+
+class InvalidRequiredAcksError(KafkaError):
+    """Produce with ``acks`` other than 0, 1 or -1 (INVALID_REQUIRED_ACKS)."""
+
+    error_code = ErrorCode.invalid_required_acks
+
+
+# -- mapping helpers ---------------------------------------------------------------------------
+
+
+def error_code_of(exc: BaseException) -> ErrorCode:
+    """The code a response carries for ``exc``: its ``error_code`` for a KafkaError, else UNKNOWN_SERVER_ERROR."""
+    return exc.error_code if isinstance(exc, KafkaError) else ErrorCode.unknown_server_error
+
+
+def _subclasses(cls: type[KafkaError]):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def for_code(code: int) -> type[KafkaError]:
+    """The exception class raised for Kafka error ``code`` (kafka-python's ``errors.for_code``).
+
+    The most general class where several share a code (InvalidConfigError, not ConfigError);
+    KafkaError for a code no class here carries. Raises ValueError for a code kio does not define.
+    """
+    code = ErrorCode(code)
+    for sub in _subclasses(KafkaError):
+        if sub.error_code == code:
+            return sub
+    return KafkaError

@@ -1,0 +1,253 @@
+"""The storage seam between the API handlers and the partition logs (Kafka's ``ReplicaManager``).
+
+Handlers map requests onto :class:`ReplicaManager` and its results back onto responses; they
+never touch a :class:`~pyspark_kafka.broker.log.partition_log.PartitionLog`. The replica manager
+owns the :class:`~pyspark_kafka.broker.log.manager.LogManager` and knows nothing of the wire
+format: it takes topic names, partition numbers, record bytes and offsets, returns plain values
+(:class:`~pyspark_kafka.broker.log.partition_log.AppendResult`, :class:`LogReadResult`) and
+raises :mod:`pyspark_kafka.broker.errors` exceptions carrying their Kafka error code.
+
+Operations (Kafka's names in parentheses): :meth:`~ReplicaManager.append_records`
+(``appendRecords``), :meth:`~ReplicaManager.read_records` (``readFromLog``),
+:meth:`~ReplicaManager.offset_for_timestamp` (``fetchOffsetForTimestamp``),
+:meth:`~ReplicaManager.append_marker` (WriteTxnMarkers), topic auto-creation and topic-id
+lookup, and the append notifications that wake long-polling fetches (``DelayedFetch``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Callable, Iterable, NamedTuple, Sequence
+
+from pyspark_kafka.broker.config import BrokerConfig, validate_topic_name
+from pyspark_kafka.broker.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    KafkaError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from pyspark_kafka.broker.log.manager import LogManager
+from pyspark_kafka.broker.log.partition_log import AppendResult, FetchSlice, PartitionLog
+from pyspark_kafka.broker.log.producer_state import AbortedTxn
+from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, parse_header
+from pyspark_kafka.broker.log_escape import get_logger
+
+log = get_logger("pyspark_kafka.broker")
+
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")  # written only by the coordinators
+
+# ListOffsets targets (Kafka's ``ListOffsetsRequest``)
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3  # KIP-734
+EARLIEST_LOCAL = -4  # KIP-405: all data is local here
+
+TransactionVerifier = Callable[[int, int, str, int], None]
+"""``verify(producer_id, producer_epoch, topic, partition)``: raises KafkaError when a transactional
+batch may not be appended (see ``TransactionCoordinator.check_transactional_produce``)."""
+
+
+class LogReadResult(NamedTuple):
+    """One partition's answer to a fetch (Kafka's ``LogReadResult``), for :meth:`ReplicaManager.read_records`.
+
+    ``records`` is a :class:`FetchSlice` (file path, byte position, byte length: sent with sendfile)
+    or ``b""`` when nothing was read. The offsets are -1 when the partition does not exist.
+    ``aborted_transactions`` lists the aborted transactions overlapping the slice (read_committed only).
+    """
+
+    error_code: ErrorCode
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: FetchSlice | bytes = b""
+    aborted_transactions: Sequence[AbortedTxn] = ()
+
+    @classmethod
+    def of(cls, plog: PartitionLog, error_code: ErrorCode, records: FetchSlice | bytes = b"",
+           aborted: Sequence[AbortedTxn] = ()) -> "LogReadResult":
+        """The result carrying ``plog``'s high watermark, last stable offset and log start offset."""
+        return cls(error_code, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, records, aborted)
+
+
+class ReplicaManager:
+    """The broker's partitions: appends, reads, offset lookups and append notifications.
+
+    ``ReplicaManager(data_dir, config, verify_transaction)``: ``logs`` is the
+    :class:`LogManager` under ``data_dir`` (call ``logs.load()`` before serving; admin APIs and
+    the coordinators' internal topics use it as the topic catalog); ``verify_transaction``
+    checks transactional batches before they are appended (the transaction coordinator).
+    Used from the broker's event loop thread only.
+
+    Single node: this broker leads every partition and is its only replica, so the high
+    watermark equals the log end offset (HW = LEO) as soon as an append returns, and acks=1 and
+    acks=-1 (all) are the same. Replication will extend this class as Kafka's ReplicaManager
+    does: follower fetches, the ISR, a high watermark that advances with the followers' fetch
+    offsets, and acks=all appends that wait (like fetches wait here) until the ISR has them.
+    """
+
+    def __init__(self, data_dir: Path, config: BrokerConfig, verify_transaction: TransactionVerifier) -> None:
+        self.config = config
+        self.logs = LogManager(data_dir, config)
+        self.verify_transaction = verify_transaction
+        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+
+    # --- topics -----------------------------------------------------------------------------
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with ``topic_id`` (None when unknown)."""
+        info = self.logs.topic_by_id(topic_id)
+        return None if info is None else info.name
+
+    def has_partition(self, topic: str, partition: int) -> bool:
+        """Whether this broker hosts ``topic``/``partition``."""
+        return self.logs.get_log(topic, partition) is not None
+
+    def auto_create(self, name: str) -> bool:
+        """Create ``name`` with ``num.partitions`` when ``auto.create.topics.enable``; True if it exists now.
+
+        Raises InvalidTopicError for an illegal name (only when auto-creation is on).
+        """
+        if self.logs.topic(name) is not None:
+            return True
+        if not self.config.get_bool("auto.create.topics.enable"):
+            return False
+        self.logs.create_topic(name, self.config.get_int("num.partitions"))
+        log.info("auto-created topic %s", name)
+        return True
+
+    # --- produce ------------------------------------------------------------------------------
+
+    def append_records(self, topic: str | None, partition: int, records, acks: int, now_ms: int) -> AppendResult:
+        """Append a client's record set (bytes or memoryview of whole batches) to ``topic``/``partition``.
+
+        Kafka's ``ReplicaManager.appendRecords`` for one partition, in its order of checks: ``acks``
+        must be 0, 1 or -1 (InvalidRequiredAcksError); ``topic`` None (an unknown topic id) raises
+        UnknownTopicIdError; ``records`` None raises CorruptRecordError; internal topics are refused
+        (InvalidTopicError, "Cannot append to internal topic"); an unknown topic is auto-created
+        when allowed, else UnknownTopicOrPartitionError; a transactional batch goes through
+        ``verify_transaction``; then the log validates and appends (idempotence, flush policy).
+        Waiting fetches of the partition are woken. Returns the AppendResult (base offset, log
+        append time in ms or -1, log start offset). Single node: acks=1 and acks=-1 return at once.
+        """
+        if acks not in (0, 1, -1):
+            raise InvalidRequiredAcksError(f"acks={acks} is not 0, 1 or -1")
+        if topic is None:
+            raise UnknownTopicIdError("unknown topic id")
+        if records is None:
+            raise CorruptRecordError("produce request without records")
+        if topic in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"cannot append to internal topic {topic}: only the broker's coordinators write it")
+        validate_topic_name(topic)
+        self.auto_create(topic)
+        plog = self.logs.get_log(topic, partition)
+        if plog is None:
+            raise UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")
+        if len(records) >= BATCH_HEADER_SIZE:  # a shorter one: the log's validation reports it
+            header = parse_header(records)
+            if header.is_transactional and not header.is_control:
+                self.verify_transaction(header.producer_id, header.producer_epoch, topic, partition)
+        result = plog.append(records, now_ms=now_ms, from_client=True)
+        self.notify_append(topic, partition)
+        return result
+
+    def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                      now_ms: int) -> bool:
+        """Write a transaction marker (COMMIT or ABORT control batch) and wake the partition's fetches.
+
+        Returns False when the partition no longer exists (nothing written). Raises KafkaError
+        from the log (e.g. InvalidProducerEpochError for a stale epoch).
+        """
+        plog = self.logs.get_log(topic, partition)
+        if plog is None:
+            return False
+        plog.append_marker(producer_id, producer_epoch, commit, now_ms=now_ms)
+        self.notify_append(topic, partition)
+        return True
+
+    # --- fetch --------------------------------------------------------------------------------
+
+    def read_records(self, topic: str | None, partition: int, fetch_offset: int, max_bytes: int, *,
+                     read_committed: bool, min_one_message: bool) -> LogReadResult:
+        """Whole batches of ``topic``/``partition`` from the one holding ``fetch_offset``, at most ``max_bytes``.
+
+        Kafka's ``readFromLog`` for one partition: the slice ends below the high watermark, or
+        below the last stable offset when ``read_committed`` (then with the aborted transactions
+        it overlaps, Kafka's ``collectAbortedTransactions``); ``min_one_message`` returns a first
+        batch larger than ``max_bytes`` whole (KIP-74). Errors are in the result, not raised:
+        UNKNOWN_TOPIC_ID for ``topic`` None, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE.
+        """
+        plog = self.logs.get_log(topic, partition) if topic is not None else None
+        if plog is None:
+            code = ErrorCode.unknown_topic_id if topic is None else ErrorCode.unknown_topic_or_partition
+            return LogReadResult(code, -1, -1, -1)
+        upper = plog.last_stable_offset if read_committed else plog.high_watermark
+        try:
+            fetched = plog.read(fetch_offset, max_bytes, max_offset=upper, min_one_message=min_one_message)
+        except KafkaError as exc:
+            return LogReadResult.of(plog, exc.error_code)
+        aborted = plog.aborted_transactions(fetch_offset, upper) if read_committed and fetched.length else ()
+        return LogReadResult.of(plog, ErrorCode.none, fetched, aborted)
+
+    # --- list offsets -----------------------------------------------------------------------
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, read_committed: bool) -> tuple[int, int]:
+        """``(offset, timestamp)`` answering ListOffsets ``timestamp`` (ms, or a special target) for one partition.
+
+        Kafka's ``fetchOffsetForTimestamp``: LATEST (-1) → high watermark, or the last stable
+        offset when ``read_committed``; EARLIEST (-2) and EARLIEST_LOCAL (-4) → log start offset;
+        MAX_TIMESTAMP (-3) → the record with the largest timestamp; ``timestamp`` >= 0 → the first
+        offset whose timestamp is >= it. The timestamp is -1 for LATEST/EARLIEST; ``(-1, -1)``
+        when no record matches. Raises UnknownTopicOrPartitionError, or InvalidRequestError for
+        another negative target.
+        """
+        plog = self.logs.get_log(topic, partition)
+        if plog is None:
+            raise UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")
+        if timestamp == LATEST:
+            return (plog.last_stable_offset if read_committed else plog.high_watermark), -1
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
+            return plog.log_start_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            found = plog.max_timestamp_offset()
+        elif timestamp >= 0:
+            found = plog.offset_for_timestamp(timestamp)
+        else:
+            raise InvalidRequestError(f"timestamp {timestamp} is not a ListOffsets target")
+        return (-1, -1) if found is None else found
+
+    # --- append notifications (Fetch long poll) -------------------------------------------
+
+    def notify_append(self, topic: str, partition: int) -> None:
+        """Wake the fetches waiting on ``topic``/``partition`` (called after an append)."""
+        for fut in self._waiters.pop((topic, partition), ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def waiting_fetches(self, topic: str, partition: int) -> int:
+        """How many fetches are parked waiting for an append to ``topic``/``partition`` (for tests)."""
+        return len(self._waiters.get((topic, partition), ()))
+
+    async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:
+        """Wait until one of ``keys`` (topic, partition) gets an append or ``timeout_s`` seconds pass; True if woken."""
+        fut = asyncio.get_running_loop().create_future()
+        keys = list(keys)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            for key in keys:
+                waiting = self._waiters.get(key)
+                if waiting is not None:
+                    waiting.discard(fut)
+                    if not waiting:
+                        del self._waiters[key]
