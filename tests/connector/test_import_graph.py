@@ -2,7 +2,8 @@
 
 Every module under ``connector/pyspark_kafka`` is parsed with ``ast`` (nothing is
 imported); an edge is any import of a ``pyspark_kafka`` module, at module level
-or inside a function, relative imports resolved. ``from pkg import name`` is an
+or inside a function, relative imports resolved; imports under ``if TYPE_CHECKING:`` are
+annotations only (never run) and do not count. ``from pkg import name`` is an
 edge to ``pkg.name`` when that is a module, else to ``pkg``; importing a
 submodule is not counted as importing its parent package.
 """
@@ -19,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2] / "connector" / PACKAGE
 BROKER = f"{PACKAGE}.broker"
 # Connector modules that start the embedded broker on purpose: `pyspark-kafka broker` (cli) and the
 # pytest fixtures (testing). Everything else on the connector side must not import it.
+# Modules both sides may import: they import nothing from the package (fsync / atomic writes).
+SHARED = {f"{PACKAGE}.fsutil"}
 STARTS_BROKER = {f"{PACKAGE}.cli", f"{PACKAGE}.testing.pytest_plugin"}
 
 
@@ -41,10 +44,21 @@ def _resolve(name: str, modules: dict) -> str | None:
     return name or None
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def _imports(module: str, path: Path, is_package: bool, modules: dict, package: str = PACKAGE) -> set:
     """The package modules ``module`` imports anywhere in its code (module and function level)."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
+                 for stmt in block.body for n in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -154,5 +168,12 @@ def test_the_connector_does_not_import_the_broker():
 
 def test_the_broker_imports_only_broker_modules():
     graph = import_graph()
-    wrong = {m: sorted(t for t in ts if not _is_broker(t)) for m, ts in graph.items() if _is_broker(m)}
-    assert not any(wrong.values()), f"broker modules importing connector modules: {wrong}"
+    wrong = {m: sorted(t for t in ts if not _is_broker(t) and t not in SHARED) for m, ts in graph.items()
+             if _is_broker(m)}
+    wrong = {m: ts for m, ts in wrong.items() if ts}
+    assert not wrong, f"broker modules importing connector modules: {wrong}"
+
+
+def test_shared_modules_import_nothing_from_the_package():
+    graph = import_graph()
+    assert {m: sorted(graph[m]) for m in SHARED if graph[m]} == {}
