@@ -10,7 +10,8 @@ raises :mod:`pyspark_kafka.broker.errors` exceptions carrying their Kafka error 
 Operations (Kafka's names in parentheses): :meth:`~ReplicaManager.append_records`
 (``appendRecords``), :meth:`~ReplicaManager.read_records` (``readFromLog``),
 :meth:`~ReplicaManager.offset_for_timestamp` (``fetchOffsetForTimestamp``),
-:meth:`~ReplicaManager.append_marker` (WriteTxnMarkers), topic auto-creation and topic-id
+:meth:`~ReplicaManager.append_marker` (WriteTxnMarkers), :meth:`~ReplicaManager.delete_records`
+(``deleteRecords``), topic auto-creation and topic-id
 lookup, and the append notifications that wake long-polling fetches (``DelayedFetch``).
 """
 
@@ -29,6 +30,8 @@ from pyspark_kafka.broker.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
@@ -47,6 +50,7 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3  # KIP-734
 EARLIEST_LOCAL = -4  # KIP-405: all data is local here
+DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords: delete everything below the high watermark
 
 TransactionVerifier = Callable[[int, int, str, int], None]
 """``verify(producer_id, producer_epoch, topic, partition)``: raises KafkaError when a transactional
@@ -220,6 +224,36 @@ class ReplicaManager:
         else:
             raise InvalidRequestError(f"timestamp {timestamp} is not a ListOffsets target")
         return (-1, -1) if found is None else found
+
+    # --- delete records -----------------------------------------------------------------------
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """Move ``topic``/``partition``'s log start offset up to ``offset`` (-1: the high watermark); return it.
+
+        Kafka's ``deleteRecordsOnLocalLog`` and ``Partition.deleteRecordsOnLeader``, in their order
+        of checks: internal topics are refused (InvalidTopicError); UnknownTopicOrPartitionError;
+        a topic whose ``cleanup.policy`` lacks ``delete`` raises PolicyViolationError; an offset
+        that is negative (other than -1) or past the high watermark raises OffsetOutOfRangeError.
+        An offset at or below the current log start offset changes nothing. Closed segments wholly
+        below the new start are deleted and ``log-start-offset-checkpoint`` is rewritten before
+        this returns, so the start survives a restart. Returns the low watermark (the log start offset).
+        """
+        if topic in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"Cannot delete records of internal topic {topic}")
+        plog = self.logs.get_log(topic, partition)
+        if plog is None:
+            raise UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")
+        if not plog.config.deletes:
+            raise PolicyViolationError(
+                f"Records of partition {topic}-{partition} can not be deleted due to the configured policy "
+                f"(cleanup.policy={plog.config.cleanup_policy}: add delete to delete records)")
+        target = plog.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if target < 0:
+            raise OffsetOutOfRangeError(f"The offset {target} for partition {topic}-{partition} is not valid")
+        if plog.increment_log_start_offset(target):
+            self.logs.checkpoint()
+            log.info("deleted records of %s-%d below offset %d", topic, partition, target)
+        return plog.log_start_offset
 
     # --- append notifications (Fetch long poll) -------------------------------------------
 

@@ -513,9 +513,10 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """First offset of the oldest open transaction, else the high watermark (read_committed bound)."""
+        """First offset of the oldest open transaction (at least the log start offset), else the high
+        watermark (read_committed bound)."""
         first = self.producer_state.first_unstable_offset()
-        return self.high_watermark if first is None else min(first, self.high_watermark)
+        return self.high_watermark if first is None else min(max(first, self.log_start_offset), self.high_watermark)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions with records in ``[fetch_offset, upper_bound)`` (for read_committed fetches)."""
@@ -638,11 +639,41 @@ class PartitionLog:
         self.producer_state.on_log_start_offset(self.log_start_offset)
         return deletable
 
-    # -- truncation (for future use: DeleteRecords / replication) ---------------------------------
+    # -- DeleteRecords ------------------------------------------------------------------------
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up to ``offset`` (DeleteRecords); True when it moved.
+
+        Kafka's ``UnifiedLog.maybeIncrementLogStartOffset``: ``offset`` past the high watermark
+        raises OffsetOutOfRangeError; an offset at or below the current log start offset changes
+        nothing. The closed segments then lying wholly below the new log start offset are
+        deleted at once (Kafka leaves that to the next retention check); the start may sit inside
+        a batch: fetches below it get OFFSET_OUT_OF_RANGE, a fetch at it gets the whole batch.
+        The caller persists the new start (``log-start-offset-checkpoint``).
+        """
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {offset} of partition {self.topic}-{self.partition} "
+                f"since it is larger than the high watermark {self.high_watermark}"
+            )
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self.producer_state.on_log_start_offset(offset)
+        doomed = 0
+        while doomed < len(self.segments) - 1 and self.segments[doomed + 1].base_offset <= offset:
+            doomed += 1
+        for segment in self.segments[:doomed]:
+            log.info("%s-%s: DeleteRecords deletes segment %s", self.topic, self.partition, segment.log_path.name)
+            segment.delete()
+        del self.segments[:doomed]
+        del self._bases[:doomed]
+        return True
+
+    # -- truncation (for future use: replication) ----------------------------------------------
     def truncate_to(self, offset: int) -> None:
         """Remove every batch at or after the batch holding ``offset``; the LEO becomes that batch's base offset.
 
-        For future use (DeleteRecords, replication); Kafka's followers truncate this way.
+        For future use (replication); Kafka's followers truncate this way.
         """
         if offset >= self.log_end_offset:
             return
