@@ -34,7 +34,6 @@ DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
 NOT_SERVED = {  # tool -> (API the embedded broker does not serve yet, its Kafka API key)
     "describe-producers": ("DESCRIBE_PRODUCERS", 61),
     "log-dirs": ("DESCRIBE_LOG_DIRS", 35),
-    "alter-configs": ("INCREMENTAL_ALTER_CONFIGS", 44),
 }
 
 
@@ -171,11 +170,24 @@ def test_tools_needing_apis_the_embedded_broker_does_not_serve_yet(tool, what):
         out = tool(TRANSACTIONS, "describe-producers", "--topic", topic, "--partition", "0", ok=not embedded)
     elif what == "log-dirs":
         out = tool(LOG_DIRS, "--describe", ok=not embedded)
-    else:
-        out = tool(CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", topic,
-                   "--add-config", "retention.ms=7200000", ok=not embedded)
     if embedded:  # Kafka's admin client's two wordings of UnsupportedVersionException
         assert f"does not support {api}" in out or f"The {api} API is not supported by the cluster" in out, out
+
+
+def test_configs_alter_then_describe_shows_the_new_values(tool):
+    topic = tool.cluster.create_topic(1, config={"retention.ms": "3600000"}, prefix="tools")
+    altered = tool(CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", topic,
+                   "--add-config", "retention.ms=7200000,max.message.bytes=2000000")
+    assert f"Completed updating config for topic {topic}." in altered, altered
+    out = tool(CONFIGS, "--describe", "--entity-type", "topics", "--entity-name", topic)
+    assert re.search(r"retention\.ms=7200000 sensitive=false", out), out
+    assert re.search(r"max\.message\.bytes=2000000 sensitive=false", out), out
+    tool(CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", topic, "--delete-config", "retention.ms")
+    out = tool(CONFIGS, "--describe", "--entity-type", "topics", "--entity-name", topic)
+    assert "retention.ms=" not in out and "max.message.bytes=2000000" in out, out
+    refused = tool(CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", topic,
+                   "--add-config", "retention.ms=soon", ok=False)
+    assert "InvalidConfigurationException" in refused, refused
 
 
 def _produce(cluster, topic: str, count: int) -> None:

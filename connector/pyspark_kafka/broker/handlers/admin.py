@@ -1,4 +1,5 @@
-"""Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DescribeConfigs (32).
+"""Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DescribeConfigs (32),
+AlterConfigs (33), IncrementalAlterConfigs (44).
 
 Limits: one CreateTopics or CreatePartitions request may create at most 10,000 partitions in all
 (Kafka's controller: POLICY_VIOLATION "Excessively large number of partitions per request."), and
@@ -13,7 +14,15 @@ creates nothing. Errors are per topic, with Kafka's codes and a message naming t
 
 DescribeConfigs serves topic (2) and broker (4) resources; config sources follow Kafka:
 DYNAMIC_TOPIC_CONFIG (1) for a topic override, STATIC_BROKER_CONFIG (4) for a broker setting
-given at start, DEFAULT_CONFIG (5) otherwise. Broker configs are read-only (no AlterConfigs).
+given at start, DEFAULT_CONFIG (5) otherwise.
+
+AlterConfigs replaces all of a topic's overrides with those given; IncrementalAlterConfigs applies
+SET (0), DELETE (1), APPEND (2) and SUBTRACT (3, list configs: ``cleanup.policy``) per config.
+Both validate as CreateTopics does (INVALID_CONFIG naming the config), honour ``validate_only``,
+persist the overrides in ``__topics.json`` and apply them to the open partition logs at once.
+Errors per resource, as Kafka: INVALID_REQUEST for a null value (other than DELETE), a config
+named twice, a resource named twice, a broker resource (broker configs are read-only here: set at
+start) or another resource type; UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEPTION.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from pyspark_kafka.broker.errors import (
     PolicyViolationError,
 )
 from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
-from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST
+from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST, OP_DELETE, OP_SET
 
 
 TOPIC_RESOURCE = 2
@@ -206,3 +215,56 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
         results.append({"error_code": error_code, "error_message": message, "resource_type": res.resource_type,
                         "resource_name": res.resource_name, "configs": configs})
     return {"throttle_time": 0, "results": results}
+
+
+def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
+    """AlterConfigs / IncrementalAlterConfigs: per resource, check and apply (or only validate)."""
+    logs = ctx.broker.replica_manager.logs
+    seen = [(res.resource_type, res.resource_name) for res in request.resources]
+    responses = []
+    for res in request.resources:
+        error_code, message = ErrorCode.none, None
+        try:
+            if seen.count((res.resource_type, res.resource_name)) > 1:
+                raise InvalidRequestError(f"resource {res.resource_name!r} (type {res.resource_type}) appears more "
+                                          "than once in the request")
+            names = [c.name for c in res.configs]
+            nulls = [c.name for c in res.configs
+                     if c.value is None and getattr(c, "config_operation", OP_SET) != OP_DELETE]
+            if nulls:
+                raise InvalidRequestError(f"Null value not supported for : {', '.join(nulls)}")
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            if duplicates:
+                raise InvalidRequestError(f"Error due to duplicate config keys : {', '.join(duplicates)}")
+            if res.resource_type == BROKER_RESOURCE:
+                raise InvalidRequestError(
+                    f"Cannot update these configs dynamically: {', '.join(names) or '(none)'}: this broker's configs "
+                    "are read-only, set at start (pyspark-kafka broker --config, EmbeddedBroker(config=...))")
+            if res.resource_type != TOPIC_RESOURCE:
+                raise InvalidRequestError(f"resource type {res.resource_type} is not supported: only topic (2) "
+                                          "configs can be altered")
+            validate_topic_name(res.resource_name)
+            if incremental:
+                logs.incremental_alter_topic_configs(
+                    res.resource_name, [(c.name, c.config_operation, c.value) for c in res.configs],
+                    validate_only=request.validate_only)
+            else:
+                logs.alter_topic_configs(res.resource_name, {c.name: c.value for c in res.configs},
+                                         validate_only=request.validate_only)
+        except KafkaError as exc:
+            error_code, message = exc.error_code, str(exc)
+        responses.append({"error_code": error_code, "error_message": message, "resource_type": res.resource_type,
+                          "resource_name": res.resource_name})
+    return {"throttle_time": 0, "responses": responses}
+
+
+@register(api_key=33, min_version=0, max_version=2)
+async def alter_configs(ctx: RequestContext, request) -> dict:
+    """Replace each topic's config overrides with the given set."""
+    return _alter_configs(ctx, request, incremental=False)
+
+
+@register(api_key=44, min_version=0, max_version=1)
+async def incremental_alter_configs(ctx: RequestContext, request) -> dict:
+    """Apply SET/DELETE/APPEND/SUBTRACT to each topic's config overrides."""
+    return _alter_configs(ctx, request, incremental=True)
