@@ -2,21 +2,20 @@
 
 The tools run from the Maven Central jars of the ``apache-kafka`` backend (their main
 classes, as Kafka's ``bin/*.sh`` scripts run them) against ``embedded`` and ``apache-kafka``:
-a difference between the two is a broker bug or a pinned, documented difference. Tools that
-need an API the embedded broker does not serve yet are pinned to fail with Kafka's own
-"does not support" error there (and to work on Apache Kafka), so serving the API turns the
-pin red instead of going unnoticed. Skipped with the reason when Java/Maven are not there.
+a difference between the two is a broker bug or a pinned, documented difference. Every tool
+tested here works on both (the embedded broker serves DeleteRecords, IncrementalAlterConfigs,
+DescribeLogDirs and DescribeProducers). Skipped with the reason when Java/Maven are not there.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
 
 import pytest
 
-from integration_tests.clusters import api_versions
 from pyspark_kafka.testing import maven
 
 pytestmark = pytest.mark.slow
@@ -31,10 +30,6 @@ TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 CONFIGS = "kafka.admin.ConfigCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
-NOT_SERVED = {  # tool -> (API the embedded broker does not serve yet, its Kafka API key)
-    "describe-producers": ("DESCRIBE_PRODUCERS", 61),
-    "log-dirs": ("DESCRIBE_LOG_DIRS", 35),
-}
 
 
 @pytest.fixture(scope="module")
@@ -157,23 +152,6 @@ def test_configs_describe_shows_a_topic_override(tool):
     assert re.search(r"retention\.ms=3600000 sensitive=false", out), out
 
 
-@pytest.mark.parametrize("what", sorted(NOT_SERVED))
-def test_tools_needing_apis_the_embedded_broker_does_not_serve_yet(tool, what):
-    """Pinned gap: on ``embedded`` the tool fails with Kafka's UnsupportedVersionException naming
-    the API; on Apache Kafka it works. Serving the API must turn this test red (then: test it)."""
-    api, key = NOT_SERVED[what]
-    cluster = tool.cluster
-    embedded = cluster.name == "embedded"
-    assert (key in api_versions(cluster.bootstrap)) != embedded, f"{api} served: {cluster.name}"
-    topic = cluster.create_topic(1, prefix="tools")
-    if what == "describe-producers":
-        out = tool(TRANSACTIONS, "describe-producers", "--topic", topic, "--partition", "0", ok=not embedded)
-    elif what == "log-dirs":
-        out = tool(LOG_DIRS, "--describe", ok=not embedded)
-    if embedded:  # Kafka's admin client's two wordings of UnsupportedVersionException
-        assert f"does not support {api}" in out or f"The {api} API is not supported by the cluster" in out, out
-
-
 def test_configs_alter_then_describe_shows_the_new_values(tool):
     topic = tool.cluster.create_topic(1, config={"retention.ms": "3600000"}, prefix="tools")
     altered = tool(CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", topic,
@@ -190,10 +168,10 @@ def test_configs_alter_then_describe_shows_the_new_values(tool):
     assert "InvalidConfigurationException" in refused, refused
 
 
-def _produce(cluster, topic: str, count: int) -> None:
+def _produce(cluster, topic: str, count: int, **config) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, **config})
     for i in range(count):
         producer.produce(topic, b"v%d" % i, partition=0)
     assert producer.flush(30) == 0
@@ -210,3 +188,25 @@ def test_delete_records_moves_the_low_watermark(tool, tmp_path):
     spec.write_text('{"partitions": [{"topic": "%s", "partition": 0, "offset": 9}], "version": 1}' % topic)
     out = tool(DELETE_RECORDS, "--offset-json-file", str(spec))  # exits 0, errors per partition
     assert f"partition: {topic}-0\terror: org.apache.kafka.common.errors.OffsetOutOfRangeException" in out, out
+
+
+def test_log_dirs_lists_the_topics_partitions_with_their_sizes(tool):
+    topic = tool.cluster.create_topic(2, prefix="tools")
+    _produce(tool.cluster, topic, 5)
+    out = tool(LOG_DIRS, "--describe", "--topic-list", topic)
+    described = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    partitions = {}
+    for broker in described["brokers"]:
+        for log_dir in broker["logDirs"]:
+            assert log_dir["error"] is None, out
+            for p in log_dir["partitions"]:
+                partitions.setdefault(p["partition"], set()).add((p["size"] > 0, p["offsetLag"], p["isFuture"]))
+    assert partitions == {f"{topic}-0": {(True, 0, False)}, f"{topic}-1": {(False, 0, False)}}, out
+
+
+def test_transactions_describe_producers_lists_the_producer(tool):
+    topic = tool.cluster.create_topic(1, prefix="tools")
+    _produce(tool.cluster, topic, 3, **{"enable.idempotence": True, "acks": "all"})
+    out = tool(TRANSACTIONS, "describe-producers", "--topic", topic, "--partition", "0")
+    # ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset
+    assert re.search(r"^\d+\s+0\s+-1\s+2\s+\d+\s+None\s*$", out, re.M), out

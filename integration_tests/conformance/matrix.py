@@ -141,12 +141,11 @@ from the Maven Central jars of the `apache-kafka` backend; see [testing.md](test
 | kafka-consumer-groups (`ConsumerGroupCommand`): list, describe with lag, reset-offsets `--to-earliest --execute`, delete | ✅ as Apache Kafka |
 | kafka-get-offsets (`GetOffsetShell`): latest, earliest | ✅ as Apache Kafka |
 | kafka-transactions: list, describe | ✅ as Apache Kafka |
-| kafka-configs (`ConfigCommand`): describe a topic's overrides | ✅ as Apache Kafka |
-| kafka-dump-log (`DumpLogSegments`) on the broker's own `.log`, `.index`, `.timeindex`, `__consumer_offsets`, `__transaction_state` | ✅ valid; the producer-state `.snapshot` is this broker's own format |
-| kafka-transactions describe-producers | ❌ DescribeProducers not served |
-| kafka-log-dirs | ❌ DescribeLogDirs not served |
-| kafka-delete-records | ❌ DeleteRecords not served |
-| kafka-configs `--alter` | ❌ IncrementalAlterConfigs not served |"""
+| kafka-configs (`ConfigCommand`): describe a topic's overrides; `--alter` add and delete configs, then describe; an invalid value refused | ✅ as Apache Kafka |
+| kafka-transactions describe-producers (`TransactionsCommand`): an idempotent producer | ✅ as Apache Kafka |
+| kafka-log-dirs (`LogDirsCommand`) `--describe --topic-list`: the topic's partitions and sizes | ✅ as Apache Kafka |
+| kafka-delete-records (`DeleteRecordsCommand`): low watermark moved, earliest offset follows; an offset past the end refused | ✅ as Apache Kafka |
+| kafka-dump-log (`DumpLogSegments`) on the broker's own `.log`, `.index`, `.timeindex`, `__consumer_offsets`, `__transaction_state` | ✅ valid; the producer-state `.snapshot` is this broker's own format |"""
 """The tools section of ``docs/compatibility.md`` (asserted by the tool tests, not by the matrix)."""
 
 

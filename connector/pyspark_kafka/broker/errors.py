@@ -192,6 +192,18 @@ class UnknownTopicIdError(KafkaError):
     error_code = ErrorCode.unknown_topic_id
 
 
+class FencedLeaderEpochError(KafkaError):
+    """A request's current leader epoch is older than the leader's (FENCED_LEADER_EPOCH)."""
+
+    error_code = ErrorCode.fenced_leader_epoch
+
+
+class UnknownLeaderEpochError(KafkaError):
+    """A request's current leader epoch is newer than the leader's (UNKNOWN_LEADER_EPOCH)."""
+
+    error_code = ErrorCode.unknown_leader_epoch
+
+
 class InvalidRequiredAcksError(KafkaError):
     """Produce with ``acks`` other than 0, 1 or -1 (INVALID_REQUIRED_ACKS)."""
 

@@ -11,7 +11,9 @@ Operations (Kafka's names in parentheses): :meth:`~ReplicaManager.append_records
 (``appendRecords``), :meth:`~ReplicaManager.read_records` (``readFromLog``),
 :meth:`~ReplicaManager.offset_for_timestamp` (``fetchOffsetForTimestamp``),
 :meth:`~ReplicaManager.append_marker` (WriteTxnMarkers), :meth:`~ReplicaManager.delete_records`
-(``deleteRecords``), topic auto-creation and topic-id
+(``deleteRecords``), :meth:`~ReplicaManager.active_producers` (``activeProducerState``),
+:meth:`~ReplicaManager.partition_sizes` (``describeLogDirs``),
+:meth:`~ReplicaManager.end_offset_for_epoch` (``lastOffsetForLeaderEpoch``), topic auto-creation and topic-id
 lookup, and the append notifications that wake long-polling fetches (``DelayedFetch``).
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from pyspark_kafka.broker.config import BrokerConfig, validate_topic_name
 from pyspark_kafka.broker.errors import (
@@ -29,15 +31,17 @@ from pyspark_kafka.broker.errors import (
     InvalidRequestError,
     InvalidRequiredAcksError,
     InvalidTopicError,
+    FencedLeaderEpochError,
     KafkaError,
     OffsetOutOfRangeError,
     PolicyViolationError,
     UnknownTopicIdError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from pyspark_kafka.broker.log.manager import LogManager
 from pyspark_kafka.broker.log.partition_log import AppendResult, FetchSlice, PartitionLog
-from pyspark_kafka.broker.log.producer_state import AbortedTxn
+from pyspark_kafka.broker.log.producer_state import AbortedTxn, ProducerEntry
 from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, parse_header
 from pyspark_kafka.broker.log_escape import get_logger
 
@@ -210,9 +214,7 @@ class ReplicaManager:
         when no record matches. Raises UnknownTopicOrPartitionError, or InvalidRequestError for
         another negative target.
         """
-        plog = self.logs.get_log(topic, partition)
-        if plog is None:
-            raise UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")
+        plog = self._partition_log(topic, partition)
         if timestamp == LATEST:
             return (plog.last_stable_offset if read_committed else plog.high_watermark), -1
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -240,9 +242,7 @@ class ReplicaManager:
         """
         if topic in INTERNAL_TOPICS:
             raise InvalidTopicError(f"Cannot delete records of internal topic {topic}")
-        plog = self.logs.get_log(topic, partition)
-        if plog is None:
-            raise UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")
+        plog = self._partition_log(topic, partition)
         if not plog.config.deletes:
             raise PolicyViolationError(
                 f"Records of partition {topic}-{partition} can not be deleted due to the configured policy "
@@ -254,6 +254,52 @@ class ReplicaManager:
             self.logs.checkpoint()
             log.info("deleted records of %s-%d below offset %d", topic, partition, target)
         return plog.log_start_offset
+
+    # --- describe (DescribeProducers, DescribeLogDirs, OffsetForLeaderEpoch) -----------------
+
+    def _partition_log(self, topic: str, partition: int) -> PartitionLog:
+        """The log of ``topic``/``partition``; UnknownTopicOrPartitionError when this broker has none."""
+        plog = self.logs.get_log(topic, partition)
+        if plog is None:
+            raise UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")
+        return plog
+
+    def active_producers(self, topic: str, partition: int) -> list[ProducerEntry]:
+        """The producers ``topic``/``partition`` keeps state for (Kafka's ``activeProducerState``), by producer id.
+
+        Raises UnknownTopicOrPartitionError.
+        """
+        state = self._partition_log(topic, partition).producer_state
+        return [state.producers[pid] for pid in sorted(state.producers)]
+
+    def partition_sizes(self) -> Iterator[tuple[str, int, int]]:
+        """``(topic, partition, bytes of its .log files)`` for every open partition (DescribeLogDirs)."""
+        for (topic, partition), plog in sorted(self.logs.open_partitions().items()):
+            yield topic, partition, plog.size_in_bytes()
+
+    def end_offset_for_epoch(self, topic: str, partition: int, current_leader_epoch: int,
+                             leader_epoch: int) -> tuple[int, int]:
+        """``(leader epoch, end offset)`` answering OffsetForLeaderEpoch for one partition.
+
+        Kafka's ``Partition.lastOffsetForLeaderEpoch`` with this broker's one leader epoch (0,
+        starting at the log start offset): UnknownTopicOrPartitionError first; then a
+        ``current_leader_epoch`` other than -1 (not given) is checked against 0: lower raises
+        FencedLeaderEpochError, higher UnknownLeaderEpochError. ``leader_epoch`` 0 gives ``(0, log
+        end offset)``; below -1 ``(leader_epoch, log start offset)`` (the start of the first
+        epoch above it); -1 or above 0 ``(-1, -1)`` (undefined, without an error).
+        """
+        plog = self._partition_log(topic, partition)
+        if current_leader_epoch != -1 and current_leader_epoch < plog.leader_epoch:
+            raise FencedLeaderEpochError(f"the current leader epoch of {topic}-{partition} is {plog.leader_epoch}, "
+                                         f"newer than the request's {current_leader_epoch}: refresh metadata")
+        if current_leader_epoch > plog.leader_epoch:
+            raise UnknownLeaderEpochError(f"the current leader epoch of {topic}-{partition} is {plog.leader_epoch}, "
+                                          f"older than the request's {current_leader_epoch}")
+        if leader_epoch == plog.leader_epoch:
+            return leader_epoch, plog.log_end_offset
+        if leader_epoch < -1:
+            return leader_epoch, plog.log_start_offset
+        return -1, -1
 
     # --- append notifications (Fetch long poll) -------------------------------------------
 

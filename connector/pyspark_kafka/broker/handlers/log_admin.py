@@ -1,4 +1,5 @@
-"""Partition log administration: DeleteRecords (21).
+"""Partition log administration: DeleteRecords (21), OffsetForLeaderEpoch (23), DescribeLogDirs (35),
+DescribeProducers (61).
 
 DeleteRecords moves each partition's log start offset (its *low watermark*) up to the requested
 offset, -1 meaning the high watermark, through :meth:`ReplicaManager.delete_records
@@ -7,9 +8,24 @@ Kafka: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (internal topics),
 POLICY_VIOLATION (``cleanup.policy`` without ``delete``), OFFSET_OUT_OF_RANGE (past the high
 watermark, or negative other than -1); ``low_watermark`` is -1 with an error. Single node: the
 answer does not wait for followers (``timeout`` is not used).
+
+OffsetForLeaderEpoch: this broker has one leader epoch, 0, starting at the log start offset (see
+:meth:`ReplicaManager.end_offset_for_epoch
+<pyspark_kafka.broker.replica_manager.ReplicaManager.end_offset_for_epoch>`).
+
+DescribeLogDirs: one log dir, the data directory, with the size of each partition's ``.log``
+files, offset lag 0 and no future replicas; ``topics`` null means every partition, a named
+partition this broker lacks is left out (as Kafka does).
+
+DescribeProducers: per partition the producers whose state it keeps (idempotent or
+transactional): id, epoch, last sequence, last timestamp, the first offset of the open
+transaction (-1: none). ``coordinator_epoch`` is always -1 (the marker's coordinator epoch is
+not kept). UNKNOWN_TOPIC_OR_PARTITION for a partition this broker lacks.
 """
 
 from __future__ import annotations
+
+import shutil
 
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.handlers import RequestContext, register
@@ -30,5 +46,67 @@ async def delete_records(ctx: RequestContext, request) -> dict:
                 error_code = exc.error_code
             partitions.append({"partition_index": p.partition_index, "low_watermark": low_watermark,
                                "error_code": error_code})
+        topics.append({"name": t.name, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}
+
+
+@register(api_key=23, min_version=2, max_version=4)
+async def offset_for_leader_epoch(ctx: RequestContext, request) -> dict:
+    """Per partition: the end offset of the requested leader epoch (single node: epoch 0)."""
+    replica_manager = ctx.broker.replica_manager
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            error_code, epoch, end_offset = ErrorCode.none, -1, -1
+            try:
+                epoch, end_offset = replica_manager.end_offset_for_epoch(t.topic, p.partition, p.current_leader_epoch,
+                                                                         p.leader_epoch)
+            except KafkaError as exc:
+                error_code = exc.error_code
+            partitions.append({"error_code": error_code, "partition": p.partition, "leader_epoch": epoch,
+                               "end_offset": end_offset})
+        topics.append({"topic": t.topic, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}
+
+
+@register(api_key=35, min_version=1, max_version=5)
+async def describe_log_dirs(ctx: RequestContext, request) -> dict:
+    """The data directory with every (or every requested) partition's size in bytes."""
+    replica_manager = ctx.broker.replica_manager
+    wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
+    topics: dict[str, list[dict]] = {}
+    for topic, partition, size in replica_manager.partition_sizes():
+        if wanted is None or (topic, partition) in wanted:
+            topics.setdefault(topic, []).append({"partition_index": partition, "partition_size": size,
+                                                 "offset_lag": 0, "is_future_key": False})
+    data_dir = replica_manager.logs.data_dir
+    usage = shutil.disk_usage(data_dir)
+    result = {"error_code": ErrorCode.none, "log_dir": str(data_dir.absolute()), "total_bytes": usage.total,
+              "usable_bytes": usage.free, "is_cordoned": False,
+              "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "results": [result]}
+
+
+@register(api_key=61, min_version=0, max_version=0)
+async def describe_producers(ctx: RequestContext, request) -> dict:
+    """Per partition: the active producers (id, epoch, last sequence and timestamp, open transaction)."""
+    replica_manager = ctx.broker.replica_manager
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for index in t.partition_indexes:
+            error_code, message, producers = ErrorCode.none, None, []
+            try:
+                entries = replica_manager.active_producers(t.name, index)
+            except KafkaError as exc:
+                error_code, message = exc.error_code, str(exc)
+            else:
+                producers = [{"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
+                              "last_timestamp": e.last_timestamp, "coordinator_epoch": -1,
+                              "current_txn_start_offset": -1 if e.txn_first_offset is None else e.txn_first_offset}
+                             for e in entries]
+            partitions.append({"partition_index": index, "error_code": error_code, "error_message": message,
+                               "active_producers": producers})
         topics.append({"name": t.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
