@@ -26,48 +26,59 @@ not kept). UNKNOWN_TOPIC_OR_PARTITION for a partition this broker lacks.
 from __future__ import annotations
 
 import shutil
+from typing import Any, Callable
 
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.handlers import RequestContext, register
+
+
+def _each_partition(topics, name_key: str, partitions_key: str, answer: Callable[[str, Any], dict],
+                    failed: Callable[[Any, KafkaError], dict]) -> list[dict]:
+    """The per-topic, per-partition response list: ``answer(topic, partition)`` for each requested
+    partition, or ``failed(partition, exc)`` when it raises a KafkaError. A response topic is keyed
+    by ``name_key``, the request's own name field."""
+    out = []
+    for t in topics:
+        name = getattr(t, name_key)
+        partitions = []
+        for p in getattr(t, partitions_key):
+            try:
+                partitions.append(answer(name, p))
+            except KafkaError as exc:
+                partitions.append(failed(p, exc))
+        out.append({name_key: name, "partitions": partitions})
+    return out
 
 
 @register(api_key=21, min_version=0, max_version=2)
 async def delete_records(ctx: RequestContext, request) -> dict:
     """Per partition: the new low watermark (log start offset), or the error."""
     replica_manager = ctx.broker.replica_manager
-    topics = []
-    for t in request.topics:
-        partitions = []
-        for p in t.partitions:
-            error_code, low_watermark = ErrorCode.none, -1
-            try:
-                low_watermark = replica_manager.delete_records(t.name, p.partition_index, p.offset)
-            except KafkaError as exc:
-                error_code = exc.error_code
-            partitions.append({"partition_index": p.partition_index, "low_watermark": low_watermark,
-                               "error_code": error_code})
-        topics.append({"name": t.name, "partitions": partitions})
-    return {"throttle_time": 0, "topics": topics}
+
+    def answer(topic: str, p) -> dict:
+        low_watermark = replica_manager.delete_records(topic, p.partition_index, p.offset)
+        return {"partition_index": p.partition_index, "low_watermark": low_watermark, "error_code": ErrorCode.none}
+
+    def failed(p, exc: KafkaError) -> dict:
+        return {"partition_index": p.partition_index, "low_watermark": -1, "error_code": exc.error_code}
+
+    return {"throttle_time": 0, "topics": _each_partition(request.topics, "name", "partitions", answer, failed)}
 
 
 @register(api_key=23, min_version=2, max_version=4)
 async def offset_for_leader_epoch(ctx: RequestContext, request) -> dict:
     """Per partition: the end offset of the requested leader epoch (single node: epoch 0)."""
     replica_manager = ctx.broker.replica_manager
-    topics = []
-    for t in request.topics:
-        partitions = []
-        for p in t.partitions:
-            error_code, epoch, end_offset = ErrorCode.none, -1, -1
-            try:
-                epoch, end_offset = replica_manager.end_offset_for_epoch(t.topic, p.partition, p.current_leader_epoch,
-                                                                         p.leader_epoch)
-            except KafkaError as exc:
-                error_code = exc.error_code
-            partitions.append({"error_code": error_code, "partition": p.partition, "leader_epoch": epoch,
-                               "end_offset": end_offset})
-        topics.append({"topic": t.topic, "partitions": partitions})
-    return {"throttle_time": 0, "topics": topics}
+
+    def answer(topic: str, p) -> dict:
+        epoch, end_offset = replica_manager.end_offset_for_epoch(topic, p.partition, p.current_leader_epoch,
+                                                                 p.leader_epoch)
+        return {"error_code": ErrorCode.none, "partition": p.partition, "leader_epoch": epoch, "end_offset": end_offset}
+
+    def failed(p, exc: KafkaError) -> dict:
+        return {"error_code": exc.error_code, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+
+    return {"throttle_time": 0, "topics": _each_partition(request.topics, "topic", "partitions", answer, failed)}
 
 
 @register(api_key=35, min_version=1, max_version=5)
@@ -92,21 +103,18 @@ async def describe_log_dirs(ctx: RequestContext, request) -> dict:
 async def describe_producers(ctx: RequestContext, request) -> dict:
     """Per partition: the active producers (id, epoch, last sequence and timestamp, open transaction)."""
     replica_manager = ctx.broker.replica_manager
-    topics = []
-    for t in request.topics:
-        partitions = []
-        for index in t.partition_indexes:
-            error_code, message, producers = ErrorCode.none, None, []
-            try:
-                entries = replica_manager.active_producers(t.name, index)
-            except KafkaError as exc:
-                error_code, message = exc.error_code, str(exc)
-            else:
-                producers = [{"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
-                              "last_timestamp": e.last_timestamp, "coordinator_epoch": -1,
-                              "current_txn_start_offset": -1 if e.txn_first_offset is None else e.txn_first_offset}
-                             for e in entries]
-            partitions.append({"partition_index": index, "error_code": error_code, "error_message": message,
-                               "active_producers": producers})
-        topics.append({"name": t.name, "partitions": partitions})
-    return {"throttle_time": 0, "topics": topics}
+
+    def answer(topic: str, index: int) -> dict:
+        producers = [{"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
+                      "last_timestamp": e.last_timestamp, "coordinator_epoch": -1,
+                      "current_txn_start_offset": -1 if e.txn_first_offset is None else e.txn_first_offset}
+                     for e in replica_manager.active_producers(topic, index)]
+        return {"partition_index": index, "error_code": ErrorCode.none, "error_message": None,
+                "active_producers": producers}
+
+    def failed(index: int, exc: KafkaError) -> dict:
+        return {"partition_index": index, "error_code": exc.error_code, "error_message": str(exc),
+                "active_producers": []}
+
+    return {"throttle_time": 0,
+            "topics": _each_partition(request.topics, "name", "partition_indexes", answer, failed)}
