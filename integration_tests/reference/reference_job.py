@@ -1,0 +1,147 @@
+"""The reference job: every case through ``format("kafka")`` and ``format("pykafka")`` in one driver.
+
+``python reference_job.py --cases CASES.json --jars A.jar:B.jar``
+
+Run by :mod:`integration_tests.reference.test_reference_batch` with the interpreter of
+:func:`pyspark_kafka.testing.reference.reference_spark` (a pyspark matching the jars) as its own
+driver process: a SparkSession with ``spark.jars`` cannot join the suite's shared session. The
+jars come from the cache (nothing is downloaded at query time).
+
+``CASES.json`` is a list of ``{"name", "kind", "options", ...}``:
+
+- ``rows``: the batch read's rows (every column, binary as hex, timestamp as epoch µs), sorted;
+- ``partitions``: ``df.rdd.getNumPartitions()`` of the batch read;
+- ``error``: the read is expected to fail; the exception's class, message and the step that
+  raised it (``load`` or ``count``);
+- ``write``: ``rows`` (``key``/``value`` strings, optional ``partition``, ``headers`` as
+  ``[[k, v], ...]``, ``timestamp_ms``) written with ``options`` to ``topics[format]``.
+
+Every outcome is ``{"ok": value}`` or ``{"error": {"class", "message"}}``. Prints one JSON line
+``{"spark": VERSION, "python", "started_ms", "seconds", "cases": {name: {"kafka": outcome,
+"pykafka": outcome}}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+
+FORMATS = ("kafka", "pykafka")
+ROW_SQL = ["hex(key) AS key", "hex(value) AS value", "topic", "partition", "offset",
+           "unix_micros(timestamp) AS timestamp", "timestampType"]
+HEADERS_SQL = "transform(headers, h -> array(h.key, hex(h.value))) AS headers"
+
+
+_RAISED = re.compile(r"^([\w.]+(?:Error|Exception)): (.*)$")
+
+
+def _error(exc: BaseException) -> dict:
+    """Class and message of a failed case; for a Python data source the *innermost* raised
+    exception of the worker's traceback (Spark wraps it in ``PYTHON_DATA_SOURCE_ERROR``)."""
+    lines = str(exc).strip().splitlines()
+    raised = [m for m in (_RAISED.match(ln.strip()) for ln in lines) if m]
+    if raised:
+        return {"class": type(exc).__name__, "cause": raised[-1].group(1), "message": raised[-1].group(2)[:400]}
+    return {"class": type(exc).__name__, "message": lines[0][:400] if lines else ""}
+
+
+def _reader(spark, fmt: str, options: dict):
+    return spark.read.format(fmt).options(**options)
+
+
+def _rows(spark, fmt: str, options: dict):
+    df = _reader(spark, fmt, options).load()
+    cols = ROW_SQL + ([HEADERS_SQL] if "headers" in df.columns else [])
+    rows = [r.asDict() for r in df.selectExpr(*cols).collect()]
+    return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
+
+
+def _partitions(spark, fmt: str, options: dict):
+    return _reader(spark, fmt, options).load().rdd.getNumPartitions()
+
+
+def _expect_error(spark, fmt: str, options: dict):
+    try:
+        df = _reader(spark, fmt, options).load()
+    except Exception as exc:  # noqa: BLE001
+        raise _Failed("load", exc) from exc
+    try:
+        return f"no error: {df.count()} rows"
+    except Exception as exc:  # noqa: BLE001
+        raise _Failed("count", exc) from exc
+
+
+class _Failed(Exception):
+    """An error case's exception with the step that raised it (``load()`` or the action)."""
+
+    def __init__(self, stage: str, exc: Exception):
+        super().__init__(stage)
+        self.stage, self.exc = stage, exc
+
+
+def _write(spark, fmt: str, case: dict):
+    from pyspark.sql import types as T
+
+    header = T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])
+    fields = [T.StructField("key", T.StringType()), T.StructField("value", T.StringType())]
+    rows = case["rows"]
+    if any("partition" in r for r in rows):
+        fields.append(T.StructField("partition", T.IntegerType()))
+    if any("headers" in r for r in rows):
+        fields.append(T.StructField("headers", T.ArrayType(header)))
+    if any("timestamp_ms" in r for r in rows):
+        fields.append(T.StructField("timestamp", T.LongType()))
+    data = [tuple([r.get("key"), r.get("value")]
+                  + ([r.get("partition")] if "partition" in [f.name for f in fields] else [])
+                  + ([[(k, v.encode()) for k, v in r.get("headers", [])]]
+                     if "headers" in [f.name for f in fields] else [])
+                  + ([r.get("timestamp_ms")] if "timestamp" in [f.name for f in fields] else []))
+            for r in rows]
+    df = spark.createDataFrame(data, T.StructType(fields))
+    if "timestamp" in df.columns:
+        df = df.withColumn("timestamp", (df["timestamp"] / 1000).cast("timestamp"))
+    (df.write.format(fmt).options(**case["options"]).option("topic", case["topics"][fmt])
+     .mode("append").save())
+    return len(rows)
+
+
+def _run(spark, case: dict, fmt: str) -> dict:
+    try:
+        if case["kind"] == "rows":
+            return {"ok": _rows(spark, fmt, case["options"])}
+        if case["kind"] == "partitions":
+            return {"ok": _partitions(spark, fmt, case["options"])}
+        if case["kind"] == "error":
+            return {"ok": _expect_error(spark, fmt, case["options"])}
+        return {"ok": _write(spark, fmt, case)}
+    except _Failed as failed:
+        return {"error": {**_error(failed.exc), "stage": failed.stage}}
+    except Exception as exc:  # noqa: BLE001 - an error is a result to compare
+        return {"error": _error(exc)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", required=True)
+    ap.add_argument("--jars", required=True)
+    args = ap.parse_args()
+    cases = json.loads(open(args.cases).read())
+
+    from pyspark_kafka.spark import get_spark
+
+    spark = get_spark("pykafka-reference", conf={"spark.jars": args.jars, "spark.default.parallelism": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    out, started, started_ms = {}, time.monotonic(), int(time.time() * 1000)
+    for case in cases:
+        out[case["name"]] = {fmt: _run(spark, case, fmt) for fmt in FORMATS}
+    print(json.dumps({"spark": spark.version, "python": sys.executable, "cases": out,
+                      "started_ms": started_ms,
+                      "seconds": round(time.monotonic() - started, 1)}), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
