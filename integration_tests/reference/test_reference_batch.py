@@ -11,7 +11,8 @@ confluent-kafka, not with either connector.
 
 Which Spark runs the reference: :func:`pyspark_kafka.testing.reference.reference_spark` (the
 installed pyspark's version, or the nearest lower one Maven Central serves, with a matching
-pyspark in a cached venv); its note is printed and kept in the report. No Java, no Maven or no
+pyspark in a cached venv); its note is printed and, when the version differs from the installed
+pyspark's, given as a :class:`ReferenceVersionWarning` (pytest's warnings summary). No Java, no Maven or no
 PyPI: skipped with the reason.
 """
 
@@ -21,6 +22,7 @@ import json
 import os
 import subprocess
 import uuid
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -60,6 +62,10 @@ PINNED: dict[str, tuple[object, object, str]] = {
 """Differences kept on purpose: case -> (Spark's outcome, pykafka's outcome, reason). The outcome
 is the partition count (``partitions`` cases), ``"ok"``/``"error at load|count"`` (``error`` cases) or where
 the records' timestamps came from (``write`` cases). Listed in docs/comparison.md."""
+
+
+class ReferenceVersionWarning(UserWarning):
+    """The reference connector is not the installed pyspark's version (Maven Central lacks it)."""
 
 
 def _topic_a_records(topic_a: str) -> list[dict]:
@@ -155,6 +161,8 @@ def reference(kafka_cluster, tmp_path_factory):
     except (MavenUnavailable, ReferenceUnavailable) as e:
         pytest.skip(f"Spark's Kafka connector is not available here: {e}")
     print(ref.note)
+    if ref.version != ref.installed:  # shown in pytest's warnings summary: the reference is another Spark
+        warnings.warn(ref.note, ReferenceVersionWarning, stacklevel=1)
     topics = _write_data(kafka_cluster, uuid.uuid4().hex[:8])
     all_cases = cases(kafka_cluster.bootstrap, topics)
     path = tmp_path_factory.mktemp("reference") / "cases.json"
