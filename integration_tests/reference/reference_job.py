@@ -14,7 +14,9 @@ jars come from the cache (nothing is downloaded at query time).
 - ``error``: the read is expected to fail; the exception's class, message and the step that
   raised it (``load`` or ``count``);
 - ``write``: ``rows`` (``key``/``value`` strings, optional ``partition``, ``headers`` as
-  ``[[k, v], ...]``, ``timestamp_ms``) written with ``options`` to ``topics[format]``.
+  ``[[k, v], ...]``, ``timestamp_ms`` → a ``timestamp`` column, ``topic`` (``"@"``: this
+  connector's topic; the ``topic`` option is then not set), any other name → a string column)
+  written with ``options`` to ``topics[format]``.
 
 Every outcome is ``{"ok": value}`` or ``{"error": {"class", "message"}}``. Prints one JSON line
 ``{"spark": VERSION, "python", "started_ms", "seconds", "cases": {name: {"kafka": outcome,
@@ -82,29 +84,33 @@ class _Failed(Exception):
         self.stage, self.exc = stage, exc
 
 
+TOPIC_OF_FORMAT = "@"
+"""A ``topic`` column value replaced by the case's topic of the connector that writes."""
+
+
 def _write(spark, fmt: str, case: dict):
     from pyspark.sql import types as T
 
     header = T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])
-    fields = [T.StructField("key", T.StringType()), T.StructField("value", T.StringType())]
+    types = {"partition": T.IntegerType(), "headers": T.ArrayType(header), "timestamp_ms": T.LongType()}
     rows = case["rows"]
-    if any("partition" in r for r in rows):
-        fields.append(T.StructField("partition", T.IntegerType()))
-    if any("headers" in r for r in rows):
-        fields.append(T.StructField("headers", T.ArrayType(header)))
-    if any("timestamp_ms" in r for r in rows):
-        fields.append(T.StructField("timestamp", T.LongType()))
-    data = [tuple([r.get("key"), r.get("value")]
-                  + ([r.get("partition")] if "partition" in [f.name for f in fields] else [])
-                  + ([[(k, v.encode()) for k, v in r.get("headers", [])]]
-                     if "headers" in [f.name for f in fields] else [])
-                  + ([r.get("timestamp_ms")] if "timestamp" in [f.name for f in fields] else []))
-            for r in rows]
-    df = spark.createDataFrame(data, T.StructType(fields))
-    if "timestamp" in df.columns:
-        df = df.withColumn("timestamp", (df["timestamp"] / 1000).cast("timestamp"))
-    (df.write.format(fmt).options(**case["options"]).option("topic", case["topics"][fmt])
-     .mode("append").save())
+    names = ["key", "value"] + sorted({n for r in rows for n in r} - {"key", "value"})
+    topic = case["topics"][fmt]
+
+    def cell(row, name):
+        v = row.get(name)
+        if name == "headers":
+            return [(k, None if hv is None else hv.encode()) for k, hv in v or []]
+        return topic if name == "topic" and v == TOPIC_OF_FORMAT else v
+
+    df = spark.createDataFrame([tuple(cell(r, n) for n in names) for r in rows],
+                               T.StructType([T.StructField(n, types.get(n, T.StringType())) for n in names]))
+    if "timestamp_ms" in names:
+        df = df.withColumn("timestamp", (df["timestamp_ms"] / 1000).cast("timestamp")).drop("timestamp_ms")
+    writer = df.write.format(fmt).options(**case["options"]).mode("append")
+    if "topic" not in names:
+        writer = writer.option("topic", topic)
+    writer.save()
     return len(rows)
 
 

@@ -37,6 +37,8 @@ BACKENDS = ("embedded", "apache-kafka")
 BASE_MS = 1_700_000_000_000
 """Timestamp of the first record (2023-11-14); the record ``i`` of partition ``p`` of topic A has
 ``BASE_MS + (3 * i + p) * 1000``."""
+WRITE_CASES = ("write_keyed", "write_partition_column", "write_timestamp_column", "write_topic_column",
+               "write_extra_column")
 TOPIC_CONFIG = {"retention.ms": "-1"}  # 2023 timestamps must not be deleted by retention
 
 PINNED: dict[str, tuple[object, object, str]] = {
@@ -73,8 +75,10 @@ def _topic_a_records(topic_a: str) -> list[dict]:
     for p in range(3):
         for i in range(5):
             key = None if i % 3 == 2 else f"k{p}-{i}".encode()
-            headers = [("h", f"v{i}".encode()), ("dup", b"1"), ("dup", b"2")] if i % 2 == 0 else None
-            out.append({"key": key, "value": f"a{p}-{i}".encode(), "partition": p,
+            headers = [("h", f"v{i}".encode()), ("dup", b"1"), ("dup", b"2"), ("null", None)] if i % 2 == 0 else None
+            key = b"" if (p, i) == (1, 4) else key
+            value = None if (p, i) == (2, 3) else f"a{p}-{i}".encode()  # a tombstone
+            out.append({"key": key, "value": value, "partition": p,
                         "timestamp": BASE_MS + (3 * i + p) * 1000, "headers": headers})
     return out
 
@@ -83,13 +87,13 @@ def _write_data(cluster, run: str) -> dict:
     a = cluster.create_topic(3, TOPIC_CONFIG, prefix=f"ref-{run}-a")
     b = cluster.create_topic(2, TOPIC_CONFIG, prefix=f"ref-{run}-b")
     t = cluster.create_topic(1, TOPIC_CONFIG, prefix=f"ref-{run}-t")
-    produce(cluster.bootstrap, a, [{k: v for k, v in r.items() if v is not None or k == "key"}
+    produce(cluster.bootstrap, a, [{k: v for k, v in r.items() if v is not None or k in ("key", "value")}
                                    for r in _topic_a_records(a)])
     produce(cluster.bootstrap, b, [{"key": f"b{i}".encode(), "value": f"b{i}".encode(), "partition": i % 2,
                                     "timestamp": BASE_MS + i} for i in range(6)])
     transactions(cluster.bootstrap, t, [([b"c1", b"c2"], True), ([b"x1", b"x2"], False), ([b"c3"], True)])
     writes = {name: {fmt: cluster.create_topic(3, TOPIC_CONFIG, prefix=f"ref-{run}-w") for fmt in ("kafka", "pykafka")}
-              for name in ("write_keyed", "write_partition_column", "write_timestamp_column")}
+              for name in WRITE_CASES}
     return {"a": a, "b": b, "t": t, "pattern": f"ref-{run}-[ab]-.*", "writes": writes}
 
 
@@ -120,11 +124,19 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
         rows("ending_timestamp", subscribe=a, endingTimestamp=str(BASE_MS + 9000)),
         rows("starting_offsets_by_timestamp", subscribe=a, startingOffsetsByTimestamp=json.dumps(
             {a: {"0": BASE_MS + 3000, "1": BASE_MS, "2": BASE_MS + 12_000}})),
+        rows("ending_offsets_by_timestamp", subscribe=a, endingOffsetsByTimestamp=json.dumps(
+            {a: {"0": BASE_MS + 6000, "1": BASE_MS + 4000, "2": BASE_MS + 100_000}})),
+        rows("by_timestamp_strategy_latest", subscribe=a, startingOffsetsByTimestampStrategy="latest",
+             startingOffsetsByTimestamp=json.dumps({a: {"0": BASE_MS + 100_000, "1": BASE_MS, "2": BASE_MS}})),
+        rows("group_id_set", subscribe=a, **{"kafka.group.id": "reference-group"}),
         rows("read_uncommitted_default", subscribe=t),
         rows("read_committed", subscribe=t, **{"kafka.isolation.level": "read_committed"}),
         parts("partitions_default", subscribe=f"{a},{b}"),
         parts("partitions_min_partitions", subscribe=f"{a},{b}", minPartitions="7"),
         parts("partitions_max_records", subscribe=a, maxRecordsPerPartition="2"),
+        parts("partitions_min_and_max_records", subscribe=f"{a},{b}", minPartitions="12",
+              maxRecordsPerPartition="3", startingOffsets=json.dumps({a: {"0": 0, "1": 0, "2": 0}, b: {"0": 0, "1": 0}}),
+              endingOffsets=json.dumps({a: {"0": 5, "1": 5, "2": 5}, b: {"0": 3, "1": 3}})),
         parts("partitions_max_records_offsets_json", subscribe=a, maxRecordsPerPartition="2",
               startingOffsets=json.dumps({a: {"0": 0, "1": 0, "2": 0}}),
               endingOffsets=json.dumps({a: {"0": 5, "1": 5, "2": 5}})),
@@ -135,16 +147,31 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
         error("error_ending_earliest_batch", subscribe=a, endingOffsets="earliest"),
         error("error_starting_json_latest_batch", subscribe=a,
               startingOffsets=json.dumps({a: {"0": -1, "1": -2, "2": -2}})),
+        error("error_starting_json_missing_partition", subscribe=a,
+              startingOffsets=json.dumps({a: {"0": 0, "1": 0}})),
+        error("error_by_timestamp_past_the_end", subscribe=a,
+              startingOffsetsByTimestamp=json.dumps({a: {"0": BASE_MS + 100_000, "1": BASE_MS, "2": BASE_MS}})),
+        error("error_value_deserializer", subscribe=a, **{"kafka.value.deserializer": "x"}),
+        error("error_enable_auto_commit", subscribe=a, **{"kafka.enable.auto.commit": "true"}),
+        error("error_auto_offset_reset", subscribe=a, **{"kafka.auto.offset.reset": "earliest"}),
+        error("error_min_partitions_zero", subscribe=a, minPartitions="0"),
         error("error_key_deserializer", subscribe=a, **{"kafka.key.deserializer": "x"}),
         error("unknown_kafka_option", subscribe=a, **{"kafka.no.such.setting": "1"}),
         {"name": "write_keyed", "kind": "write", "options": boot, "rows": keyed,
          "topics": topics["writes"]["write_keyed"]},
         {"name": "write_partition_column", "kind": "write", "options": boot,
-         "rows": [{"key": None if i % 2 else f"p{i}", "value": f"v{i}", "partition": i % 3} for i in range(12)],
+         "rows": [{"key": None if i % 2 else f"p{i}", "value": None if i % 4 == 3 else f"v{i}", "partition": i % 3,
+                   "headers": [["n", None]] if i % 5 == 0 else []} for i in range(12)],
          "topics": topics["writes"]["write_partition_column"]},
         {"name": "write_timestamp_column", "kind": "write", "options": boot,
          "rows": [{"key": f"t{i}", "value": f"v{i}", "timestamp_ms": BASE_MS + i * 1000} for i in range(6)],
          "topics": topics["writes"]["write_timestamp_column"]},
+        {"name": "write_topic_column", "kind": "write", "options": boot,
+         "rows": [{"key": f"c{i}", "value": f"v{i}", "topic": "@"} for i in range(9)],
+         "topics": topics["writes"]["write_topic_column"]},
+        {"name": "write_extra_column", "kind": "write", "options": boot,
+         "rows": [{"key": f"e{i}", "value": f"v{i}", "extra": "x"} for i in range(6)],
+         "topics": topics["writes"]["write_extra_column"]},
     ]
 
 
@@ -191,8 +218,7 @@ def _outcome(side: dict) -> str:
 
 def _case_names(kind: str) -> list[str]:
     return [c["name"] for c in cases("", {"a": "a", "b": "b", "t": "t", "pattern": "",
-                                          "writes": {n: {} for n in ("write_keyed", "write_partition_column",
-                                                                     "write_timestamp_column")}})
+                                          "writes": {n: {} for n in WRITE_CASES}})
             if c["kind"] in kind]
 
 
