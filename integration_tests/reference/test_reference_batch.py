@@ -70,7 +70,9 @@ class ReferenceVersionWarning(UserWarning):
     """The reference connector is not the installed pyspark's version (Maven Central lacks it)."""
 
 
-def _topic_a_records(topic_a: str) -> list[dict]:
+def _topic_a_records() -> list[dict]:
+    """Topic A: 3 partitions x 5 records; null and empty keys, a tombstone, headers (repeated keys, a
+    null value) on every other record, explicit timestamps."""
     out = []
     for p in range(3):
         for i in range(5):
@@ -88,7 +90,7 @@ def _write_data(cluster, run: str) -> dict:
     b = cluster.create_topic(2, TOPIC_CONFIG, prefix=f"ref-{run}-b")
     t = cluster.create_topic(1, TOPIC_CONFIG, prefix=f"ref-{run}-t")
     produce(cluster.bootstrap, a, [{k: v for k, v in r.items() if v is not None or k in ("key", "value")}
-                                   for r in _topic_a_records(a)])
+                                   for r in _topic_a_records()])
     produce(cluster.bootstrap, b, [{"key": f"b{i}".encode(), "value": f"b{i}".encode(), "partition": i % 2,
                                     "timestamp": BASE_MS + i} for i in range(6)])
     transactions(cluster.bootstrap, t, [([b"c1", b"c2"], True), ([b"x1", b"x2"], False), ([b"c3"], True)])
@@ -177,7 +179,7 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def reference(kafka_cluster, tmp_path_factory):
-    """``(cases, job output)`` of the one reference job of this backend."""
+    """``(cases by name, job output, cluster)`` of the one reference job of this backend."""
     if kafka_cluster.name not in BACKENDS:
         pytest.skip(f"the differential suite runs on {', '.join(BACKENDS)} only (time budget)")
     from pyspark_kafka.testing.maven import MavenUnavailable
