@@ -18,6 +18,7 @@ PyPI: skipped with the reason.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -64,6 +65,15 @@ PINNED: dict[str, tuple[object, object, str]] = {
 """Differences kept on purpose: case -> (Spark's outcome, pykafka's outcome, reason). The outcome
 is the partition count (``partitions`` cases), ``"ok"``/``"error at load|count"`` (``error`` cases) or where
 the records' timestamps came from (``write`` cases). Listed in docs/comparison.md."""
+
+
+@functools.cache
+def _reference_spark():
+    """:func:`~pyspark_kafka.testing.reference.reference_spark` once per session (it asks Maven for
+    each version not served before the one that is: a few seconds)."""
+    from pyspark_kafka.testing.reference import reference_spark
+
+    return reference_spark()
 
 
 class ReferenceVersionWarning(UserWarning):
@@ -183,10 +193,10 @@ def reference(kafka_cluster, tmp_path_factory):
     if kafka_cluster.name not in BACKENDS:
         pytest.skip(f"the differential suite runs on {', '.join(BACKENDS)} only (time budget)")
     from pyspark_kafka.testing.maven import MavenUnavailable
-    from pyspark_kafka.testing.reference import ReferenceUnavailable, reference_spark
+    from pyspark_kafka.testing.reference import ReferenceUnavailable
 
     try:
-        ref = reference_spark()
+        ref = _reference_spark()
     except (MavenUnavailable, ReferenceUnavailable) as e:
         pytest.skip(f"Spark's Kafka connector is not available here: {e}")
     print(ref.note)
