@@ -392,9 +392,13 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None, max_
 
     Empty ranges are dropped. With ``max_records_per_partition`` each range is
     cut into ``ceil(size / max)`` pieces. If ``min_partitions`` exceeds the
-    number of pieces, each piece is cut again into
-    ``max(round(size / total * min_partitions), 1)`` pieces. Pieces are equal
-    up to rounding; the last piece of a range takes the remainder.
+    number of pieces, the pieces are split as Spark ≥ 3.3 does (SPARK-36576): a
+    piece whose proportional share ``round(size / total * min_partitions)`` is 1
+    stays whole, and so does every other piece of its topic-partition; the rest
+    are cut into ``max(round(size / rest_total * (min_partitions - whole)), 1)``
+    pieces, where ``whole`` counts the pieces left whole. Pieces are equal up to
+    rounding; the last piece of a range takes the remainder. Checked against
+    Spark 4.2.0 by ``integration_tests/reference`` (``partitions_*`` cases).
     """
     out = [r for r in ranges if r.size > 0]
     if (min_partitions is None or len(out) >= min_partitions) and max_records_per_partition is None:
@@ -403,13 +407,23 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None, max_
         out = [p for r in out for p in _divide(r, math.ceil(r.size / max_records_per_partition)) if p.size > 0]
     if min_partitions is not None and min_partitions > len(out):
         total = sum(r.size for r in out)
+        whole = [r for r in out if _part_count(r.size, total, min_partitions) == 1]
+        whole_partitions = {(r.topic, r.partition) for r in whole}
+        rest_total = total - sum(r.size for r in whole)
+        rest_min = max(min_partitions - len(whole), 1)
         out = [
             p
             for r in out
-            for p in _divide(r, max(_round_half_up(r.size / total * min_partitions), 1))
+            for p in _divide(r, 1 if (r.topic, r.partition) in whole_partitions
+                             else _part_count(r.size, rest_total, rest_min))
             if p.size > 0
         ]
     return out
+
+
+def _part_count(size: int, total: int, parts: int) -> int:
+    """Spark's ``getPartCount``: ``max(Math.round(size / total * parts), 1)``."""
+    return max(_round_half_up(size / total * parts), 1)
 
 
 def _round_half_up(x: float) -> int:

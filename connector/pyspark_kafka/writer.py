@@ -13,8 +13,10 @@ column          type                                        meaning
 ``timestamp``   timestamp (or double: seconds)              CreateTime of the record
 ==============  ==========================================  ==============================
 
-Unlike Spark's sink, any other column is an error (:class:`~pyspark_kafka.errors.SchemaError`
-on the driver, before anything is sent), so a misspelt column never silently drops data.
+Any other column is ignored, as Spark's sink ignores it, with one warning naming it (checked
+against Spark's sink: ``integration_tests/reference``, case ``write_extra_column``); a column of
+a known name with the wrong type is a :class:`~pyspark_kafka.errors.SchemaError` on the driver,
+before anything is sent.
 
 Each Spark task produces its rows with one confluent-kafka ``Producer`` (``kafka.*``
 options passed through; defaults ``acks=all``, ``enable.idempotence=true``,

@@ -214,12 +214,23 @@ def test_plan_ranges_data_loss_can_raise():
         ([R("t", 0, 1, 4), R("t", 1, 1, 4)], 2, None, [R("t", 0, 1, 4), R("t", 1, 1, 4)]),
         # Spark's KafkaOffsetRangeCalculatorSuite: one range into minPartitions pieces
         ([R("t", 0, 1, 4)], 3, None, [R("t", 0, 1, 2), R("t", 0, 2, 3), R("t", 0, 3, 4)]),
-        # skewed ranges split proportionally, Java Math.round half up: 4/24*3=0.5 -> 1, 20/24*3=2.5 -> 3
+        # skewed ranges (SPARK-36576): 4/24*3 = 0.5 rounds half up to 1, so t-1 stays whole and t-2
+        # gets the other 3 - 1 = 2 pieces (not round(20/24*3) = 3)
         (
             [R("t", 1, 1, 5), R("t", 2, 1, 21)],
             3,
             None,
-            [R("t", 1, 1, 5), R("t", 2, 1, 7), R("t", 2, 7, 14), R("t", 2, 14, 21)],
+            [R("t", 1, 1, 5), R("t", 2, 1, 11), R("t", 2, 11, 21)],
+        ),
+        # measured on Spark 4.2.0 (integration_tests/reference, partitions_min_and_max_records): pieces
+        # of at most 3 (a: 2+3 per partition, b: 3), then minPartitions=12: the 2-record pieces stay
+        # whole and so do their partitions' 3-record pieces; b's pieces get round(3/15*9) = 2 -> 10
+        (
+            [R("a", p, 0, 5) for p in range(3)] + [R("b", p, 0, 3) for p in range(2)],
+            12,
+            3,
+            [x for p in range(3) for x in (R("a", p, 0, 2), R("a", p, 2, 5))]
+            + [x for p in range(2) for x in (R("b", p, 0, 1), R("b", p, 1, 3))],
         ),
         # maxRecordsPerPartition: ceil(100/30) = 4 pieces of 25
         ([R("t", 0, 0, 100)], None, 30, [R("t", 0, 0, 25), R("t", 0, 25, 50), R("t", 0, 50, 75), R("t", 0, 75, 100)]),

@@ -125,3 +125,54 @@ def kafka_classpath(version: str | None = None) -> str:
     """:func:`kafka_libs` joined with ``os.pathsep`` for ``java -cp``. Raises :class:`MavenUnavailable`."""
     require_tools("java")
     return os.pathsep.join(str(p) for p in kafka_libs(version))
+
+
+SPARK_KAFKA_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+SPARK_KAFKA_JARS = ("spark-sql-kafka-0-10_2.13-", "spark-token-provider-kafka-0-10_2.13-", "kafka-clients-",
+                    "commons-pool2-")
+"""Jars of the connector's runtime dependencies that ``spark.jars`` gets; the rest Maven lists
+(Scala, Hadoop client, compression codecs, SLF4J) is already in pyspark's ``jars/`` and must not
+be put on the classpath a second time."""
+
+
+def installed_spark_version() -> str:
+    """The installed pyspark's version (``4.3.0``); ``.devN``/``rcN`` suffixes dropped."""
+    import pyspark
+
+    return ".".join(pyspark.__version__.split(".")[:3]).split("rc")[0].split(".dev")[0]
+
+
+def spark_version_candidates(version: str) -> list[str]:
+    """The versions :func:`spark_kafka_libs` tries, nearest first: ``version``, the lower patches
+    of its minor, then the previous minor's patches 2, 1 and 0 (a short, bounded list: no registry
+    scan). ``4.3.0`` → ``[4.3.0, 4.2.2, 4.2.1, 4.2.0]``; ``4.2.1`` → ``[4.2.1, 4.2.0, 4.1.2, 4.1.1, 4.1.0]``."""
+    major, minor, patch = (int(x) for x in version.split(".")[:3])
+    out = [f"{major}.{minor}.{p}" for p in range(patch, -1, -1)]
+    if minor > 0:
+        out += [f"{major}.{minor - 1}.{p}" for p in (2, 1, 0)]
+    return out
+
+
+def spark_kafka_libs(spark_version: str | None = None) -> tuple[str, list[Path]]:
+    """Spark's own Kafka connector (``spark-sql-kafka-0-10_2.13``) with its runtime dependencies
+    (``spark-token-provider-kafka-0-10``, ``kafka-clients``, ``commons-pool2``) for ``spark.jars``.
+
+    ``spark_version`` defaults to the installed pyspark's. When Maven Central does not serve that
+    version, the nearest lower one of :func:`spark_version_candidates` that it serves is used.
+    Returns ``(version_used, jars)``; the caller must say when ``version_used`` differs from the
+    Spark it runs on. Raises :class:`MavenUnavailable` naming every version tried.
+    """
+    version = spark_version or installed_spark_version()
+    reasons = []
+    for candidate in spark_version_candidates(version):
+        try:
+            jars = resolve(f"spark-sql-kafka-{candidate}", [f"{SPARK_KAFKA_ARTIFACT}:{candidate}"])
+        except MavenUnavailable as e:
+            if shutil.which("mvn") is None:
+                raise
+            lines = str(e).splitlines()
+            reasons.append(f"{candidate}: " + next((ln for ln in lines if "not found" in ln), lines[0]))
+            continue
+        return candidate, [j for j in jars if j.name.startswith(SPARK_KAFKA_JARS)]
+    raise MavenUnavailable(f"Maven Central serves none of {SPARK_KAFKA_ARTIFACT} "
+                           f"{', '.join(spark_version_candidates(version))}:\n" + "\n".join(reasons))

@@ -1,0 +1,166 @@
+"""The reference job: every case through ``format("kafka")`` and ``format("pykafka")`` in one driver.
+
+``python reference_job.py --cases CASES.json --jars A.jar,B.jar [--threads 3]``
+
+Run by :mod:`integration_tests.reference.test_reference_batch` with the interpreter of
+:func:`pyspark_kafka.testing.reference.reference_spark` (a pyspark matching the jars) as its own
+driver process: a SparkSession with ``spark.jars`` cannot join the suite's shared session. The
+jars come from the cache (nothing is downloaded at query time).
+
+``CASES.json`` is a list of ``{"name", "kind", "options", ...}``:
+
+- ``rows``: the batch read's rows (every column, binary as hex, timestamp as epoch µs), sorted;
+- ``partitions``: ``df.rdd.getNumPartitions()`` of the batch read;
+- ``error``: the read is expected to fail; the exception's class, message and the step that
+  raised it (``load`` or ``count``);
+- ``write``: ``rows`` (``key``/``value`` strings, optional ``partition``, ``headers`` as
+  ``[[k, v], ...]``, ``timestamp_ms`` → a ``timestamp`` column, ``topic`` (``"@"``: this
+  connector's topic; the ``topic`` option is then not set), any other name → a string column)
+  written with ``options`` to ``topics[format]``.
+
+Every outcome is ``{"ok": value}`` or ``{"error": {"class", "message"}}``. Prints one JSON line
+``{"spark": VERSION, "python", "started_ms", "seconds", "case_seconds", "cases": {name: {"kafka": outcome,
+"pykafka": outcome}}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+FORMATS = ("kafka", "pykafka")
+ROW_SQL = ["hex(key) AS key", "hex(value) AS value", "topic", "partition", "offset",
+           "unix_micros(timestamp) AS timestamp", "timestampType"]
+HEADERS_SQL = "transform(headers, h -> array(h.key, hex(h.value))) AS headers"
+
+
+_RAISED = re.compile(r"^([\w.]+(?:Error|Exception)): (.*)$")
+
+
+def _error(exc: BaseException) -> dict:
+    """Class and message of a failed case; for a Python data source the *innermost* raised
+    exception of the worker's traceback (Spark wraps it in ``PYTHON_DATA_SOURCE_ERROR``)."""
+    lines = str(exc).strip().splitlines()
+    raised = [m for m in (_RAISED.match(ln.strip()) for ln in lines) if m]
+    if raised:
+        return {"class": type(exc).__name__, "cause": raised[-1].group(1), "message": raised[-1].group(2)[:400]}
+    return {"class": type(exc).__name__, "message": lines[0][:400] if lines else ""}
+
+
+def _reader(spark, fmt: str, options: dict):
+    return spark.read.format(fmt).options(**options)
+
+
+def _rows(spark, fmt: str, options: dict):
+    df = _reader(spark, fmt, options).load()
+    cols = ROW_SQL + ([HEADERS_SQL] if "headers" in df.columns else [])
+    rows = [r.asDict() for r in df.selectExpr(*cols).collect()]
+    return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
+
+
+def _partitions(spark, fmt: str, options: dict):
+    return _reader(spark, fmt, options).load().rdd.getNumPartitions()
+
+
+def _expect_error(spark, fmt: str, options: dict):
+    try:
+        df = _reader(spark, fmt, options).load()
+    except Exception as exc:  # noqa: BLE001
+        raise _Failed("load", exc) from exc
+    try:
+        return f"no error: {df.count()} rows"
+    except Exception as exc:  # noqa: BLE001
+        raise _Failed("count", exc) from exc
+
+
+class _Failed(Exception):
+    """An error case's exception with the step that raised it (``load()`` or the action)."""
+
+    def __init__(self, stage: str, exc: Exception):
+        super().__init__(stage)
+        self.stage, self.exc = stage, exc
+
+
+TOPIC_OF_FORMAT = "@"
+"""A ``topic`` column value replaced by the case's topic of the connector that writes."""
+
+
+def _write(spark, fmt: str, case: dict):
+    from pyspark.sql import types as T
+
+    header = T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])
+    types = {"partition": T.IntegerType(), "headers": T.ArrayType(header), "timestamp_ms": T.LongType()}
+    rows = case["rows"]
+    names = ["key", "value"] + sorted({n for r in rows for n in r} - {"key", "value"})
+    topic = case["topics"][fmt]
+
+    def cell(row, name):
+        v = row.get(name)
+        if name == "headers":
+            return [(k, None if hv is None else hv.encode()) for k, hv in v or []]
+        return topic if name == "topic" and v == TOPIC_OF_FORMAT else v
+
+    df = spark.createDataFrame([tuple(cell(r, n) for n in names) for r in rows],
+                               T.StructType([T.StructField(n, types.get(n, T.StringType())) for n in names]))
+    if "timestamp_ms" in names:
+        df = df.withColumn("timestamp", (df["timestamp_ms"] / 1000).cast("timestamp")).drop("timestamp_ms")
+    writer = df.write.format(fmt).options(**case["options"]).mode("append")
+    if "topic" not in names:
+        writer = writer.option("topic", topic)
+    writer.save()
+    return len(rows)
+
+
+def _run(spark, case: dict, fmt: str) -> dict:
+    try:
+        if case["kind"] == "rows":
+            return {"ok": _rows(spark, fmt, case["options"])}
+        if case["kind"] == "partitions":
+            return {"ok": _partitions(spark, fmt, case["options"])}
+        if case["kind"] == "error":
+            return {"ok": _expect_error(spark, fmt, case["options"])}
+        return {"ok": _write(spark, fmt, case)}
+    except _Failed as failed:
+        return {"error": {**_error(failed.exc), "stage": failed.stage}}
+    except Exception as exc:  # noqa: BLE001 - an error is a result to compare
+        return {"error": _error(exc)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", required=True)
+    ap.add_argument("--jars", required=True)
+    ap.add_argument("--threads", type=int, default=3)
+    args = ap.parse_args()
+    cases = json.loads(open(args.cases).read())
+
+    from pyspark_kafka.spark import get_spark
+
+    spark = get_spark("pykafka-reference", conf={"spark.jars": args.jars, "spark.default.parallelism": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    out, started, started_ms = {}, time.monotonic(), int(time.time() * 1000)
+    seconds = {}
+
+    def run(case, fmt):
+        t0 = time.monotonic()
+        result = _run(spark, case, fmt)
+        seconds[f"{case['name']}/{fmt}"] = round(time.monotonic() - t0, 2)
+        return case["name"], fmt, result
+
+    # Spark runs jobs of several threads at once; most of a case is waiting (Kafka round trips,
+    # Python workers), so a few threads shorten the job without changing any result.
+    with ThreadPoolExecutor(args.threads) as pool:
+        for name, fmt, result in pool.map(lambda pair: run(*pair), [(c, f) for c in cases for f in FORMATS]):
+            out.setdefault(name, {})[fmt] = result
+    print(json.dumps({"spark": spark.version, "python": sys.executable, "cases": out,
+                      "started_ms": started_ms, "case_seconds": seconds,
+                      "seconds": round(time.monotonic() - started, 1)}), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
