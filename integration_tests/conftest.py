@@ -1,8 +1,10 @@
 """Fixtures of the integration suite.
 
-- ``kafka_cluster``: a :class:`~integration_tests.clusters.Cluster`, parametrized over the
-  backends ``embedded`` (always), ``apache-kafka`` and ``apache-kafka-cluster`` (Apache Kafka
-  from Maven Central's jars, 1 and 3 nodes, when Java and Maven are there) and ``env``
+- ``kafka_cluster``: a :class:`~pyspark_kafka.testing.clusters.Cluster` started by the
+  package's :func:`~pyspark_kafka.testing.clusters.start` (as the users' pytest plugin does; one
+  implementation), parametrized over the backends ``embedded`` (always), ``apache-kafka`` and
+  ``apache-kafka-cluster`` (Apache Kafka from Maven Central's jars, 1 and 3 nodes, when Java
+  and Maven are there; one node falls back to testcontainers) and ``env``
   (``KAFKA_BOOTSTRAP_SERVERS``). A backend that cannot start skips its tests with the reason.
   Session-scoped: each backend starts once; pytest groups tests by backend and stops one
   backend before it starts the next.
@@ -22,13 +24,7 @@ from integration_tests import clusters
 
 
 def _start(backend: str, stack: contextlib.ExitStack, tmp_path_factory) -> clusters.Cluster:
-    if backend == "embedded":
-        return stack.enter_context(clusters.embedded(tmp_path_factory.mktemp("embedded-broker")))
-    if backend == "apache-kafka":
-        return stack.enter_context(clusters.apache_kafka(1))
-    if backend == "apache-kafka-cluster":
-        return stack.enter_context(clusters.apache_kafka(3))
-    return stack.enter_context(clusters.from_env())
+    return stack.enter_context(clusters.start(backend, tmp_path_factory.mktemp(backend)))
 
 
 @pytest.fixture(scope="session", params=clusters.BACKENDS)
@@ -55,7 +51,7 @@ def apache_kafka_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def embedded_cluster(tmp_path_factory):
-    with clusters.embedded(tmp_path_factory.mktemp("conformance-broker")) as cluster:
+    with clusters.start("embedded", tmp_path_factory.mktemp("conformance-broker")) as cluster:
         yield cluster
 
 

@@ -15,7 +15,8 @@ USER_TESTS = '''
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 
-def test_round_trip(kafka_bootstrap_servers, kafka_topic):
+def test_round_trip(kafka_cluster, kafka_bootstrap_servers, kafka_topic):
+    assert kafka_cluster.name == "embedded" and kafka_cluster.bootstrap == kafka_bootstrap_servers
     topic = kafka_topic(partitions=2)
     producer = Producer({"bootstrap.servers": kafka_bootstrap_servers})
     for i in range(4):
@@ -45,6 +46,12 @@ def test_an_unknown_backend_is_a_usage_error(tmp_path):
     result = _run_user_suite(tmp_path, env={"PYSPARK_KAFKA_BACKEND": "kafka-9"})
     assert result.returncode != 0
     assert "PYSPARK_KAFKA_BACKEND='kafka-9' is not one of embedded, apache-kafka" in result.stdout + result.stderr
+
+
+def test_the_env_backend_without_the_variable_is_skipped_with_the_reason(tmp_path):
+    result = _run_user_suite(tmp_path, "--kafka-backend", "env", env={"KAFKA_BOOTSTRAP_SERVERS": ""})
+    assert result.returncode == 0 and "1 skipped" in result.stdout, result.stdout + result.stderr
+    assert "env: KAFKA_BOOTSTRAP_SERVERS is not set" in result.stdout
 
 
 def test_apache_kafka_without_maven_is_skipped_with_the_reason(tmp_path):

@@ -19,10 +19,11 @@ PACKAGE = "pyspark_kafka"
 ROOT = Path(__file__).resolve().parents[2] / "connector" / PACKAGE
 BROKER = f"{PACKAGE}.broker"
 # Connector modules that start the embedded broker on purpose: `pyspark-kafka broker` (cli) and the
-# pytest fixtures (testing). Everything else on the connector side must not import it.
+# test clusters of the pytest plugin and the integration suite (testing.clusters). Everything else on
+# the connector side must not import it.
 # Modules both sides may import: they import nothing from the package (fsync / atomic writes).
 SHARED = {f"{PACKAGE}.fsutil"}
-STARTS_BROKER = {f"{PACKAGE}.cli", f"{PACKAGE}.testing.pytest_plugin"}
+STARTS_BROKER = {f"{PACKAGE}.cli", f"{PACKAGE}.testing.clusters"}
 
 
 def _module_name(path: Path) -> str:
