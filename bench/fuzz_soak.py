@@ -3,7 +3,7 @@
 Usage: ``python bench/fuzz_soak.py [--frames 20000] [--seed 1] [--rounds 4]``
 
 Starts ``pyspark-kafka broker`` as a child process, writes guard data with confluent-kafka,
-then sends ``--frames`` mutated client frames (``tests/broker/fuzz_mutate.py``: bit flips,
+then sends ``--frames`` mutated client frames (``tests/support/fuzz_mutate.py``: bit flips,
 truncation, lying sizes and counts, null arrays, bad api keys, CRC-valid lying batches,
 compression bombs) in ``--rounds`` rounds, and reports after each round the broker's resident
 memory (VmRSS), how many connections it closed, and whether the guard data still reads back.
