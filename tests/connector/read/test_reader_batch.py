@@ -200,11 +200,11 @@ def test_long_ranges_come_in_bounded_batches_from_a_reused_consumer(bootstrap, m
     assert all(b.num_rows <= BATCH_ROWS for b in batches) and len(batches) >= 3
     assert [v for b in batches for v in b.column("value").to_pylist()] == [b"%06d" % i for i in range(count)]
     assert clients.idle_consumer_count() == 1
-    (pooled,) = [c for _, c in clients._idle]
+    (pooled,) = [c for _, c in clients.CONSUMERS.idle()]
 
     # the next range of the same query borrows the same consumer
     assert sum(b.num_rows for b in reader.read(part)) == count
-    assert [c for _, c in clients._idle] == [pooled]
+    assert [c for _, c in clients.CONSUMERS.idle()] == [pooled]
 
     # a read abandoned half way closes its consumer instead of pooling it in an unknown state
     it = reader.read(part)

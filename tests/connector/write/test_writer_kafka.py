@@ -332,7 +332,7 @@ def test_partition_added_during_a_task_is_found_by_refreshing_metadata(bootstrap
 def _idle_producers(client_id: str) -> list:
     from pyspark_kafka import writer
 
-    return [p.producer for p in writer._idle_producers if dict(p.key).get("client.id") == client_id]
+    return [p.producer for key, p in writer.PRODUCERS.idle() if dict(key).get("client.id") == client_id]
 
 
 def test_producer_is_reused_by_the_next_task_and_dropped_after_a_failure(bootstrap, make_topic):
