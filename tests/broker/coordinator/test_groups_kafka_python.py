@@ -12,23 +12,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 
-from support.topics import create_topic
-from pyspark_kafka.broker import EmbeddedBroker
-
-DEADLINE_S = 45.0
-PARTITIONS = 6
-BROKER_CONFIG = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
-
-
-@pytest.fixture(scope="module")
-def gbroker(tmp_path_factory):
-    with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("groups-kafka-python"), config=BROKER_CONFIG) as b:
-        yield b
-
-
-@pytest.fixture
-def topic(gbroker):
-    return create_topic(gbroker.bootstrap_servers, f"kp-{uuid.uuid4().hex[:10]}", PARTITIONS)
+from support.groups import DEADLINE_S, PARTITIONS
 
 
 def make_consumer(bootstrap: str, group: str, topic: str, **extra) -> KafkaConsumer:

@@ -15,29 +15,7 @@ import uuid
 import pytest
 from confluent_kafka import KafkaException
 
-from support.topics import create_topic
-from pyspark_kafka.broker import EmbeddedBroker
-from test_groups_confluent import (
-    BROKER_CONFIG,
-    DEADLINE_S,
-    PARTITIONS,
-    ChildConsumer,
-    assigned,
-    make_consumer,
-    poll_until,
-    produce,
-)
-
-
-@pytest.fixture(scope="module")
-def gbroker(tmp_path_factory):
-    with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("groups-rebalance"), config=BROKER_CONFIG) as b:
-        yield b
-
-
-@pytest.fixture
-def topic(gbroker):
-    return create_topic(gbroker.bootstrap_servers, f"rb-{uuid.uuid4().hex[:10]}", PARTITIONS)
+from support.groups import DEADLINE_S, PARTITIONS, ChildConsumer, assigned, make_consumer, poll_until, produce
 
 
 def test_member_dying_between_auto_commits_causes_redelivery(gbroker, topic):

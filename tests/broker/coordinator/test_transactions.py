@@ -12,67 +12,17 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
-from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 
 from support.topics import create_topic
 from pyspark_kafka.broker import EmbeddedBroker
 from support.records import read_all, values
 from support.wire import WireClient
+from support.transactions import DEADLINE_S, describe, list_offset, new_id, produce_txn, txn_producer
+from support.waiting import wait_until
 
-DEADLINE_S = 30.0
 INVALID_TRANSACTION_TIMEOUT = 50
 TRANSACTIONAL_ID_NOT_FOUND = 105
-
-
-def new_id() -> str:
-    return f"tx-{uuid.uuid4().hex}"
-
-
-def txn_producer(bootstrap: str, transactional_id: str | None = None, **conf) -> Producer:
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id or new_id(),
-                  "linger.ms": 5, **conf})
-    p.init_transactions(DEADLINE_S)
-    return p
-
-
-def produce_txn(p: Producer, topic: str, items: list[bytes], partitions: int, commit: bool) -> None:
-    p.begin_transaction()
-    for i, v in enumerate(items):
-        p.produce(topic, value=v, partition=i % partitions)
-    if commit:
-        p.commit_transaction(DEADLINE_S)
-    else:
-        assert p.flush(DEADLINE_S) == 0  # the records are in the log before the abort
-        p.abort_transaction(DEADLINE_S)
-
-
-def list_offset(bootstrap: str, topic: str, partition: int, isolation_level: int) -> int:
-    """ListOffsets LATEST (-1) with ``isolation_level`` 0 (read_uncommitted) or 1 (read_committed)."""
-    with WireClient(bootstrap) as client:
-        response = client.request(ListOffsetsRequest(
-            replica_id=-1, isolation_level=isolation_level,
-            topics=(ListOffsetsTopic(name=topic, partitions=(
-                ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=-1),)),)))
-    p = response.topics[0].partitions[0]
-    assert p.error_code == 0
-    return p.offset
-
-
-def describe(bootstrap: str, transactional_id: str):
-    with WireClient(bootstrap) as client:
-        return client.request(DescribeTransactionsRequest(transactional_ids=(transactional_id,))).transaction_states[0]
-
-
-def wait_for(condition, what: str, deadline_s: float = DEADLINE_S):
-    """Poll ``condition()`` until truthy (bounded); returns its value."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def test_commit_is_visible_abort_is_not(bootstrap, make_topic):
@@ -261,7 +211,8 @@ def test_coordinator_aborts_a_timed_out_transaction(tmp_path):
             p.produce(topic, value=b"late-%d" % i, partition=0)
         assert p.flush(DEADLINE_S) == 0
         assert list_offset(bootstrap, topic, 0, 1) == 0
-        wait_for(lambda: describe(bootstrap, txn_id).transaction_state == "CompleteAbort", "the timeout abort")
+        wait_until(lambda: describe(bootstrap, txn_id).transaction_state == "CompleteAbort", "the timeout abort",
+                   DEADLINE_S)
         assert list_offset(bootstrap, topic, 0, 1) == list_offset(bootstrap, topic, 0, 0) == 4
         assert read_all(bootstrap, topic, 1, "read_committed") == []
         with pytest.raises(KafkaException):

@@ -23,7 +23,8 @@ from support.batches import make_batch
 from pyspark_kafka.broker.server import Broker
 from support.broker_process import BrokerProcess
 from support.records import read_all, values
-from test_transactions import DEADLINE_S, describe, list_offset, produce_txn, txn_producer, wait_for
+from support.transactions import DEADLINE_S, describe, list_offset, produce_txn, txn_producer
+from support.waiting import wait_until
 
 NOW = 1_700_000_000_000
 
@@ -212,8 +213,8 @@ def test_consume_transform_produce_survives_repeated_client_kills(bootstrap, mak
 
     worker = Worker(script, *args)
     try:
-        wait_for(lambda: len(read_all(bootstrap, sink, 2, "read_committed")) >= len(inputs),
-                 "the sink to hold every input", deadline_s=DEADLINE_S * 4)
+        wait_until(lambda: len(read_all(bootstrap, sink, 2, "read_committed")) >= len(inputs),
+                 "the sink to hold every input", timeout_s=DEADLINE_S * 4)
     finally:
         worker.kill()
     out = read_all(bootstrap, sink, 2, "read_committed")

@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from support.topics import create_topic
+from support.waiting import wait_until
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.config import LogConfig
 from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
@@ -127,16 +128,6 @@ def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list[tuple
         c.close()
 
 
-def wait_until(condition, what: str):
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what} not reached within {DEADLINE_S} s"
-        time.sleep(0.2)  # the cleaner runs on the broker's timer; we only re-read
-
-
 def test_compacted_topic_through_the_broker(cbroker):
     bootstrap = cbroker.bootstrap_servers
     topic = create_topic(bootstrap, f"compact-{uuid.uuid4().hex[:8]}", 1,
@@ -164,7 +155,7 @@ def test_compacted_topic_through_the_broker(cbroker):
         head = [(k, v) for _, k, v in records if k != b"filler"]
         return records if set(head) == expected and len(head) == 4 else None
 
-    records = wait_until(compacted, "compaction")
+    records = wait_until(compacted, "compaction", DEADLINE_S, interval_s=0.2)
     for offset, key, value in records:
         assert offsets[(key, value)] == offset  # offsets never change
 
@@ -181,7 +172,7 @@ def test_consumer_offsets_is_compacted_and_still_replays(tmp_path):
         finally:
             c.close()
         wait_until(lambda: len(read_partition(b.bootstrap_servers, OFFSETS_TOPIC)) < 60,
-                   f"compaction of {OFFSETS_TOPIC}")
+                   f"compaction of {OFFSETS_TOPIC}", DEADLINE_S, interval_s=0.2)
     with EmbeddedBroker(data_dir=tmp_path, config=config) as b:  # replays the compacted topic
         c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": group})
         try:

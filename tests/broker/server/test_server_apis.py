@@ -19,6 +19,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 
 from support.topics import create_topic
 from support.wire import WireClient
+from support.waiting import wait_until
 
 DEADLINE_S = 20.0
 
@@ -48,14 +49,6 @@ def _fetch_request(topic, offset, max_wait_ms, min_bytes=1, partition=0, max_byt
 
 def _admin(bootstrap):
     return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def _wait_until(predicate, what):
-    deadline = time.monotonic() + DEADLINE_S
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 # --- admin ----------------------------------------------------------------------------------
@@ -164,7 +157,8 @@ def test_fetch_long_poll_returns_when_data_arrives(bootstrap, broker, make_topic
     with WireClient(bootstrap, timeout_s=DEADLINE_S) as w:
         # max_wait far beyond the socket timeout: only an append can make it return in time.
         w.send(_fetch_request(topic, 0, max_wait_ms=120_000))
-        _wait_until(lambda: broker.broker.replica_manager.waiting_fetches(topic, 0) == 1, "the fetch to park")
+        wait_until(lambda: broker.broker.replica_manager.waiting_fetches(topic, 0) == 1, "the fetch to park",
+                   DEADLINE_S, interval_s=0.01)
         _produce(bootstrap, topic, [b"wake-up"])
         cid, resp = w.receive(FetchRequest)
     part = resp.responses[0].partitions[0]
@@ -248,8 +242,8 @@ def test_retention_check_runs_on_its_interval(tmp_path):
         _produce(b.bootstrap_servers, topic, [b"x" * 600] * 6, timestamps=[old] * 6)
         c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "ret"})
         try:
-            _wait_until(lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE_S)[0] > 0,
-                        "retention to move the log start offset")
+            wait_until(lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE_S)[0] > 0,
+                       "retention to move the log start offset", DEADLINE_S, interval_s=0.01)
             low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE_S)
         finally:
             c.close()

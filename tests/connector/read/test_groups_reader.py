@@ -13,22 +13,15 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable
-from test_reader_stream import produce, stream_reader
 
 from pyspark_kafka.groups import GroupBatch, GroupCommitError
 from pyspark_kafka.read import KafkaBatchReader, kafka_schema
+from support.groups import group_offsets
+from support.streams import produce, stream_reader
 
 DEADLINE_S = 60.0
-
-
-def group_offsets(bootstrap: str, group: str) -> dict:
-    """The group's committed offsets ``{partition: offset}`` through AdminClient (an independent client)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=10)[group]
-    return {tp.partition: tp.offset for tp in fut.result(20).topic_partitions if tp.offset >= 0}
 
 
 def commit_outside(bootstrap: str, group: str, topic: str, offsets: dict) -> None:

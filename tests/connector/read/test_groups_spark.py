@@ -11,11 +11,12 @@ import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from test_groups_reader import group_offsets
-from test_reader_stream import Collector, produce, start, wait_until
 
 from pyspark_kafka.cli import main
 from pyspark_kafka.groups import read_batch
+from support.groups import group_offsets
+from support.streams import Collector, produce, start
+from support.waiting import wait_until
 
 DEADLINE_S = 120.0
 
@@ -39,10 +40,12 @@ def test_lag_drops_to_zero_once_a_committing_query_catches_up(spark, bootstrap, 
                   subscribe=topic, startingOffsets="earliest", commitOffsets="true", **{"kafka.group.id": group})
     try:
         caught_up = {0: (10, 10, 0), 1: (10, 10, 0), 2: (10, 10, 0)}
-        wait_until(lambda: describe_lag(bootstrap, group, topic, capsys) == caught_up, DEADLINE_S, "lag 0 at offset 10")
+        wait_until(lambda: describe_lag(bootstrap, group, topic, capsys) == caught_up, "lag 0 at offset 10",
+                   DEADLINE_S, interval_s=0.2)
         sent += [v for p in range(3) for v in produce(bootstrap, topic, 5, partition=p, prefix=f"q{p}")]
         caught_up = {0: (15, 15, 0), 1: (15, 15, 0), 2: (15, 15, 0)}
-        wait_until(lambda: describe_lag(bootstrap, group, topic, capsys) == caught_up, DEADLINE_S, "lag 0 at offset 15")
+        wait_until(lambda: describe_lag(bootstrap, group, topic, capsys) == caught_up, "lag 0 at offset 15",
+                   DEADLINE_S, interval_s=0.2)
         assert sorted(r[2] for r in collector.rows) == sorted(sent)
     finally:
         query.stop()
@@ -91,19 +94,19 @@ def test_two_streaming_queries_in_one_group_split_partitions_and_take_over(spark
     query_a = start(spark, bootstrap, out_a, str(tmp_path / "a"), trigger, **opts)
     query_b = start(spark, bootstrap, out_b, str(tmp_path / "b"), trigger, **opts)
     try:
-        wait_until(lambda: group_members(bootstrap, group) in ([[0, 1, 2], [3, 4, 5]],), DEADLINE_S,
-                   "both queries to own 3 of the 6 partitions")
+        wait_until(lambda: group_members(bootstrap, group) in ([[0, 1, 2], [3, 4, 5]],),
+                   "both queries to own 3 of the 6 partitions", DEADLINE_S, interval_s=0.2)
         sent = [v for p in range(6) for v in produce(bootstrap, topic, 10, partition=p, prefix=f"r1p{p}")]
-        wait_until(lambda: len(out_a.rows) + len(out_b.rows) >= 60, DEADLINE_S, "the first 60 records")
+        wait_until(lambda: len(out_a.rows) + len(out_b.rows) >= 60, "the first 60 records", DEADLINE_S, interval_s=0.2)
         parts_a, parts_b = {r[0] for r in out_a.rows}, {r[0] for r in out_b.rows}
         assert parts_a.isdisjoint(parts_b) and parts_a | parts_b == set(range(6)) and len(parts_a) == 3
 
-        wait_until(lambda: group_offsets(bootstrap, group) == {p: 10 for p in range(6)}, DEADLINE_S,
-                   "both queries to commit what they processed")
+        wait_until(lambda: group_offsets(bootstrap, group) == {p: 10 for p in range(6)},
+                   "both queries to commit what they processed", DEADLINE_S, interval_s=0.2)
         query_a.stop()
         sent += [v for p in range(6) for v in produce(bootstrap, topic, 10, partition=p, prefix=f"r2p{p}")]
-        wait_until(lambda: group_offsets(bootstrap, group) == {p: 20 for p in range(6)}, DEADLINE_S,
-                   "query b to take over query a's partitions and commit")
+        wait_until(lambda: group_offsets(bootstrap, group) == {p: 20 for p in range(6)},
+                   "query b to take over query a's partitions and commit", DEADLINE_S, interval_s=0.2)
         assert group_members(bootstrap, group) == [[0, 1, 2, 3, 4, 5]]
         got = [r[2] for r in out_a.rows + out_b.rows]
         assert sorted(got) == sorted(sent)  # across both outputs: nothing lost, nothing processed twice

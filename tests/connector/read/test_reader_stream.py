@@ -7,71 +7,13 @@ admission-control rules; a few Spark queries check the engine sees the same.
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from pyspark_kafka.read import KafkaStreamReader, kafka_schema
-
-
-def produce(bootstrap: str, topic: str, n: int, partition: int | None = None, prefix: str = "v") -> list[bytes]:
-    """Produce ``n`` values ``prefix-i`` (round robin over partitions unless ``partition``); return them."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    values = [f"{prefix}-{i}".encode() for i in range(n)]
-    for i, v in enumerate(values):
-        kwargs = {"partition": partition} if partition is not None else {}
-        producer.produce(topic, value=v, key=str(i).encode(), **kwargs)
-    assert producer.flush(30) == 0
-    return values
-
-
-def add_partition(bootstrap: str, topic: str, total: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # keep a reference until the result arrives
-    admin.create_partitions([NewPartitions(topic, total)])[topic].result(20)
-
-
-def stream_reader(bootstrap: str, **options) -> KafkaStreamReader:
-    return KafkaStreamReader({"kafka.bootstrap.servers": bootstrap, **options}, kafka_schema(False))
-
-
-def wait_until(condition, timeout_s: float, what: str):
-    """Poll ``condition`` every 0.2 s until true; fail naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-class Collector:
-    """foreachBatch sink that keeps (batch_id, rows) in the driver, thread-safe."""
-
-    def __init__(self):
-        self.batches: list[tuple[int, list]] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, df, batch_id):
-        got = [(r.partition, r.offset, r.value, r.topic) for r in df.select("partition", "offset", "value", "topic").collect()]
-        with self._lock:
-            self.batches.append((batch_id, got))
-
-    @property
-    def rows(self) -> list:
-        with self._lock:
-            return [r for _, rows in self.batches for r in rows]
-
-
-def start(spark, bootstrap, collector, checkpoint, trigger, **options):
-    reader = spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    writer = reader.load().writeStream.foreachBatch(collector).option("checkpointLocation", checkpoint)
-    return writer.trigger(**trigger).start()
+from support.streams import add_partition, Collector, produce, start, stream_reader
+from support.waiting import wait_until
 
 
 # --------------------------------------------------------------------------- reader level (no Spark)
@@ -209,7 +151,7 @@ def test_restart_from_checkpoint_continues_without_loss_or_repeat(spark, bootstr
     first = Collector()
     q = start(spark, bootstrap, first, checkpoint_dir, {"processingTime": "200 milliseconds"}, **options)
     try:  # stop a running query part way through the backlog
-        wait_until(lambda: len([b for b in first.batches if b[1]]) >= 2, 120, "two micro-batches")
+        wait_until(lambda: len([b for b in first.batches if b[1]]) >= 2, "two micro-batches", 120)
     finally:
         q.stop()
     produced += produce(bootstrap, topic, 30, prefix="b")
@@ -242,12 +184,12 @@ def test_running_query_picks_up_new_partitions_and_pattern_topics(spark, bootstr
         subscribePattern=f"{prefix}-.*", startingOffsets="earliest",
     )
     try:
-        wait_until(lambda: len(collector.rows) >= 10, 120, "the first 10 records")
+        wait_until(lambda: len(collector.rows) >= 10, "the first 10 records", 120)
         add_partition(bootstrap, topic_a, 2)
         produce(bootstrap, topic_a, 5, partition=1, prefix="a1")
         topic_b = make_topic(partitions=1, name=f"{prefix}-b")
         produce(bootstrap, topic_b, 5, prefix="b0")
-        wait_until(lambda: len(collector.rows) >= 20, 120, "records of the new partition and the new topic")
+        wait_until(lambda: len(collector.rows) >= 20, "records of the new partition and the new topic", 120)
         assert query.exception() is None
     finally:
         query.stop()
@@ -282,7 +224,7 @@ def test_offsets_behind_latest_as_spark_reports_them(spark, bootstrap, make_topi
         assert [(m["minOffsetsBehindLatest"], m["maxOffsetsBehindLatest"]) for m in lags] == [
             ("100", "100"), ("50", "50"), ("0", "0")]
         assert lags[0]["avgOffsetsBehindLatest"] == "100.0"
-        wait_until(lambda: len(listener.history.get(str(query.id), [])) >= 3, 60, "three progress events")
+        wait_until(lambda: len(listener.history.get(str(query.id), [])) >= 3, "three progress events", 60)
         assert listener.history[str(query.id)][:3] == lags
     finally:
         spark.streams.removeListener(listener)

@@ -8,13 +8,13 @@ task runs, with the scope Spark's TaskContext would give); Spark tests go throug
 from __future__ import annotations
 
 import os
-import time
 from collections import Counter
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from support.eos_check import committed_marker, end_offsets, read_topic, values
+from support.waiting import wait_until
 from pyspark.sql.types import StringType, StructField, StructType
 from pyspark_kafka.errors import DeliveryError, RecordError
 from pyspark_kafka.transactions import (
@@ -29,14 +29,6 @@ from pyspark_kafka.writer import WriteSpec, write_transactional
 
 KEY_VALUE = StructType([StructField("key", StringType()), StructField("value", StringType())])
 TOPIC_VALUE = StructType([StructField("topic", StringType()), StructField("value", StringType())])
-
-
-def wait_until(condition, timeout_s: float = 30.0) -> None:
-    """Poll ``condition`` until true; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
 
 
 def spec_for(bootstrap, schema=KEY_VALUE, **options) -> WriteSpec:
