@@ -219,8 +219,8 @@ def _lookup_latencies_us(directory: str, counts: list[int], lookups: int) -> dic
     from pyspark_kafka.broker.config import LogConfig
     from pyspark_kafka.broker.log.partition_log import PartitionLog
 
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "broker", "log"))
-    from batches import make_batch  # the tests' batch builder (exact timestamps)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from support.batches import make_batch  # the tests' batch builder (exact timestamps)
 
     batch_records = 10_000
     batch = make_batch([b"v" * 10] * batch_records)

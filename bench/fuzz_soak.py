@@ -3,7 +3,7 @@
 Usage: ``python bench/fuzz_soak.py [--frames 20000] [--seed 1] [--rounds 4]``
 
 Starts ``pyspark-kafka broker`` as a child process, writes guard data with confluent-kafka,
-then sends ``--frames`` mutated client frames (``tests/broker/fuzz_mutate.py``: bit flips,
+then sends ``--frames`` mutated client frames (``tests/support/fuzz_mutate.py``: bit flips,
 truncation, lying sizes and counts, null arrays, bad api keys, CRC-valid lying batches,
 compression bombs) in ``--rounds`` rounds, and reports after each round the broker's resident
 memory (VmRSS), how many connections it closed, and whether the guard data still reads back.
@@ -19,11 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[1] / "tests" / "broker"
-sys.path[:0] = [str(TESTS), str(TESTS.parent)]
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(TESTS)]  # the tests' helpers: ``support``
 
-from fuzz_corpus import seeds  # noqa: E402
-from fuzz_network import BrokerProcess, FuzzFailure, fuzz  # noqa: E402
+from support.fuzz_corpus import seeds  # noqa: E402
+from support.fuzz_network import BrokerProcess, FuzzFailure, fuzz  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -32,8 +32,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args(argv)
-    from conftest import create_topic
-    from test_clients_confluent import RECORDS, as_tuples, consume, expected, produce
+    from support.topics import create_topic
+    from support.client_records import RECORDS, as_tuples, consume, expected, produce
 
     frames = seeds()
     per_round = max(1, args.frames // args.rounds)

@@ -16,6 +16,8 @@ import uuid
 
 import pytest
 
+from support.topics import create_topic
+
 _counter = itertools.count()
 
 
@@ -30,20 +32,6 @@ def broker(tmp_path_factory):
 @pytest.fixture(scope="session")
 def bootstrap(broker) -> str:
     return broker.bootstrap_servers
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 3, config: dict | None = None) -> str:
-    """Create ``name`` with ``partitions`` partitions via AdminClient; wait for the result."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
-        operation_timeout=10,
-        request_timeout=15,
-    )
-    futures[name].result(timeout=20)
-    return name
 
 
 @pytest.fixture

@@ -7,17 +7,18 @@ a setting neither client knows makes client creation fail with an
 :class:`~pyspark_kafka.errors.OptionError` naming it. Secrets never appear in
 messages (:func:`pyspark_kafka.options.redact`).
 
-Consumers on Spark executors are expensive to create (connection, metadata,
-fetch sessions), so :func:`pooled_consumer` keeps idle consumers per Python
-worker process, keyed by their full configuration, and hands them out to one
-task at a time (Spark's ``KafkaDataConsumer`` pool does the same on the JVM).
+Consumers and producers on Spark executors are expensive to create (connection,
+metadata, fetch sessions, InitProducerId), so a :class:`ClientPool` keeps idle ones per
+Python worker process, keyed by their full configuration, and hands each out to one
+task at a time (Spark's ``KafkaDataConsumer`` pool and producer cache do the same on the
+JVM): :func:`pooled_consumer` here, the writer's producers in :mod:`pyspark_kafka.writer`.
 """
 
 from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from pyspark_kafka.errors import OptionError
 from pyspark_kafka.javaconfig import to_librdkafka
@@ -29,8 +30,52 @@ DRIVER_ONLY_SETTINGS = ("default.api.timeout.ms",)
 MAX_IDLE_CONSUMERS = 8
 """Idle consumers kept per worker process; the least recently returned beyond this are closed."""
 
-_idle: list = []  # [(key, consumer)], most recently returned last
-_lock = threading.Lock()
+
+class ClientPool:
+    """Idle clients of this process, keyed by configuration (:func:`config_key`).
+
+    :meth:`take` hands out the most recently returned idle client with that key (or ``None``);
+    :meth:`put` returns one and closes the least recently returned beyond ``max_idle``;
+    :meth:`close_all` closes every idle one. ``close(client)`` closes a client without raising.
+    Thread-safe; a client is in the pool only while nobody uses it.
+    """
+
+    def __init__(self, max_idle: int, close: Callable[[object], None]):
+        self.max_idle = max_idle
+        self._close = close
+        self._idle: list[tuple[tuple, object]] = []  # most recently returned last
+        self._lock = threading.Lock()
+
+    def take(self, key: tuple):
+        with self._lock:
+            for i in range(len(self._idle) - 1, -1, -1):
+                if self._idle[i][0] == key:
+                    return self._idle.pop(i)[1]
+        return None
+
+    def put(self, key: tuple, client) -> None:
+        with self._lock:
+            self._idle.append((key, client))
+            evicted = self._idle[:-self.max_idle] if len(self._idle) > self.max_idle else []
+            del self._idle[: len(evicted)]
+        for _, c in evicted:
+            self._close(c)
+
+    def close_all(self) -> None:
+        with self._lock:
+            idle = list(self._idle)
+            self._idle.clear()
+        for _, c in idle:
+            self._close(c)
+
+    def idle(self) -> list[tuple[tuple, object]]:
+        """``(key, client)`` of the idle clients, least recently returned first (a copy)."""
+        with self._lock:
+            return list(self._idle)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._idle)
 
 
 def client_params(options: Mapping[str, str]) -> dict:
@@ -130,12 +175,7 @@ def pooled_consumer(conf: Mapping[str, object]) -> Iterator:
     closed, since its state is unknown.
     """
     key = config_key(conf)
-    consumer = None
-    with _lock:
-        for i in range(len(_idle) - 1, -1, -1):
-            if _idle[i][0] == key:
-                consumer = _idle.pop(i)[1]
-                break
+    consumer = CONSUMERS.take(key)
     if consumer is None:
         consumer = new_consumer(conf)
     ok = False
@@ -144,18 +184,9 @@ def pooled_consumer(conf: Mapping[str, object]) -> Iterator:
         ok = True
     finally:
         if ok:
-            _return(key, consumer)
+            CONSUMERS.put(key, consumer)
         else:
             close_quietly(consumer)
-
-
-def _return(key: tuple, consumer) -> None:
-    with _lock:
-        _idle.append((key, consumer))
-        evicted = _idle[:-MAX_IDLE_CONSUMERS] if len(_idle) > MAX_IDLE_CONSUMERS else []
-        del _idle[: len(evicted)]
-    for _, c in evicted:
-        close_quietly(c)
 
 
 def close_quietly(client) -> None:
@@ -166,19 +197,18 @@ def close_quietly(client) -> None:
         pass
 
 
+CONSUMERS = ClientPool(MAX_IDLE_CONSUMERS, close_quietly)
+"""This process's idle consumers (:func:`pooled_consumer`)."""
+
+
 def close_pooled_consumers() -> None:
     """Close every idle pooled consumer of this process (tests, benchmarks, shutdown)."""
-    with _lock:
-        idle = list(_idle)
-        _idle.clear()
-    for _, c in idle:
-        close_quietly(c)
+    CONSUMERS.close_all()
 
 
 def idle_consumer_count() -> int:
     """Number of idle consumers in this process's pool."""
-    with _lock:
-        return len(_idle)
+    return len(CONSUMERS)
 
 
 def new_producer(conf: Mapping[str, object]):

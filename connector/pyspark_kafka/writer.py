@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -63,7 +62,7 @@ from pyspark.sql.types import (
 )
 
 from pyspark_kafka import transactions as txn
-from pyspark_kafka.clients import close_quietly, config_key, new_consumer, new_producer, producer_config
+from pyspark_kafka.clients import ClientPool, close_quietly, config_key, new_consumer, new_producer, producer_config
 from pyspark_kafka.errors import DeliveryError, OptionError, RecordError, SchemaError
 from pyspark_kafka.javaconfig import java_partitioner
 from pyspark_kafka.options import get_option, kafka_params, redact
@@ -491,8 +490,8 @@ class _PooledProducer:
 MAX_IDLE_PRODUCERS = 4
 """Idle producers kept per Python worker process, for the next tasks with the same settings."""
 
-_idle_producers: list[_PooledProducer] = []
-_pool_lock = threading.Lock()
+PRODUCERS = ClientPool(MAX_IDLE_PRODUCERS, lambda pooled: close_quietly(pooled.producer))
+"""This process's idle producers (:class:`_PooledProducer`), the same pool as the reader's consumers."""
 
 
 def _acquire(conf: Mapping[str, object]) -> _PooledProducer:
@@ -503,12 +502,10 @@ def _acquire(conf: Mapping[str, object]) -> _PooledProducer:
     it, as Spark's own sink caches Java producers per executor.
     """
     key = config_key(conf)
-    with _pool_lock:
-        for i in range(len(_idle_producers) - 1, -1, -1):
-            if _idle_producers[i].key == key:
-                pooled = _idle_producers.pop(i)
-                pooled.failures.reset()
-                return pooled
+    pooled = PRODUCERS.take(key)
+    if pooled is not None:
+        pooled.failures.reset()
+        return pooled
     failures = _DeliveryFailures()
     producer = new_producer({**conf, "delivery.report.only.error": True, "on_delivery": failures})
     return _PooledProducer(key, producer, failures)
@@ -516,21 +513,12 @@ def _acquire(conf: Mapping[str, object]) -> _PooledProducer:
 
 def _release(pooled: _PooledProducer) -> None:
     """Return a healthy producer (all its records acknowledged) to the pool; close the oldest beyond the cap."""
-    with _pool_lock:
-        _idle_producers.append(pooled)
-        evicted = _idle_producers[:-MAX_IDLE_PRODUCERS]
-        del _idle_producers[: len(evicted)]
-    for p in evicted:
-        close_quietly(p.producer)
+    PRODUCERS.put(pooled.key, pooled)
 
 
 def close_idle_producers() -> None:
     """Close every idle producer of this process (tests, benchmarks, shutdown)."""
-    with _pool_lock:
-        idle = list(_idle_producers)
-        _idle_producers.clear()
-    for p in idle:
-        close_quietly(p.producer)
+    PRODUCERS.close_all()
 
 
 class _WriteTask:

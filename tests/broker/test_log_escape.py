@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from fuzz_network import BrokerProcess
+from support.fuzz_network import BrokerProcess
 from pyspark_kafka.broker.log_escape import escape, get_logger
 
 FORGED = "g1\n2026-11-24 00:00:00,000 ERROR pyspark_kafka.broker: forged line\u2028x\x1b[31m"
@@ -27,7 +27,7 @@ def test_every_argument_of_a_broker_log_record_is_escaped(caplog):
 def test_a_group_id_with_a_newline_stays_on_one_line_of_the_broker_log(tmp_path):
     from confluent_kafka import Consumer
 
-    from conftest import create_topic
+    from support.topics import create_topic
 
     with BrokerProcess(tmp_path / "data") as b:
         create_topic(b.bootstrap, "joined", partitions=1)

@@ -17,9 +17,9 @@ from pyspark_kafka.broker.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
-from batches import make_batch
+from support.batches import make_batch
 from pyspark_kafka.broker.replica_manager import EARLIEST, LATEST, MAX_TIMESTAMP, ReplicaManager
-from test_idempotence import _transactional
+from support.batches import transactional
 
 T0 = 1_700_000_000_000
 
@@ -84,7 +84,7 @@ def test_append_checks(rm, args, error):
 def test_transactional_batches_are_verified(rm):
     with pytest.raises(InvalidTxnStateError):
         batch = make_batch([b"a"], producer_id=99, producer_epoch=0, base_sequence=0)
-        rm.append_records("t", 1, _transactional(bytearray(batch)), 1, T0)
+        rm.append_records("t", 1, transactional(bytearray(batch)), 1, T0)
     assert rm.verified == [(99, 0, "t", 1)]
     assert rm.read_records("t", 1, 0, 100, read_committed=False, min_one_message=True).high_watermark == 0
     idempotent = make_batch([b"a"], producer_id=5, producer_epoch=0, base_sequence=0)  # not transactional

@@ -206,7 +206,7 @@ def test_client_params_translate_and_spark_write_honours_java_settings(spark, bo
     assert client_params(java_opts)["message.max.bytes"] == "2000000"
     (spark.range(300).selectExpr("CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value").coalesce(1)
      .write.format("pykafka").options(**java_opts).option("topic", topic).mode("append").save())
-    from test_writer_kafka import consume_all
+    from support.topics import consume_all
 
     counts = Counter(m.partition() for m in consume_all(bootstrap, topic))
     assert counts == {0: 100, 1: 100, 2: 100}  # round robin despite the keys, as the Java class asks

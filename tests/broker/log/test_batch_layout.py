@@ -23,7 +23,7 @@ from pyspark_kafka.broker.log.record_batch import (
     parse_header,
 )
 
-from batches import encode_record
+from support.batches import encode_record
 
 
 def test_build_batch_puts_fields_at_kafka_offsets():

@@ -15,7 +15,7 @@ import pytest
 from pyspark_kafka.broker.log.index import INT32_MAX
 from pyspark_kafka.broker.log.record_batch import parse_header
 from pyspark_kafka.broker.log.segment import LogSegment, segment_file_name
-from batches import make_batch
+from support.batches import make_batch
 
 BASE = 100
 TS = 1_700_000_000_000

@@ -6,6 +6,6 @@ Modules: ``record_batch`` (the RecordBatch v2 layout: header parsing, validation
 record walking), ``records`` (whole batches via kio, for the broker's own records and
 transaction markers), ``index``, ``segment``, ``partition_log`` (``PartitionLog``),
 ``producer_state`` (idempotence, transactions), ``cleaner`` (compaction), ``manager``
-(``LogManager``), ``checkpoint``. The tests' batch builder is ``tests/broker/log/batches.py``.
+(``LogManager``), ``checkpoint``. The tests' batch builder is ``tests/support/batches.py``.
 Nothing is imported here. Errors (with their Kafka codes) are in :mod:`pyspark_kafka.broker.errors`.
 """

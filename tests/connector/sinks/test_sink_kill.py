@@ -1,0 +1,201 @@
+"""Kill tests: Kafka (embedded broker) → pykafka → exactly-once sink, driver killed with SIGKILL.
+
+Each run is a separate driver process (``sink_kill_driver.py``); it is killed (whole
+process group: Python driver, JVM, Python workers) once the sink's stored offsets pass
+a random threshold, restarted, and finally run to completion. At the end every source
+record is in the sink exactly once and the stored offsets equal the topic's log end offsets.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import sqlalchemy as sa
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from pyspark_kafka.sinks import stored_offsets
+from pyspark_kafka.sinks.files import TMP_DIR, read_committed
+from pyspark_kafka.sinks.sql import staging_table_name
+
+DRIVER = os.path.join(os.path.dirname(__file__), "..", "..", "support", "sink_kill_driver.py")
+PARTITIONS = 3
+PER_PARTITION = 2000
+RUN_TIMEOUT_S = 300
+
+
+def produce(bootstrap, topic, per_partition, start=0):
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(start, start + per_partition):
+        for part in range(PARTITIONS):
+            p.produce(topic, value=f"{part}:{i}".encode(), partition=part)
+        if i % 500 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+
+
+def end_offsets(bootstrap, topic):
+    """Log end offsets read by an independent client (confluent-kafka watermarks)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "sink-kill-check"})
+    try:
+        return {(topic, p): c.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in range(PARTITIONS)}
+    finally:
+        c.close()
+
+
+class Sink:
+    """The sink under test, inspected with independent readers."""
+
+    def __init__(self, kind, tmp_path):
+        self.kind = kind
+        self.target = f"sqlite:///{tmp_path}/sink.db" if kind == "sql" else str(tmp_path / "out")
+
+    def offsets(self):
+        if self.kind == "sql":
+            return stored_offsets(url=self.target, table="events")
+        return stored_offsets(path=self.target) if os.path.isdir(self.target) else {}
+
+    def progress(self) -> int:
+        return sum(self.offsets().values())
+
+    def has_staged(self) -> bool:
+        if self.kind == "parquet":
+            d = os.path.join(self.target, TMP_DIR)
+            return os.path.isdir(d) and any(os.scandir(d))
+        eng = sa.create_engine(self.target)
+        try:
+            with eng.connect() as conn:
+                name = staging_table_name("pykafka_offsets", "events")
+                if not sa.inspect(conn).has_table(name):
+                    return False
+                return conn.exec_driver_sql(f"SELECT COUNT(*) FROM {name}").scalar() > 0
+        finally:
+            eng.dispose()
+
+    def rows(self):
+        """(partition, offset, value) of every stored row."""
+        if self.kind == "parquet":
+            t = read_committed(self.target) if os.path.isdir(self.target) else None
+            if t is None or t.num_rows == 0:
+                return []
+            return list(zip(t["partition"].to_pylist(), t["offset"].to_pylist(), t["value"].to_pylist()))
+        eng = sa.create_engine(self.target)
+        try:
+            with eng.connect() as conn:
+                if not sa.inspect(conn).has_table("events"):
+                    return []
+                return [tuple(r) for r in conn.exec_driver_sql('SELECT "partition", "offset", value FROM events')]
+        finally:
+            eng.dispose()
+
+
+class DriverRun:
+    """One driver process in its own process group, always reaped."""
+
+    def __init__(self, args, log_path):
+        self.log = open(log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, DRIVER, *args], stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(60)
+        self._reap_group()
+
+    def _reap_group(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the JVM and Python workers of the run
+        except ProcessLookupError:
+            pass
+        self.log.close()
+
+    def wait(self, timeout):
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._reap_group()
+
+
+def run_until(args, log_path, condition, deadline_s):
+    """Start a run; SIGKILL it when ``condition()`` holds. Returns False if it finished first."""
+    run = DriverRun(args, log_path)
+    try:
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            if run.proc.poll() is not None:
+                assert run.proc.returncode == 0, open(log_path, errors="replace").read()[-3000:]
+                return False
+            if condition():
+                return True
+            time.sleep(0.2)
+        raise AssertionError(f"condition not reached within {deadline_s} s; log: {log_path}")
+    finally:
+        run.kill()
+
+
+def run_to_end(args, log_path):
+    rc = DriverRun(args, log_path).wait(RUN_TIMEOUT_S)
+    assert rc == 0, open(log_path, errors="replace").read()[-3000:]
+
+
+def assert_exactly_once(sink, bootstrap, topic):
+    ends = end_offsets(bootstrap, topic)
+    rows = sink.rows()
+    keys = [(p, o) for p, o, _ in rows]
+    assert len(keys) == len(set(keys)), f"{len(keys) - len(set(keys))} duplicated records"
+    assert set(keys) == {(p, o) for (_, p), end in ends.items() for o in range(end)}
+    assert sink.offsets() == ends
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sql", "parquet"])
+def test_streaming_query_killed_and_restarted(bootstrap, make_topic, tmp_path, kind):
+    """Kill 1: restart on the same checkpoint. Kill 2: checkpoint deleted, resume from the sink's offsets."""
+    topic = make_topic(PARTITIONS)
+    produce(bootstrap, topic, PER_PARTITION)
+    sink = Sink(kind, tmp_path)
+    checkpoint = str(tmp_path / "checkpoint")
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--sink", kind, "--target", sink.target,
+            "--checkpoint", checkpoint, "--max-per-trigger", "1500"]
+    total = PARTITIONS * PER_PARTITION
+    rng = random.Random(topic)
+    for kill in range(2):
+        floor = sink.progress()
+        threshold = rng.randint(floor + 1, max(floor + 1, total - 1500))
+        killed = run_until(args, tmp_path / f"run{kill}.log", lambda: sink.progress() >= threshold, RUN_TIMEOUT_S)
+        if not killed:
+            break
+        if kill == 1:
+            shutil.rmtree(checkpoint)  # batch ids restart at 0; offsets come from the sink
+    produce(bootstrap, topic, 100, start=PER_PARTITION)  # records arriving while the job was down
+    run_to_end(args, tmp_path / "final.log")
+    assert_exactly_once(sink, bootstrap, topic)
+    assert len(sink.rows()) == total + PARTITIONS * 100
+    if kind == "parquet":  # a batch backfill over the same sink finds nothing left to add
+        run_to_end(args + ["--batch"], tmp_path / "backfill.log")
+        assert_exactly_once(sink, bootstrap, topic)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sql"])  # Parquet: backfill rerun at the end of the streaming test
+def test_batch_backfill_killed_then_rerun_adds_nothing(bootstrap, make_topic, tmp_path, kind):
+    topic = make_topic(PARTITIONS)
+    produce(bootstrap, topic, PER_PARTITION)
+    sink = Sink(kind, tmp_path)
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--sink", kind, "--target", sink.target, "--batch"]
+    # killed while tasks are staging (or before, if the job is quicker than the poll)
+    run_until(args, tmp_path / "killed.log", sink.has_staged, RUN_TIMEOUT_S)
+    assert sink.rows() == [] or len(sink.rows()) == PARTITIONS * PER_PARTITION
+    run_to_end(args, tmp_path / "first.log")
+    assert_exactly_once(sink, bootstrap, topic)
+    run_to_end(args, tmp_path / "second.log")
+    assert_exactly_once(sink, bootstrap, topic)
+    assert not sink.has_staged()

@@ -1,0 +1,60 @@
+"""The broker as a separate process to SIGKILL: ``python -m pyspark_kafka broker`` with small segments.
+
+(:class:`support.fuzz_network.BrokerProcess` is the context manager of the fuzz and limit tests:
+SIGTERM on exit, optional open-file limit, output to a log file.)
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+DEADLINE_S = 60.0
+LISTENING = re.compile(r"listening on (\S+):(\d+)")
+
+
+class BrokerProcess:
+    """``python -m pyspark_kafka broker`` on a free port; always killed by :meth:`kill`."""
+
+    def __init__(self, data_dir: Path):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pyspark_kafka", "broker", "--data-dir", str(data_dir), "--port", "0",
+             "--config", "log.segment.bytes=4096", "--config", "log.index.interval.bytes=256"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        try:
+            self.bootstrap = self._wait_listening()
+        except BaseException:
+            self.kill()
+            raise
+
+    def _pump(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put("")
+
+    def _wait_listening(self) -> str:
+        seen = []
+        while True:
+            try:
+                line = self.lines.get(timeout=DEADLINE_S)
+            except queue.Empty:
+                raise AssertionError(f"broker did not start within {DEADLINE_S} s: {''.join(seen)}") from None
+            if not line:
+                raise AssertionError(f"broker exited: {''.join(seen)}")
+            seen.append(line)
+            m = LISTENING.search(line)
+            if m:
+                return f"{m.group(1)}:{m.group(2)}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(DEADLINE_S)

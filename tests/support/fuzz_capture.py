@@ -1,0 +1,115 @@
+"""Capture the fuzzers' seed corpus: real request frames sent by real clients.
+
+Runs the conformance scenarios (produce with every codec, fetch, offsets by time, groups with
+rebalances, idempotent and transactional producers, read_committed) with confluent-kafka,
+kafka-python, aiokafka and kcat, plus admin calls (topics, partitions, configs, groups,
+offsets), all through a recording :class:`kafka_proxy.KafkaProxy` in front of an embedded
+broker, and keeps up to :data:`PER_API_VERSION` frames per (api key, version), the most
+different sizes first. The result is ``fuzz_corpus/seeds.bin`` (see :mod:`fuzz_corpus`),
+committed so fuzz runs are reproducible and need no clients.
+
+Regenerate with ``python tests/broker/fuzz_capture.py`` (about a minute).
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent)]  # tests/: ``support`` importable when run as a script
+
+from support.fuzz_corpus import SEEDS_PATH, write_frames  # noqa: E402
+from support.kafka_proxy import KafkaProxy  # noqa: E402
+
+PER_API_VERSION = 6
+
+
+def _admin_calls(bootstrap: str) -> None:
+    """Admin requests from confluent-kafka and kafka-python (CreateTopics, CreatePartitions,
+    DescribeConfigs, ListGroups, DescribeGroups, DeleteGroups, ListOffsets, DeleteTopics...)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, OffsetSpec
+    from kafka.admin import KafkaAdminClient, NewTopic as KpNewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic("fuzz-admin", 2, 1, config={"retention.ms": "600000"})]).values():
+        f.result(30)
+    for f in admin.create_partitions([NewPartitions("fuzz-admin", 3)]).values():
+        f.result(30)
+    for f in admin.describe_configs([ConfigResource("topic", "fuzz-admin"), ConfigResource("broker", "0")]).values():
+        f.result(30)
+    admin.list_consumer_groups().result(30)
+    groups = [g.group_id for g in admin.list_consumer_groups().result(30).valid]
+    if groups:
+        for f in admin.describe_consumer_groups(groups[:3]).values():
+            f.result(30)
+        for f in admin.delete_consumer_groups(groups[:1]).values():
+            try:
+                f.result(30)
+            except Exception:
+                pass  # a group with members cannot be deleted; the request is what we want
+    for f in admin.list_offsets({TopicPartition("fuzz-admin", 0): OffsetSpec.latest()}).values():
+        f.result(30)
+    try:
+        admin.list_transactions().result(30)
+    except Exception:
+        pass
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fuzz-capture")
+    calls = [
+        lambda: kp.create_topics([KpNewTopic("fuzz-admin-kp", 1, 1)]),
+        lambda: kp.list_groups(),
+        lambda: kp.describe_topics(["fuzz-admin-kp"]),
+        lambda: kp.describe_cluster(),
+        lambda: kp.delete_topics(["fuzz-admin-kp"]),
+    ]
+    try:
+        for call in calls:
+            try:
+                call()
+            except Exception as e:  # an API the broker does not serve: the request was still captured
+                print(f"kafka-python admin call failed: {type(e).__name__}: {e}")
+    finally:
+        kp.close()
+    for f in admin.delete_topics(["fuzz-admin"]).values():
+        f.result(30)
+
+
+def _select(frames: list[bytes]) -> list[bytes]:
+    """Up to PER_API_VERSION frames per (api key, version): the smallest, the largest, and sizes between."""
+    by_key: dict[tuple[int, int], dict[int, bytes]] = {}
+    for frame in frames:
+        api_key, version = struct.unpack_from(">hh", frame)
+        by_key.setdefault((api_key, version), {}).setdefault(len(frame), frame)
+    out = []
+    for key in sorted(by_key):
+        sizes = sorted(by_key[key])
+        if len(sizes) > PER_API_VERSION:
+            step = (len(sizes) - 1) / (PER_API_VERSION - 1)
+            sizes = sorted({sizes[round(i * step)] for i in range(PER_API_VERSION)})
+        out.extend(by_key[key][s] for s in sizes)
+    return out
+
+
+def capture() -> list[bytes]:
+    """Run every client through the recording proxy; return the selected frames."""
+    from integration_tests import clusters as C
+    from integration_tests.conformance.matrix import run_matrix
+    from pyspark_kafka.broker import EmbeddedBroker
+
+    frames: list[bytes] = []
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(data_dir=tmp) as broker, \
+            KafkaProxy(broker.bootstrap_servers, on_request=frames.append) as proxy:
+        cluster = C.Cluster("embedded", proxy.bootstrap, C.api_versions(broker.bootstrap_servers), broker)
+        run_matrix(cluster, log=lambda line: print(line, flush=True))
+        _admin_calls(proxy.bootstrap)
+    return _select(frames)
+
+
+if __name__ == "__main__":
+    selected = capture()
+    write_frames(SEEDS_PATH, selected)
+    keys = sorted({struct.unpack_from(">hh", f) for f in selected})
+    print(f"wrote {len(selected)} frames ({len(keys)} api key/version pairs) to {SEEDS_PATH}")
