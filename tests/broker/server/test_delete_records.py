@@ -12,8 +12,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.errors import ErrorCode
 
-from conftest import create_topic
-from wire import WireClient
+from support.topics import create_topic
+from support.wire import WireClient
 
 DEADLINE_S = 20.0
 

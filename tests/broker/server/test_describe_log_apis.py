@@ -15,7 +15,7 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderTopic,
 )
 
-from wire import WireClient
+from support.wire import WireClient
 
 DEADLINE_S = 20.0
 

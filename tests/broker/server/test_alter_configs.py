@@ -15,8 +15,8 @@ from kio.schema.incremental_alter_configs.v1.request import (
     IncrementalAlterConfigsRequest,
 )
 
-from conftest import create_topic
-from wire import WireClient
+from support.topics import create_topic
+from support.wire import WireClient
 
 DEADLINE_S = 20.0
 SET, DELETE, APPEND, SUBTRACT = (AlterConfigOpType.SET, AlterConfigOpType.DELETE, AlterConfigOpType.APPEND,
