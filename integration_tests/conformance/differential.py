@@ -256,12 +256,12 @@ def _raw_batch(values: list[bytes]) -> bytes:
     return bytes(builder.build())
 
 
-def _raw_produce(cluster: C.Cluster, topic: str, partition: int) -> int:
+def _raw_produce(cluster: C.Cluster, topic: str, partition: int, value: bytes = b"x") -> int:
     from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
     from kio.schema.produce.v8.response import ProduceResponse
 
     request = ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=(
-        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=_raw_batch([b"x"])),)),))
+        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=_raw_batch([value])),)),))
     response = C._request(cluster.bootstrap, request, ProduceResponse)
     return [int(p.error_code) for t in response.responses for p in t.partition_responses][0]
 
@@ -294,12 +294,18 @@ def errors(cluster: C.Cluster) -> dict:
     """Kafka error codes (never messages) of bad requests."""
     from confluent_kafka.admin import NewTopic
 
-    topic = _topic(cluster, 1)
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+
+    topic = _topic(cluster, 1, {"max.message.bytes": "1000"})
     helpers.produce(cluster.bootstrap, topic, [{"value": b"v%d" % i, "partition": 0} for i in range(3)])
     missing = f"differential-missing-{uuid.uuid4().hex[:8]}"
     out = {
         "produce_ok": _raw_produce(cluster, topic, 0),
         "produce_missing_partition": _raw_produce(cluster, topic, 5),
+        "produce_unknown_topic": _raw_produce(cluster, missing, 0),
+        "produce_too_large": _raw_produce(cluster, topic, 0, b"x" * 2000),
+        "fetch_unknown_topic": _raw_fetch(cluster, missing, 0, 0),
         "fetch_ok": _raw_fetch(cluster, topic, 0, 0),
         "fetch_out_of_range": _raw_fetch(cluster, topic, 0, 1000),
         "fetch_missing_partition": _raw_fetch(cluster, topic, 5, 0),
@@ -319,6 +325,27 @@ def errors(cluster: C.Cluster) -> dict:
     for label, new in creates.items():
         futures = admin.create_topics([new], request_timeout=15, operation_timeout=10)
         out[label] = _kafka_error_code(futures[new.topic])
+    fewer = NewPartitions(topic, 1)
+    out["create_partitions_not_more"] = _kafka_error_code(admin.create_partitions([fewer], request_timeout=15)[topic])
+    beyond = TopicPartition(topic, 0, 100)
+    out["delete_records_beyond_high_watermark"] = _kafka_error_code(
+        list(admin.delete_records([beyond], request_timeout=15).values())[0])
+    bad = ConfigResource("TOPIC", topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "bogus", incremental_operation=AlterConfigOpType.SET)])
+    out["alter_config_invalid_value"] = _kafka_error_code(admin.incremental_alter_configs([bad], request_timeout=15)[bad])
+    unknown = ConfigResource("TOPIC", missing, incremental_configs=[
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    out["alter_config_unknown_topic"] = _kafka_error_code(
+        admin.incremental_alter_configs([unknown], request_timeout=15)[unknown])
+    group = f"differential-missing-{uuid.uuid4().hex[:8]}"
+    deadline = time.monotonic() + WAIT_S
+    while True:  # a fresh Kafka answers COORDINATOR_LOAD_IN_PROGRESS (14) until __consumer_offsets is loaded
+        desc = admin.describe_consumer_groups([group], request_timeout=15)[group]
+        code = _kafka_error_code(desc)
+        if code not in (14, 15, 16) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    out["describe_unknown_group"] = str(desc.result().state).rsplit(".", 1)[-1] if code == 0 else code
     return out
 
 

@@ -57,3 +57,25 @@ def test_describe_configs_shows_flush_ms(bootstrap, make_topic):
     entries = admin.describe_configs([resource], request_timeout=15)[resource].result(30)
     assert entries["flush.ms"].value == str(LONG_MAX)
     assert entries["flush.messages"].value == str(LONG_MAX)
+
+
+def test_produce_never_creates_a_topic(bootstrap):
+    # Kafka creates topics only from Metadata (allow_auto_topic_creation); a Produce request
+    # for an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and creates nothing.
+    import datetime
+    import uuid
+
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from wire import WireClient
+
+    topic = f"never-created-{uuid.uuid4().hex[:8]}"
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder.append(0, timestamp=T0, key=None, value=b"x", headers=[])
+    request = ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=(
+        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=bytes(builder.build())),)),))
+    with WireClient(bootstrap) as w:
+        response = w.request(request)
+    assert [int(p.error_code) for t in response.responses for p in t.partition_responses] == [3]
+    assert topic not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
