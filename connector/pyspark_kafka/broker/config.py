@@ -93,6 +93,9 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "producer.id.expiration.ms": "86400000",
 }
 
+#: Broker configs without a default whose topic synonym falls back to another broker config.
+_BROKER_DEFAULT_FALLBACKS: dict[str, str] = {"log.flush.interval.ms": "log.flush.scheduler.interval.ms"}
+
 #: Broker configs given in coarser units, rewritten to the ms config (Kafka's precedence: ms > minutes > hours).
 _UNIT_SYNONYMS: dict[str, tuple[str, int]] = {
     "log.retention.minutes": ("log.retention.ms", 60_000),
@@ -302,6 +305,16 @@ class BrokerConfig:
             return self._values[name]
         except KeyError:
             raise ConfigError(f"unknown broker config {name!r}: see BROKER_DEFAULTS for the names") from None
+
+    def topic_default(self, topic_name: str) -> str | None:
+        """The default of topic config ``topic_name``: its broker synonym's value, else the
+        synonym's fallback (Kafka's ``KafkaConfig.logFlushIntervalMs``: ``flush.ms`` is
+        ``log.flush.interval.ms``, else ``log.flush.scheduler.interval.ms``)."""
+        broker_name = TOPIC_CONFIG_TO_BROKER[topic_name]
+        value = self.get(broker_name)
+        if value is None and broker_name in _BROKER_DEFAULT_FALLBACKS:
+            value = self.get(_BROKER_DEFAULT_FALLBACKS[broker_name])
+        return value
 
     def get_int(self, name: str) -> int | None:
         """``name`` as an int (``None`` when unset with no default)."""

@@ -131,14 +131,17 @@ class ReplicaManager:
 
     # --- produce ------------------------------------------------------------------------------
 
-    def append_records(self, topic: str | None, partition: int, records, acks: int, now_ms: int) -> AppendResult:
+    def append_records(self, topic: str | None, partition: int, records, acks: int, now_ms: int,
+                       auto_create: bool = True) -> AppendResult:
         """Append a client's record set (bytes or memoryview of whole batches) to ``topic``/``partition``.
 
         Kafka's ``ReplicaManager.appendRecords`` for one partition, in its order of checks: ``acks``
         must be 0, 1 or -1 (InvalidRequiredAcksError); ``topic`` None (an unknown topic id) raises
         UnknownTopicIdError; ``records`` None raises CorruptRecordError; internal topics are refused
         (InvalidTopicError, "Cannot append to internal topic"); an unknown topic is auto-created
-        when allowed, else UnknownTopicOrPartitionError; a transactional batch goes through
+        when ``auto_create`` and ``auto.create.topics.enable``, else UnknownTopicOrPartitionError
+        (the Produce handler passes ``auto_create=False``: Kafka creates topics only from a
+        Metadata request, never from Produce); a transactional batch goes through
         ``verify_transaction``; then the log validates and appends (idempotence, flush policy).
         Waiting fetches of the partition are woken. Returns the AppendResult (base offset, log
         append time in ms or -1, log start offset). Single node: acks=1 and acks=-1 return at once.
@@ -152,7 +155,8 @@ class ReplicaManager:
         if topic in INTERNAL_TOPICS:
             raise InvalidTopicError(f"cannot append to internal topic {topic}: only the broker's coordinators write it")
         validate_topic_name(topic)
-        self.auto_create(topic)
+        if auto_create:
+            self.auto_create(topic)
         plog = self.logs.get_log(topic, partition)
         if plog is None:
             raise UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")

@@ -10,8 +10,9 @@ INVALID_RECORD, ...), other partitions of the request are unaffected.
 acks (Kafka semantics on a single replica): 0 → no response (and, like Kafka, the
 connection is closed when a partition failed, so the client refreshes its metadata);
 1 and -1 (all) → respond after the append, which already applied the flush policy
-(``flush.messages``/``log.flush.interval.messages``). Unknown topics are auto-created
-when ``auto.create.topics.enable`` is true.
+(``flush.messages``/``log.flush.interval.messages``). An unknown topic is
+UNKNOWN_TOPIC_OR_PARTITION, never created (as Kafka: only a Metadata request that allows it
+auto-creates, with ``auto.create.topics.enable``; clients ask Metadata before producing).
 
 Idempotent and transactional producers: the partition's producer state drops duplicate
 batches (answered with the original offsets) and rejects out-of-order sequences
@@ -44,7 +45,8 @@ def _partition_result(index: int, error_code: int, message: str | None = None,
 
 def _append(replica_manager: ReplicaManager, topic: str | None, partition: int, records, acks: int, now: int) -> dict:
     try:
-        result = replica_manager.append_records(topic, partition, records, acks, now)
+        # Kafka's Produce never creates a topic (Metadata does): an unknown one is UNKNOWN_TOPIC_OR_PARTITION
+        result = replica_manager.append_records(topic, partition, records, acks, now, auto_create=False)
     except KafkaError as exc:
         return _partition_result(partition, exc.error_code, str(exc))
     return _partition_result(partition, ErrorCode.none, None, result)

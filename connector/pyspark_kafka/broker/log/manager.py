@@ -410,7 +410,7 @@ class LogManager:
             if name in info.configs:
                 result.append((name, info.configs[name], False))
             else:
-                result.append((name, self.config.get(TOPIC_CONFIG_TO_BROKER[name]), True))
+                result.append((name, self.config.topic_default(name), True))
         return result
 
     def alter_topic_configs(self, topic: str, configs: dict[str, str], validate_only: bool = False) -> TopicInfo:

@@ -37,16 +37,21 @@ from pyspark_kafka.broker.log.checkpoint import fsync_dir
 from pyspark_kafka.broker.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
+    KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
+from pyspark_kafka.broker.log.compression import decompress
 from pyspark_kafka.broker.log.record_batch import (
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
     CONTROL_ABORT,
     CONTROL_COMMIT,
     TIMESTAMP_TYPE_BIT,
     iter_record_offsets_and_timestamps,
+    iter_record_views,
     parse_header,
     stored_batch,
     validate_batches,
@@ -59,7 +64,7 @@ from pyspark_kafka.broker.log.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
-from pyspark_kafka.broker.log.validator import validate_client_batch
+from pyspark_kafka.broker.log.validator import UNCOMPRESSED_BOUND_FACTOR, validate_client_batch
 
 log = get_logger(__name__)
 
@@ -529,7 +534,9 @@ class PartitionLog:
         Finds the first segment whose largest timestamp reaches ``ts_ms``, binary-searches its time
         index, scans batch headers from there and, for an uncompressed batch, its records'
         timestamps. For a compressed batch the answer is the batch's first offset (records are
-        never decompressed) with its maxTimestamp. None when no record is that recent.
+        not decompressed; Kafka's ``searchForTimestamp`` does decompress: a pinned difference,
+        ``integration_tests/test_differential.py``) with its maxTimestamp. None when no record
+        is that recent.
         Special values: -2 -> (log start offset, -1), -1 -> (log end offset, -1),
         -3 -> :meth:`max_timestamp_offset`.
         """
@@ -555,12 +562,30 @@ class PartitionLog:
         return None
 
     @staticmethod
-    def _first_record_at_or_after(segment: LogSegment, position: int, header, ts_ms: int,
-                                  start: int) -> tuple[int, int]:
-        if header.compression != "none" or header.timestamp_type == "LogAppendTime":
-            return max(header.base_offset, start), header.max_timestamp
+    def _record_timestamps(segment: LogSegment, position: int, header):
+        """``(offset, timestamp)`` of each record of the batch at ``position``; a compressed batch
+        is decompressed (bounded like the produce path). None when it cannot be decoded."""
         batch = segment.read_batch(position, header.size)
-        for offset, timestamp in iter_record_offsets_and_timestamps(batch):
+        codec = header.attributes & COMPRESSION_MASK
+        if not codec:
+            return iter_record_offsets_and_timestamps(batch)
+        try:
+            body = decompress(codec, memoryview(batch)[BATCH_HEADER_SIZE:],
+                              UNCOMPRESSED_BOUND_FACTOR * max(header.size, 1 << 20))
+        except KafkaError:
+            return None
+        return ((r.offset, r.timestamp) for r in iter_record_views(header, body))
+
+    @classmethod
+    def _first_record_at_or_after(cls, segment: LogSegment, position: int, header, ts_ms: int,
+                                  start: int, read_compressed: bool = False) -> tuple[int, int]:
+        """The first record of the batch at ``position`` with a timestamp ``>= ts_ms`` and an
+        offset ``>= start``; every record of a LogAppendTime batch has its maxTimestamp. A
+        compressed batch answers its first offset unless ``read_compressed``."""
+        if header.timestamp_type == "LogAppendTime" or (header.compression != "none" and not read_compressed):
+            return max(header.base_offset, start), header.max_timestamp
+        records = cls._record_timestamps(segment, position, header)
+        for offset, timestamp in records or ():
             if timestamp >= ts_ms and offset >= start:
                 return offset, timestamp
         return max(header.base_offset, start), header.max_timestamp
@@ -568,8 +593,8 @@ class PartitionLog:
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the record with the largest timestamp (ListOffsets -3, KIP-734).
 
-        The earliest such record for uncompressed batches; the batch's last offset for compressed
-        ones. None for an empty log.
+        The earliest such record, of compressed and LogAppendTime batches too (Kafka 3.8+ reads
+        the records of the batch that holds it, KAFKA-16310). None for an empty log.
         """
         best: tuple[int, int] | None = None  # (timestamp, segment index)
         for i, segment in enumerate(self.segments):
@@ -583,11 +608,9 @@ class PartitionLog:
         found = segment.translate_offset(segment.offset_of_max_timestamp)
         if found is not None:
             position, header = found
-            if header.compression == "none" and header.timestamp_type == "CreateTime":
-                batch = segment.read_batch(position, header.size)
-                for offset, ts in iter_record_offsets_and_timestamps(batch):
-                    if ts == timestamp and offset >= self.log_start_offset:
-                        return offset, ts
+            if header.max_timestamp == timestamp and header.last_offset >= self.log_start_offset:
+                return self._first_record_at_or_after(segment, position, header, timestamp, self.log_start_offset,
+                                                      read_compressed=True)
         return max(segment.offset_of_max_timestamp, self.log_start_offset), timestamp
 
     # -- retention --------------------------------------------------------------------------

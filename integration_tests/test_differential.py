@@ -1,0 +1,93 @@
+"""Differential run: every observation of ``conformance/differential.py`` on the embedded broker
+and on Apache Kafka (one node from Maven Central's jars), compared field by field.
+
+A field that differs fails the test unless it is in :data:`PINNED` (field -> embedded value,
+Apache Kafka value, reason), the deliberate differences also listed in docs/testing.md
+("Differences found between the embedded broker and Apache Kafka"). About 40 s here.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from integration_tests import clusters as C
+from integration_tests.conformance import differential as D
+
+pytestmark = pytest.mark.slow
+
+MAX = "9223372036854775807"
+PINNED: dict[tuple[str, str], tuple[object, object, str]] = {
+    ("timestamps", "create_time_gzip.by_timestamp.0.0"): (
+        [0, 5000], [0, 0],
+        "ListOffsets by timestamp in a compressed batch: the embedded broker answers the batch's "
+        "first offset with its maxTimestamp (never decompresses on this path); Kafka decompresses "
+        "and answers the first record at or after the timestamp"),
+    ("timestamps", "create_time_gzip.by_timestamp.2500.0"): ([0, 5000], [2, 5000], "as above"),
+    ("timestamps", "create_time_gzip.by_timestamp.5000.0"): ([0, 5000], [2, 5000], "as above"),
+    ("describe_configs", "configs.file.delete.delay.ms"): (
+        ["0", "5", False, False], ["60000", "5", False, False],
+        "the embedded broker deletes segment files at once (log.segment.delete.delay.ms=0); "
+        "Kafka renames them .deleted and removes them 60 s later"),
+    ("describe_configs", "configs.message.timestamp.after.max.ms"): (
+        [MAX, "5", False, False], ["3600000", "5", False, False],
+        "default of Kafka 3.x kept (no bound on future timestamps); Kafka 4.0 bounds CreateTime "
+        "at 1 h in the future (KIP-1030), Kafka 3.9 answers Long.MAX_VALUE like the embedded broker"),
+}
+"""Deliberate differences: (observation, field) -> (embedded value, Apache Kafka value, reason)."""
+
+
+@pytest.fixture(scope="module")
+def embedded_cluster(tmp_path_factory):
+    from pyspark_kafka.broker import EmbeddedBroker
+
+    # Apache Kafka's test settings (TEST_DEFAULTS) have no initial rebalance delay either
+    config = {**C.EMBEDDED_CONFIG, "group.initial.rebalance.delay.ms": "0"}
+    with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("differential"), config=config) as broker:
+        bootstrap = broker.bootstrap_servers
+        yield C.Cluster("embedded", bootstrap, C.api_versions(bootstrap), broker)
+
+
+@pytest.fixture(scope="module")
+def apache_cluster():
+    from pyspark_kafka.testing.apache_kafka import ApacheKafka
+    from pyspark_kafka.testing.maven import MavenUnavailable
+
+    kafka = ApacheKafka(nodes=1, config=D.APACHE_CONFIG)
+    try:
+        kafka.start()
+    except (MavenUnavailable, C.BackendUnavailable) as e:
+        pytest.skip(f"backend apache-kafka unavailable: Apache Kafka {kafka.version} from Maven Central: {e}")
+    try:
+        bootstrap = kafka.bootstrap_servers
+        yield C.Cluster("apache-kafka", bootstrap, C.api_versions(bootstrap), kafka=kafka)
+    finally:
+        kafka.stop()
+
+
+@pytest.mark.parametrize("name", list(D.OBSERVATIONS))
+def test_same_observables(name, embedded_cluster, apache_cluster):
+    from pyspark_kafka.testing import maven
+
+    embedded = D.OBSERVATIONS[name](embedded_cluster)
+    apache = D.OBSERVATIONS[name](apache_cluster)
+    json.dumps([embedded, apache])  # JSON-able, as documented
+    found = D.differences(name, embedded, apache)
+    unexpected = {f: v for f, v in found.items() if (name, f) not in PINNED}
+    assert not unexpected, "embedded vs Apache Kafka: " + "; ".join(
+        f"{f}: embedded {a!r}, apache-kafka {b!r}" for f, (a, b) in unexpected.items())
+    default_version = apache_cluster.kafka.version == maven.DEFAULT_KAFKA_VERSION
+    for (observation, field), (want_embedded, want_apache, _) in PINNED.items():
+        if observation != name:
+            continue
+        got_embedded, got_apache = D.flatten(embedded)[field], D.flatten(apache).get(field)
+        assert got_embedded == want_embedded, f"{field}: the embedded broker changed: {got_embedded!r}"
+        if default_version:  # another KAFKA_VERSION may not differ (e.g. 3.9 and timestamp.after.max.ms)
+            assert got_apache == want_apache, f"{field}: Apache Kafka answers {got_apache!r}, pinned {want_apache!r}"
+
+
+def test_compaction_removes_superseded_values(embedded_cluster):
+    # the cleaner really ran (equal observables could also be "nothing compacted" on both)
+    observed = D.compaction(embedded_cluster)
+    assert observed["superseded_left"] == [] and observed["latest_per_key"] == observed["expected_latest"]
