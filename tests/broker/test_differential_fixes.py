@@ -6,7 +6,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from pyspark_kafka.broker.config import LONG_MAX, BrokerConfig, LogConfig
 from pyspark_kafka.broker.log.partition_log import PartitionLog
-from batches import GZIP, make_batch
+from support.batches import GZIP, make_batch
 
 T0 = 1_700_000_000_000
 
@@ -67,7 +67,7 @@ def test_produce_never_creates_a_topic(bootstrap):
 
     from kafka.record.default_records import DefaultRecordBatchBuilder
     from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
-    from wire import WireClient
+    from support.wire import WireClient
 
     topic = f"never-created-{uuid.uuid4().hex[:8]}"
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
