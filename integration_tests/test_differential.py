@@ -19,13 +19,6 @@ pytestmark = pytest.mark.slow
 
 MAX = "9223372036854775807"
 PINNED: dict[tuple[str, str], tuple[object, object, str]] = {
-    ("timestamps", "create_time_gzip.by_timestamp.0.0"): (
-        [0, 5000], [0, 0],
-        "ListOffsets by timestamp in a compressed batch: the embedded broker answers the batch's "
-        "first offset with its maxTimestamp (never decompresses on this path); Kafka decompresses "
-        "and answers the first record at or after the timestamp"),
-    ("timestamps", "create_time_gzip.by_timestamp.2500.0"): ([0, 5000], [2, 5000], "as above"),
-    ("timestamps", "create_time_gzip.by_timestamp.5000.0"): ([0, 5000], [2, 5000], "as above"),
     ("describe_configs", "configs.file.delete.delay.ms"): (
         ["0", "5", False, False], ["60000", "5", False, False],
         "the embedded broker deletes segment files at once (log.segment.delete.delay.ms=0); "

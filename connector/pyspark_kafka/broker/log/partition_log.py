@@ -532,11 +532,9 @@ class PartitionLog:
         """``(offset, timestamp)`` of the first record with timestamp ``>= ts_ms`` (Kafka's ListOffsets).
 
         Finds the first segment whose largest timestamp reaches ``ts_ms``, binary-searches its time
-        index, scans batch headers from there and, for an uncompressed batch, its records'
-        timestamps. For a compressed batch the answer is the batch's first offset (records are
-        not decompressed; Kafka's ``searchForTimestamp`` does decompress: a pinned difference,
-        ``integration_tests/test_differential.py``) with its maxTimestamp. None when no record
-        is that recent.
+        index, scans batch headers from there and then the records' timestamps of the batch that
+        holds the answer, decompressing a compressed batch (bounded like the produce path), as
+        Kafka's ``LogSegment.findOffsetByTimestamp`` does. None when no record is that recent.
         Special values: -2 -> (log start offset, -1), -1 -> (log end offset, -1),
         -3 -> :meth:`max_timestamp_offset`.
         """
@@ -558,7 +556,7 @@ class PartitionLog:
             for pos, header in segment.iter_headers(position):
                 if header.max_timestamp < ts_ms or header.last_offset < start:
                     continue
-                return self._first_record_at_or_after(segment, pos, header, ts_ms, start)
+                return self._first_record_at_or_after(segment, pos, header, ts_ms, start, read_compressed=True)
         return None
 
     @staticmethod
