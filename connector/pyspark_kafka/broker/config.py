@@ -373,6 +373,8 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     delete_retention_ms: int = 86400000
     min_compaction_lag_ms: int = 0
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     producer_id_expiration_ms: int = 86400000  # broker-wide producer.id.expiration.ms
 
     @property
@@ -384,6 +386,15 @@ class LogConfig:
     def deletes(self) -> bool:
         """True when retention may delete segments (``cleanup.policy`` includes ``delete``)."""
         return "delete" in self.cleanup_policy.split(",")
+
+    def timestamp_bounds(self, now_ms: int) -> tuple[int, int] | None:
+        """``(low, high)`` a CreateTime record's timestamp must be in at ``now_ms``
+        (``message.timestamp.before/after.max.ms``, Kafka's ``LogValidator.validateTimestamp``);
+        None when nothing is refused (LogAppendTime, or both unlimited)."""
+        if self.log_append_time or (self.message_timestamp_before_max_ms >= LONG_MAX
+                                    and self.message_timestamp_after_max_ms >= LONG_MAX):
+            return None
+        return (now_ms - self.message_timestamp_before_max_ms, now_ms + self.message_timestamp_after_max_ms)
 
     @property
     def log_append_time(self) -> bool:
@@ -421,6 +432,8 @@ class LogConfig:
             flush_ms=integer("flush.ms"),
             delete_retention_ms=integer("delete.retention.ms"),
             min_compaction_lag_ms=integer("min.compaction.lag.ms"),
+            message_timestamp_before_max_ms=integer("message.timestamp.before.max.ms"),
+            message_timestamp_after_max_ms=integer("message.timestamp.after.max.ms"),
             producer_id_expiration_ms=broker.get_int("producer.id.expiration.ms"),
         )
 

@@ -12,6 +12,8 @@ handlers, server) may import it.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from kio.schema.errors import ErrorCode
 
 __all__ = ["ErrorCode", "KafkaError", "error_code_of", "for_code"]
@@ -21,6 +23,8 @@ class KafkaError(Exception):
     """Base class: an error the broker reports to clients as ``error_code`` (UNKNOWN_SERVER_ERROR here)."""
 
     error_code: ErrorCode = ErrorCode.unknown_server_error
+    record_errors: "RecordErrors | None" = None
+    """Per-record errors of a refused batch (KIP-467), set by :func:`record_validation_error`."""
 
 
 class OffsetOutOfRangeError(KafkaError):
@@ -121,6 +125,40 @@ class InvalidRecordError(KafkaError):
     """A record batch is well formed but breaks a rule, e.g. its offset range disagrees with its count (INVALID_RECORD)."""
 
     error_code = ErrorCode.invalid_record
+
+
+class InvalidTimestampError(KafkaError):
+    """A record's CreateTime is outside ``message.timestamp.before.max.ms``/``after.max.ms`` of now (INVALID_TIMESTAMP)."""
+
+    error_code = ErrorCode.invalid_timestamp
+
+
+class RecordErrors(NamedTuple):
+    """Kafka's ``RecordValidationException``: the batch's error plus one message per bad record.
+
+    ``errors``: ``(batch_index, message)`` per refused record (its index inside the batch), as
+    Kafka's ``RecordError``; the produce handler puts them into ``record_errors`` (KIP-467).
+    """
+
+    errors: tuple[tuple[int, str], ...]
+
+
+def record_validation_error(record_errors: list[tuple[int, str]]) -> KafkaError:
+    """The exception Kafka's ``LogValidator.processRecordErrors`` throws for a batch's record errors.
+
+    INVALID_TIMESTAMP when a timestamp is among them, else INVALID_RECORD; the message is Kafka's
+    (the first three record errors). ``exc.record_errors`` holds them all.
+    """
+    errors = tuple(record_errors)
+    if any(message.startswith("Timestamp ") for _, message in errors):
+        exc: KafkaError = InvalidTimestampError("One or more records have been rejected due to invalid timestamp")
+    else:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        exc = InvalidRecordError(
+            f"One or more records have been rejected due to {len(errors)} record errors in total, "
+            f"and only showing the first three errors at most: [{shown}]")
+    exc.record_errors = RecordErrors(errors)
+    return exc
 
 
 # -- consumer groups ---------------------------------------------------------------------------

@@ -5,7 +5,11 @@ Each partition goes to :meth:`ReplicaManager.append_records
 Per partition, the storage validates every batch first (CRC32C, magic 2, sizes,
 ``max.message.bytes``) and appends nothing when one is bad; its exception's
 ``error_code`` goes into that partition's response (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
-INVALID_RECORD, ...), other partitions of the request are unaffected.
+INVALID_RECORD, ...), other partitions of the request are unaffected. When the batch is refused
+because of some of its records (a null key on a compacted topic: INVALID_RECORD; a CreateTime
+outside ``message.timestamp.before/after.max.ms``: INVALID_TIMESTAMP), v8+ answers with
+``record_errors`` (each bad record's index in its batch and Kafka's message, KIP-467) and
+Kafka's ``error_message``; older versions carry only the error code.
 
 acks (Kafka semantics on a single replica): 0 → no response (and, like Kafka, the
 connection is closed when a partition failed, so the client refreshes its metadata);
@@ -31,14 +35,14 @@ from pyspark_kafka.broker.replica_manager import AppendResult, ReplicaManager
 
 
 def _partition_result(index: int, error_code: int, message: str | None = None,
-                      append: AppendResult | None = None) -> dict:
+                      append: AppendResult | None = None, record_errors=None) -> dict:
     return {
         "index": index,
         "error_code": error_code,
         "base_offset": append.base_offset if append else -1,
         "log_append_time": append.log_append_time_ms if append else -1,
         "log_start_offset": append.log_start_offset if append else -1,
-        "record_errors": [],
+        "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()],
         "error_message": message,
     }
 
@@ -48,7 +52,8 @@ def _append(replica_manager: ReplicaManager, topic: str | None, partition: int, 
         # Kafka's Produce never creates a topic (Metadata does): an unknown one is UNKNOWN_TOPIC_OR_PARTITION
         result = replica_manager.append_records(topic, partition, records, acks, now, auto_create=False)
     except KafkaError as exc:
-        return _partition_result(partition, exc.error_code, str(exc))
+        errors = exc.record_errors.errors if exc.record_errors else None
+        return _partition_result(partition, exc.error_code, str(exc), record_errors=errors)
     return _partition_result(partition, ErrorCode.none, None, result)
 
 

@@ -371,7 +371,8 @@ class PartitionLog:
                 validate_client_batch(view[position:position + header.size], header,
                                       where=f"{self.topic}-{self.partition}",
                                       max_message_bytes=self.config.max_message_bytes,
-                                      compacted=self.config.compacts)
+                                      compacted=self.config.compacts,
+                                      timestamp_bounds=self.config.timestamp_bounds(now))
             if header.is_control:
                 self._check_marker_epoch(header.producer_id, header.producer_epoch)
                 controls.append(control_type(bytes(view[position : position + header.size])))

@@ -18,7 +18,13 @@ a bound (:mod:`~pyspark_kafka.broker.log.compression`), and refuses the batch wh
 - bytes remain after the last counted record, or the records end before the count is reached
   (INVALID_RECORD: "Incorrect declared batch size");
 - the topic is compacted and a record has a null key (INVALID_RECORD, Kafka's
-  "Compacted topic cannot accept message without key");
+  "Compacted topic cannot accept message without key in topic partition t-0"), or, with
+  ``message.timestamp.type=CreateTime``, a record's timestamp is more than
+  ``message.timestamp.before.max.ms`` before or ``message.timestamp.after.max.ms`` after the
+  broker's clock (INVALID_TIMESTAMP). These two are *record errors* (Kafka's ``RecordError``):
+  every record of the batch is checked, and the exception (from
+  :func:`~pyspark_kafka.broker.errors.record_validation_error`) carries each bad record's index
+  and message, which Produce v8+ returns in ``record_errors`` (KIP-467);
 - the compressed records cannot be decompressed or expand past the bound (CORRUPT_MESSAGE), or
   the codec id is not one Kafka defines (UNSUPPORTED_COMPRESSION_TYPE).
 
@@ -31,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyspark_kafka.broker.log.compression import decompress
-from pyspark_kafka.broker.errors import InvalidRecordError
+from pyspark_kafka.broker.errors import InvalidRecordError, record_validation_error
 from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, COMPRESSION_MASK, BatchHeader
 
 UNCOMPRESSED_BOUND_FACTOR = 64
@@ -69,12 +75,13 @@ def _varint(buf, pos: int, end: int) -> tuple[int, int]:
 
 
 def validate_client_batch(batch, header: BatchHeader, *, where: str, max_message_bytes: int,
-                          compacted: bool) -> None:
+                          compacted: bool, timestamp_bounds: tuple[int, int] | None = None) -> None:
     """Validate the records of one whole batch (``batch``: its bytes, header included).
 
     ``where`` names the partition for messages (``topic-0``); ``max_message_bytes`` is the
     topic's ``max.message.bytes`` (the decompression bound is 64 times it); ``compacted``
-    requires a key on every record. Raises InvalidRecordError, CorruptRecordError or
+    requires a key on every record; ``timestamp_bounds`` ``(low, high)``, when given, the range
+    every record's timestamp (other than -1) must be in. Raises InvalidTimestampError, InvalidRecordError, CorruptRecordError or
     UnsupportedCompressionError; returns None when the batch is valid.
     """
     if header.producer_id >= 0 and header.base_sequence < 0:
@@ -86,16 +93,24 @@ def validate_client_batch(batch, header: BatchHeader, *, where: str, max_message
     if codec:
         body = decompress(codec, body, UNCOMPRESSED_BOUND_FACTOR * max_message_bytes)
     try:
-        if header.record_count < VECTORIZE_FROM or not _records_valid(body, header.record_count, compacted):
-            _walk_records(body, header.record_count, compacted, where)  # raises, naming the bad record
+        deltas = None if timestamp_bounds is None else (timestamp_bounds[0] - header.base_timestamp,
+                                                        timestamp_bounds[1] - header.base_timestamp)
+        if header.record_count < VECTORIZE_FROM or not _records_valid(body, header.record_count, compacted, deltas):
+            _walk_records(body, header.record_count, compacted, where,  # raises, naming the bad record(s)
+                          header.base_timestamp, header.base_offset, timestamp_bounds)
     except _Truncated:
         raise InvalidRecordError(
             f"record batch to {where} (base offset {header.base_offset}) has fewer bytes than its "
             f"{header.record_count} records need: a record runs past the end of the batch") from None
 
 
-def _walk_records(body, count: int, compacted: bool, where: str) -> None:
-    """Walk ``count`` records of an uncompressed records section; raise on the first bad one.
+def _walk_records(body, count: int, compacted: bool, where: str, base_timestamp: int = 0, base_offset: int = 0,
+                  timestamp_bounds: tuple[int, int] | None = None) -> None:
+    """Walk ``count`` records of an uncompressed records section; raise on the first malformed one.
+
+    Record errors (a null key on a compacted topic, a timestamp outside ``timestamp_bounds``) do
+    not stop the walk: once every record is read they are raised together
+    (:func:`~pyspark_kafka.broker.errors.record_validation_error`), each as ``(index, Kafka's message)``.
 
     The hot path of every produce request: varints are decoded inline with a one-byte fast path
     (most lengths and deltas of small records), the slow path in :func:`_varint`.
@@ -106,6 +121,7 @@ def _walk_records(body, count: int, compacted: bool, where: str) -> None:
         raise InvalidRecordError(f"record batch to {where} declares {count} records in {end} bytes of records")
     pos = 0
     varint = _varint
+    record_errors: list[tuple[int, str]] = []
     for i in range(count):
         if pos >= end:
             raise _Truncated
@@ -123,6 +139,13 @@ def _walk_records(body, count: int, compacted: bool, where: str) -> None:
                                      f"{end - pos} bytes are left in the batch")
         # attributes (1 byte, unused in v2), then timestampDelta: skip its varint bytes
         pos += 1
+        if timestamp_bounds is not None and pos < record_end:
+            timestamp_delta, next_pos = varint(body, pos, record_end)
+            timestamp = base_timestamp + timestamp_delta
+            if timestamp != -1 and not timestamp_bounds[0] <= timestamp <= timestamp_bounds[1]:
+                record_errors.append((i, f"Timestamp {timestamp} of message with offset {base_offset + i} is out "
+                                         f"of range. The timestamp should be within [{timestamp_bounds[0]}, "
+                                         f"{timestamp_bounds[1]}]"))
         while pos < record_end and body[pos] >= 0x80:
             pos += 1
         pos += 1
@@ -147,9 +170,8 @@ def _walk_records(body, count: int, compacted: bool, where: str) -> None:
             if key_length != -1:
                 raise InvalidRecordError(f"record {i} of a batch to {where} has key length {key_length}")
             if compacted:
-                raise InvalidRecordError(
-                    f"compacted topic cannot accept message without key in topic partition {where} (record {i}): "
-                    "give every record a key, or use cleanup.policy=delete")
+                record_errors.append((i, f"Compacted topic cannot accept message without key in topic partition "
+                                         f"{where}"))
         else:
             pos += key_length
         if pos >= record_end:
@@ -179,6 +201,8 @@ def _walk_records(body, count: int, compacted: bool, where: str) -> None:
     if pos != end:
         raise InvalidRecordError(f"incorrect declared batch size: {end - pos} bytes remain after the "
                                  f"{count} records of a batch to {where}")
+    if record_errors:
+        raise record_validation_error(record_errors)
 
 
 def _walk_headers(body: bytes, pos: int, record_end: int, i: int, where: str) -> int:
@@ -223,7 +247,7 @@ def _zigzag_varints(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray, max_byt
     return value, pos + size, ok
 
 
-def _records_valid(body, count: int, compacted: bool) -> bool:
+def _records_valid(body, count: int, compacted: bool, timestamp_deltas: tuple[int, int] | None = None) -> bool:
     """True when all ``count`` records of ``body`` pass the checks of :func:`_walk_records`.
 
     Only the chain of record lengths is walked in Python; the fields of all records are then
@@ -263,7 +287,9 @@ def _records_valid(body, count: int, compacted: bool) -> bool:
     starts = np.array(starts, dtype=np.int64)
     ends = np.array(ends, dtype=np.int64)
     buf = np.frombuffer(data, dtype=np.uint8)
-    _, p, ok = _zigzag_varints(buf, starts + 1, ends, 10)  # attributes byte, then timestampDelta
+    ts_delta, p, ok = _zigzag_varints(buf, starts + 1, ends, 10)  # attributes byte, then timestampDelta
+    if timestamp_deltas is not None:  # a -1 timestamp is never refused: the slow path decides
+        ok &= (ts_delta >= timestamp_deltas[0]) & (ts_delta <= timestamp_deltas[1])
     delta, p, ok2 = _zigzag_varints(buf, p, ends, 5)
     ok &= ok2 & (delta == np.arange(count))
     key_len, p, ok2 = _zigzag_varints(buf, p, ends, 5)
