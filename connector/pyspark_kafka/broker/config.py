@@ -3,7 +3,8 @@
 - :data:`BROKER_DEFAULTS`: broker config name -> default value (a string, or ``None`` where Kafka has
   no default, e.g. ``log.flush.interval.ms``).
 - :data:`TOPIC_CONFIG_TO_BROKER`: topic config name -> the broker config that supplies its default
-  (Kafka's ``ServerTopicConfigSynonyms``).
+  (Kafka's ``ServerTopicConfigSynonyms``); :data:`TOPIC_ONLY_DEFAULTS`: topic configs without one.
+  Together (:data:`TOPIC_CONFIG_NAMES`) they are every topic config Apache Kafka 4.3.1 lists.
 - :class:`BrokerConfig`: validated broker configs; :class:`LogConfig`: the effective per-topic log
   settings (topic overrides over broker defaults).
 - :func:`validate_topic_name`: Kafka's topic name rules (``org.apache.kafka.common.internals.Topic``).
@@ -46,6 +47,9 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "message.max.bytes": "1048588",
     "fetch.max.bytes": "57671680",
     "compression.type": "producer",
+    "compression.gzip.level": "-1",  # accepted, not used: batches are stored as produced
+    "compression.lz4.level": "9",
+    "compression.zstd.level": "3",
     # log segments and indexes
     "log.segment.bytes": "1073741824",
     "log.roll.ms": "604800000",
@@ -58,6 +62,8 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "log.retention.ms": "604800000",
     "log.retention.bytes": "-1",
     "log.retention.check.interval.ms": "300000",
+    "log.local.retention.ms": "-2",  # tiered storage: accepted, not used (no remote storage)
+    "log.local.retention.bytes": "-2",
     "log.cleanup.policy": "delete",
     "log.cleaner.delete.retention.ms": "86400000",
     "log.cleaner.min.compaction.lag.ms": "0",
@@ -128,13 +134,36 @@ TOPIC_CONFIG_TO_BROKER: dict[str, str] = {
     "segment.jitter.ms": "log.roll.jitter.ms",
     "segment.ms": "log.roll.ms",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "local.retention.ms": "log.local.retention.ms",
+    "local.retention.bytes": "log.local.retention.bytes",
 }
+
+#: Topic configs without a broker synonym (Kafka's ``LogConfig``): name -> Kafka's default.
+#: Accepted and described; none is enforced (single broker, no tiered storage, no throttling).
+TOPIC_ONLY_DEFAULTS: dict[str, str] = {
+    "follower.replication.throttled.replicas": "",
+    "leader.replication.throttled.replicas": "",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
+    "remote.storage.enable": "false",
+}
+
+#: Every topic config name this broker accepts (Kafka 4.3.1's list).
+TOPIC_CONFIG_NAMES: tuple[str, ...] = tuple(sorted({*TOPIC_CONFIG_TO_BROKER, *TOPIC_ONLY_DEFAULTS}))
+
+#: Topic configs holding a comma-separated list (IncrementalAlterConfigs APPEND/SUBTRACT apply).
+LIST_TOPIC_CONFIGS = frozenset({"cleanup.policy", "follower.replication.throttled.replicas",
+                                "leader.replication.throttled.replicas"})
 
 _BOOL = "bool"
 _LONG = "long"
 _INT = "int"
 _DOUBLE = "double"
 _STRING = "string"
+_REPLICAS = "replicas"  # "", "*" or partition:broker,... (Kafka's ThrottledReplicaListValidator)
 
 # Types of the configs that are not plain strings, with Kafka's lower bounds.
 _TYPES: dict[str, tuple[str, int | float | None]] = {
@@ -192,7 +221,33 @@ _TYPES: dict[str, tuple[str, int | float | None]] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_INT, 1),
     "transactional.id.expiration.ms": (_INT, 1),
     "producer.id.expiration.ms": (_INT, 1),
+    "log.local.retention.ms": (_LONG, -2),
+    "log.local.retention.bytes": (_LONG, -2),
+    "compression.gzip.level": (_INT, -1),
+    "compression.lz4.level": (_INT, 1),
+    "compression.zstd.level": (_INT, -131072),
+    "remote.log.copy.disable": (_BOOL, None),
+    "remote.log.delete.on.disable": (_BOOL, None),
+    "remote.storage.enable": (_BOOL, None),
+    "follower.replication.throttled.replicas": (_REPLICAS, None),
+    "leader.replication.throttled.replicas": (_REPLICAS, None),
 }
+
+#: Upper bounds where Kafka has them (``ConfigDef.Range.between``).
+_MAXIMA: dict[str, int] = {"compression.lz4.level": 17, "compression.zstd.level": 22, "compression.gzip.level": 9}
+_REPLICA_LIST = re.compile(r"\s*\d+\s*:\s*\d+\s*(,\s*\d+\s*:\s*\d+\s*)*")
+
+#: Kafka's ``ConfigEntry.ConfigType`` ids (DescribeConfigs v3+ ``config_type``).
+_CONFIG_TYPE_IDS = {_BOOL: 1, _STRING: 2, _INT: 3, _LONG: 5, _DOUBLE: 6, _REPLICAS: 7}
+
+
+def config_type(name: str) -> int:
+    """Kafka's config type id of broker or topic config ``name`` (1 boolean, 2 string, 3 int, 5 long,
+    6 double, 7 list), as DescribeConfigs reports it."""
+    if name in ("cleanup.policy", "log.cleanup.policy", "listeners", "advertised.listeners", "log.dirs"):
+        return 7
+    broker_name = TOPIC_CONFIG_TO_BROKER.get(name, name)
+    return _CONFIG_TYPE_IDS[_TYPES.get(broker_name, (_STRING, None))[0]]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "log.cleanup.policy": ("delete", "compact", "compact,delete", "delete,compact"),
@@ -226,7 +281,16 @@ def _check_value(name: str, value: str | None, *, where: str) -> str | None:
             raise InvalidConfigError(f"{where} {name}={value!r} is out of range for a 32/64-bit integer ({kind})")
         if low is not None and number < low:
             raise InvalidConfigError(f"{where} {name}={value!r} must be at least {low}")
+        if name in _MAXIMA and number > _MAXIMA[name]:
+            raise InvalidConfigError(f"{where} {name}={value!r} must be at most {_MAXIMA[name]}")
+        if name == "compression.gzip.level" and number == 0:
+            raise InvalidConfigError(f"{where} {name}={value!r} must be -1 (default) or 1..9")
         return str(number)
+    if kind == _REPLICAS:
+        if value.strip() not in ("", "*") and not _REPLICA_LIST.fullmatch(value):
+            raise InvalidConfigError(f"{where} {name}={value!r}: {name} must be the literal '*' or a list of "
+                                     "replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+        return value
     if kind == _DOUBLE:
         try:
             number_f = float(value)
@@ -310,6 +374,8 @@ class BrokerConfig:
         """The default of topic config ``topic_name``: its broker synonym's value, else the
         synonym's fallback (Kafka's ``KafkaConfig.logFlushIntervalMs``: ``flush.ms`` is
         ``log.flush.interval.ms``, else ``log.flush.scheduler.interval.ms``)."""
+        if topic_name in TOPIC_ONLY_DEFAULTS:
+            return TOPIC_ONLY_DEFAULTS[topic_name]
         broker_name = TOPIC_CONFIG_TO_BROKER[topic_name]
         value = self.get(broker_name)
         if value is None and broker_name in _BROKER_DEFAULT_FALLBACKS:
@@ -341,14 +407,19 @@ def validate_topic_config(name: str, value: object) -> str | None:
     Raises :class:`InvalidConfigError` for an unknown topic config name (Kafka: "Unknown topic
     config name") or a value of the wrong type/range.
     """
-    broker_name = TOPIC_CONFIG_TO_BROKER.get(name)
+    broker_name = TOPIC_CONFIG_TO_BROKER.get(name) or (name if name in TOPIC_ONLY_DEFAULTS else None)
     if broker_name is None:
         raise InvalidConfigError(
-            f"Unknown topic config name: {name!r}. Known topic configs: {', '.join(sorted(TOPIC_CONFIG_TO_BROKER))}"
+            f"Unknown topic config name: {name!r}. Known topic configs: {', '.join(TOPIC_CONFIG_NAMES)}"
         )
     if value is None:
         return None
-    return _check_value(broker_name, value if isinstance(value, str) else str(value), where="topic config " + name)
+    checked = _check_value(broker_name, value if isinstance(value, str) else str(value), where="topic config " + name)
+    if name == "remote.storage.enable" and checked == "true":
+        # Kafka with remote.log.storage.system.enable=false (its default) refuses it the same way
+        raise InvalidConfigError("topic config remote.storage.enable=true: you have to enable remote storage "
+                                 "system at broker level first (this broker has no tiered storage)")
+    return checked
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ start) or another resource type; UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEP
 
 from __future__ import annotations
 
-from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, validate_topic_name
+from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, config_type, validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
     ErrorCode,
@@ -158,7 +158,8 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
 
 def _config_entry(name, value, source, read_only, synonyms) -> dict:
     return {"name": name, "value": value, "read_only": read_only, "config_source": source,
-            "is_sensitive": False, "synonyms": synonyms, "config_type": 0, "documentation": None}
+            "is_sensitive": False, "synonyms": synonyms,
+            "config_type": config_type(name), "documentation": None}
 
 
 def topic_configs(broker, topic: str, include_synonyms: bool) -> list[dict]:

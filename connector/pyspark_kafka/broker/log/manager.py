@@ -28,7 +28,8 @@ from typing import Iterable
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import clock
 from pyspark_kafka.broker.config import (
-    TOPIC_CONFIG_TO_BROKER,
+    LIST_TOPIC_CONFIGS,
+    TOPIC_CONFIG_NAMES,
     BrokerConfig,
     LogConfig,
     validate_topic_config,
@@ -406,7 +407,7 @@ class LogManager:
         """``(name, value, is_default)`` for every topic config: the override, else the broker default."""
         info = self._require(topic)
         result = []
-        for name in sorted(TOPIC_CONFIG_TO_BROKER):
+        for name in TOPIC_CONFIG_NAMES:
             if name in info.configs:
                 result.append((name, info.configs[name], False))
             else:
@@ -431,9 +432,9 @@ class LogManager:
             elif op == OP_DELETE:
                 configs.pop(name, None)
             elif op in (OP_APPEND, OP_SUBTRACT):
-                if name != "cleanup.policy":
+                if name not in LIST_TOPIC_CONFIGS:
                     raise InvalidConfigError(f"config {name} is not a list: APPEND/SUBTRACT apply only to list configs")
-                current = (configs.get(name) or self.config.get(TOPIC_CONFIG_TO_BROKER[name]) or "").split(",")
+                current = (configs.get(name) or self.config.topic_default(name) or "").split(",")
                 items = [v for v in (value or "").split(",") if v]
                 merged = current + [v for v in items if v not in current] if op == OP_APPEND else [
                     v for v in current if v not in items]
