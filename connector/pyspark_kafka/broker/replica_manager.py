@@ -261,6 +261,11 @@ class ReplicaManager:
 
     # --- describe (DescribeProducers, DescribeLogDirs, OffsetForLeaderEpoch) -----------------
 
+    def log_start_offset(self, topic: str | None, partition: int) -> int:
+        """The partition's log start offset; -1 when this broker has no such partition."""
+        plog = self.logs.get_log(topic, partition) if topic is not None else None
+        return -1 if plog is None else plog.log_start_offset
+
     def _partition_log(self, topic: str, partition: int) -> PartitionLog:
         """The log of ``topic``/``partition``; UnknownTopicOrPartitionError when this broker has none."""
         plog = self.logs.get_log(topic, partition)

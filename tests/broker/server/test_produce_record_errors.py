@@ -52,7 +52,7 @@ def test_null_keys_on_a_compacted_topic_are_record_errors(bootstrap, make_topic)
     topic = make_topic(1, {"cleanup.policy": "compact"})
     res = _produce(bootstrap, topic, _batch([b"k", None, b"k", None]))
     assert res.error_code == ErrorCode.invalid_record
-    assert res.base_offset == -1
+    assert (res.base_offset, res.log_start_offset) == (-1, 0)  # Kafka reports the log start offset
     message = f"Compacted topic cannot accept message without key in topic partition {topic}-0"
     assert [(e.batch_index, e.batch_index_error_message) for e in res.record_errors] == [(1, message), (3, message)]
     assert res.error_message == (
@@ -124,6 +124,7 @@ def test_malformed_record_has_no_record_errors(bootstrap, make_topic):
                                                  base_timestamp=now, max_timestamp=now))
     assert res.error_code == ErrorCode.invalid_record
     assert res.record_errors == ()
+    assert res.log_start_offset == 0  # as Kafka
 
 
 def test_confluent_kafka_delivery_error(bootstrap, make_topic):

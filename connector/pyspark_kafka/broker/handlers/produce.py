@@ -29,19 +29,37 @@ INVALID_TOPIC_EXCEPTION, as Kafka does ("Cannot append to internal topic").
 
 from __future__ import annotations
 
-from pyspark_kafka.broker.errors import ErrorCode, KafkaError
+from pyspark_kafka.broker.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    KafkaError,
+    KafkaStorageError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
 from pyspark_kafka.broker.handlers import CloseConnection, RequestContext, now_ms, register
 from pyspark_kafka.broker.replica_manager import AppendResult, ReplicaManager
 
 
+# Errors Kafka's ReplicaManager answers with log_start_offset -1; after any other failed append
+# it reports the partition's log start offset (``processFailedRecord``).
+_NO_LOG_START_OFFSET = (UnknownTopicOrPartitionError, UnknownTopicIdError, RecordTooLargeError,
+                        RecordBatchTooLargeError, CorruptRecordError, KafkaStorageError, InvalidTopicError,
+                        InvalidRequiredAcksError)
+
+
 def _partition_result(index: int, error_code: int, message: str | None = None,
-                      append: AppendResult | None = None, record_errors=None) -> dict:
+                      append: AppendResult | None = None, record_errors=None, log_start_offset: int = -1) -> dict:
     return {
         "index": index,
         "error_code": error_code,
         "base_offset": append.base_offset if append else -1,
         "log_append_time": append.log_append_time_ms if append else -1,
-        "log_start_offset": append.log_start_offset if append else -1,
+        "log_start_offset": append.log_start_offset if append else log_start_offset,
         "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()],
         "error_message": message,
     }
@@ -53,7 +71,8 @@ def _append(replica_manager: ReplicaManager, topic: str | None, partition: int, 
         result = replica_manager.append_records(topic, partition, records, acks, now, auto_create=False)
     except KafkaError as exc:
         errors = exc.record_errors.errors if exc.record_errors else None
-        return _partition_result(partition, exc.error_code, str(exc), record_errors=errors)
+        log_start = -1 if isinstance(exc, _NO_LOG_START_OFFSET) else replica_manager.log_start_offset(topic, partition)
+        return _partition_result(partition, exc.error_code, str(exc), record_errors=errors, log_start_offset=log_start)
     return _partition_result(partition, ErrorCode.none, None, result)
 
 
