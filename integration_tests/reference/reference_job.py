@@ -18,7 +18,7 @@ jars come from the cache (nothing is downloaded at query time).
   connector's topic; the ``topic`` option is then not set), any other name → a string column)
   written with ``options`` to ``topics[format]``;
 - ``stream``: a ``readStream`` with ``Trigger.AvailableNow`` into ``foreachBatch``: per micro-batch
-  ``[batch id, sorted [partition, offset] pairs]``, and the source offsets of the checkpoint's
+  ``[batch id, sorted [topic, partition, offset] triples]``, and the source offsets of the checkpoint's
   ``offsets/<n>`` files (``{"n": offset JSON}``); a failed query is an ``error`` outcome.
 
 A case's optional ``mentions`` (list of strings): an error outcome then says which of them its
@@ -132,9 +132,9 @@ def _stream(spark, fmt: str, case: dict, workdir: str) -> dict:
     batches, lock = [], threading.Lock()
 
     def record(df, batch_id):
-        pairs = sorted([r.partition, r.offset] for r in df.select("partition", "offset").collect())
+        records = sorted([r.topic, r.partition, r.offset] for r in df.select("topic", "partition", "offset").collect())
         with lock:
-            batches.append([batch_id, pairs])
+            batches.append([batch_id, records])
 
     df = spark.readStream.format(fmt).options(**case["options"]).load()
     query = (df.writeStream.foreachBatch(record).option("checkpointLocation", checkpoint)

@@ -228,14 +228,19 @@ def run_job(ref, all_cases: list[dict], workdir: Path) -> dict:
     return result
 
 
+def reference_run(kafka_cluster, workdir_factory, write_data, make_cases) -> tuple[dict, dict]:
+    """``(cases by name, job output)``: ``write_data(cluster, run id) -> topics``, then
+    ``make_cases(bootstrap, topics)`` through one reference job (or a skip, :func:`reference_or_skip`)."""
+    ref = reference_or_skip(kafka_cluster)
+    all_cases = make_cases(kafka_cluster.bootstrap, write_data(kafka_cluster, uuid.uuid4().hex[:8]))
+    return {c["name"]: c for c in all_cases}, run_job(ref, all_cases, workdir_factory())
+
+
 @pytest.fixture(scope="module")
 def reference(kafka_cluster, tmp_path_factory):
     """``(cases by name, job output, cluster)`` of the one reference job of this backend."""
-    ref = reference_or_skip(kafka_cluster)
-    topics = _write_data(kafka_cluster, uuid.uuid4().hex[:8])
-    all_cases = cases(kafka_cluster.bootstrap, topics)
-    result = run_job(ref, all_cases, tmp_path_factory.mktemp("reference"))
-    return {c["name"]: c for c in all_cases}, result, kafka_cluster
+    by_name, result = reference_run(kafka_cluster, lambda: tmp_path_factory.mktemp("reference"), _write_data, cases)
+    return by_name, result, kafka_cluster
 
 
 def _outcome(side: dict) -> str:

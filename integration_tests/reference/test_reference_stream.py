@@ -11,12 +11,11 @@ into ``foreachBatch``; compared per case are the micro-batches (batch id and the
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
-from integration_tests.helpers import WAIT_S, produce
-from integration_tests.reference.test_reference_batch import BASE_MS, TOPIC_CONFIG, reference_or_skip, run_job
+from integration_tests.helpers import WAIT_S, produce, transactions
+from integration_tests.reference.test_reference_batch import BASE_MS, TOPIC_CONFIG, reference_run
 
 pytestmark = pytest.mark.slow
 COUNTS = (9, 4, 1)
@@ -43,6 +42,8 @@ def _write_data(cluster, run: str) -> dict:
 
     s = cluster.create_topic(3, TOPIC_CONFIG, prefix=f"refs-{run}-s")
     d = cluster.create_topic(1, TOPIC_CONFIG, prefix=f"refs-{run}-d")
+    t = cluster.create_topic(1, TOPIC_CONFIG, prefix=f"refs-{run}-t")
+    transactions(cluster.bootstrap, t, [([b"c1", b"c2"], True), ([b"x1", b"x2", b"x3"], False), ([b"c3"], True)])
     produce(cluster.bootstrap, s, [{"key": f"k{p}-{i}".encode(), "value": f"s{p}-{i}".encode(), "partition": p,
                                     "timestamp": BASE_MS + i * 1000 + p}
                                    for p, n in enumerate(COUNTS) for i in range(n)])
@@ -50,12 +51,12 @@ def _write_data(cluster, run: str) -> dict:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     tp = TopicPartition(d, 0, DELETED_BEFORE)
     assert admin.delete_records([tp], request_timeout=15)[tp].result(WAIT_S).low_watermark == DELETED_BEFORE
-    return {"s": s, "d": d}
+    return {"s": s, "d": d, "t": t, "pattern": f"refs-{run}-[sd]-.*"}
 
 
 def cases(bootstrap: str, topics: dict) -> list[dict]:
     """The streaming cases of one reference job (topics from :func:`_write_data`)."""
-    s, d = topics["s"], topics["d"]
+    s, d, t = topics["s"], topics["d"], topics["t"]
 
     def stream(name, **options):
         return {"name": name, "kind": "stream", "options": {"kafka.bootstrap.servers": bootstrap, **options}}
@@ -76,6 +77,13 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
                maxTriggerDelay="1h"),
         stream("stream_min_and_max_offsets", subscribe=s, startingOffsets="earliest", minOffsetsPerTrigger="5",
                maxOffsetsPerTrigger="6", maxTriggerDelay="1h"),
+        stream("stream_assign_max_offsets", assign=json.dumps({s: [0, 1]}), startingOffsets="earliest",
+               maxOffsetsPerTrigger="4"),
+        stream("stream_pattern_max_offsets", subscribePattern=topics["pattern"], startingOffsets="earliest",
+               maxOffsetsPerTrigger="5"),  # two topics, one starting at offset 4 (DeleteRecords)
+        stream("stream_read_uncommitted_max_offsets", subscribe=t, startingOffsets="earliest", maxOffsetsPerTrigger="3"),
+        stream("stream_read_committed_max_offsets", subscribe=t, startingOffsets="earliest", maxOffsetsPerTrigger="3",
+               **{"kafka.isolation.level": "read_committed"}),
         stream("stream_earliest_after_delete", subscribe=d, startingOffsets="earliest"),
         error("stream_error_deleted_start", ["failOnDataLoss"], subscribe=d,
               startingOffsets=json.dumps({d: {"0": 1}})),
@@ -87,15 +95,11 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
 @pytest.fixture(scope="module")
 def reference(kafka_cluster, tmp_path_factory):
     """``(cases by name, job output)`` of the streaming reference job of this backend."""
-    ref = reference_or_skip(kafka_cluster)
-    topics = _write_data(kafka_cluster, uuid.uuid4().hex[:8])
-    all_cases = cases(kafka_cluster.bootstrap, topics)
-    result = run_job(ref, all_cases, tmp_path_factory.mktemp("reference-stream"))
-    return {c["name"]: c for c in all_cases}, result
+    return reference_run(kafka_cluster, lambda: tmp_path_factory.mktemp("reference-stream"), _write_data, cases)
 
 
 def _case_names(expect: str | None) -> list[str]:
-    return [c["name"] for c in cases("", {"s": "s", "d": "d"}) if c.get("expect") == expect]
+    return [c["name"] for c in cases("", {"s": "s", "d": "d", "t": "t", "pattern": ""}) if c.get("expect") == expect]
 
 
 @pytest.mark.parametrize("name", _case_names(None))
@@ -105,7 +109,7 @@ def test_stream_same_batches_and_offsets(reference, name):
     print(name, json.dumps(got))
     assert "ok" in got["kafka"], f"Spark's connector failed: {got['kafka']}"
     assert "ok" in got["pykafka"], f"pykafka failed: {got['pykafka']}"
-    assert any(pairs for _, pairs in got["kafka"]["ok"]["batches"]) or name == "stream_default_latest", \
+    assert any(records for _, records in got["kafka"]["ok"]["batches"]) or name == "stream_default_latest", \
         "the case reads nothing: it proves nothing"
     if name in PINNED:
         expected_kafka, expected_pykafka, reason = PINNED[name]
@@ -130,4 +134,4 @@ def _summary(side: dict) -> list:
     """Per micro-batch: the number of records and the end offsets (topic dropped), for :data:`PINNED`."""
     ok = side["ok"]
     ends = [next(iter(o.values())) for _, o in sorted(ok["offsets"].items(), key=lambda kv: int(kv[0]))]
-    return [[len(pairs), end] for (_, pairs), end in zip(ok["batches"], ends)]
+    return [[len(records), end] for (_, records), end in zip(ok["batches"], ends)]
