@@ -1,6 +1,6 @@
 """The reference job: every case through ``format("kafka")`` and ``format("pykafka")`` in one driver.
 
-``python reference_job.py --cases CASES.json --jars A.jar,B.jar [--threads 3]``
+``python reference_job.py --cases CASES.json --jars A.jar,B.jar [--threads 3] [--workdir DIR]``
 
 Run by :mod:`integration_tests.reference.test_reference_batch` with the interpreter of
 :func:`pyspark_kafka.testing.reference.reference_spark` (a pyspark matching the jars) as its own
@@ -16,10 +16,16 @@ jars come from the cache (nothing is downloaded at query time).
 - ``write``: ``rows`` (``key``/``value`` strings, optional ``partition``, ``headers`` as
   ``[[k, v], ...]``, ``timestamp_ms`` → a ``timestamp`` column, ``topic`` (``"@"``: this
   connector's topic; the ``topic`` option is then not set), any other name → a string column)
-  written with ``options`` to ``topics[format]``.
+  written with ``options`` to ``topics[format]``;
+- ``stream``: a ``readStream`` with ``Trigger.AvailableNow`` into ``foreachBatch``: per micro-batch
+  ``[batch id, sorted [topic, partition, offset] triples]``, and the source offsets of the checkpoint's
+  ``offsets/<n>`` files (``{"n": offset JSON}``); a failed query is an ``error`` outcome.
+
+A case's optional ``mentions`` (list of strings): an error outcome then says which of them its
+whole text (the JVM's causes included) contains.
 
 Every outcome is ``{"ok": value}`` or ``{"error": {"class", "message"}}``. Prints one JSON line
-``{"spark": VERSION, "python", "started_ms", "seconds", "case_seconds", "cases": {name: {"kafka": outcome,
+``{"spark": VERSION, "python", "pykafka_module", "started_ms", "seconds", "case_seconds", "cases": {name: {"kafka": outcome,
 "pykafka": outcome}}}``.
 """
 
@@ -27,8 +33,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
+import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -115,7 +124,35 @@ def _write(spark, fmt: str, case: dict):
     return len(rows)
 
 
-def _run(spark, case: dict, fmt: str) -> dict:
+STREAM_TIMEOUT_S = 120
+
+
+def _stream(spark, fmt: str, case: dict, workdir: str) -> dict:
+    checkpoint = tempfile.mkdtemp(prefix=f"{case['name']}-{fmt}-", dir=workdir)
+    batches, lock = [], threading.Lock()
+
+    def record(df, batch_id):
+        records = sorted([r.topic, r.partition, r.offset] for r in df.select("topic", "partition", "offset").collect())
+        with lock:
+            batches.append([batch_id, records])
+
+    df = spark.readStream.format(fmt).options(**case["options"]).load()
+    query = (df.writeStream.foreachBatch(record).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    try:
+        if not query.awaitTermination(STREAM_TIMEOUT_S):
+            raise TimeoutError(f"query did not finish in {STREAM_TIMEOUT_S} s")
+    finally:
+        query.stop()
+    log = os.path.join(checkpoint, "offsets")
+    offsets = {}
+    for n in sorted((f for f in os.listdir(log) if f.isdigit()), key=int) if os.path.isdir(log) else []:
+        lines = open(os.path.join(log, n)).read().splitlines()
+        offsets[n] = json.loads(lines[2]) if len(lines) > 2 else None  # v1, batch metadata, the source's offset
+    return {"batches": sorted(batches), "offsets": offsets}
+
+
+def _run(spark, case: dict, fmt: str, workdir: str = ".") -> dict:
     try:
         if case["kind"] == "rows":
             return {"ok": _rows(spark, fmt, case["options"])}
@@ -123,11 +160,17 @@ def _run(spark, case: dict, fmt: str) -> dict:
             return {"ok": _partitions(spark, fmt, case["options"])}
         if case["kind"] == "error":
             return {"ok": _expect_error(spark, fmt, case["options"])}
+        if case["kind"] == "stream":
+            return {"ok": _stream(spark, fmt, case, workdir)}
         return {"ok": _write(spark, fmt, case)}
     except _Failed as failed:
         return {"error": {**_error(failed.exc), "stage": failed.stage}}
     except Exception as exc:  # noqa: BLE001 - an error is a result to compare
-        return {"error": _error(exc)}
+        error = _error(exc)
+        if case.get("mentions"):  # whether the whole error text (Java causes included) names these
+            text = f"{exc}\n{getattr(exc, 'stackTrace', '')}"
+            error["mentions"] = {needle: needle in text for needle in case["mentions"]}
+        return {"error": error}
 
 
 def main() -> None:
@@ -135,6 +178,7 @@ def main() -> None:
     ap.add_argument("--cases", required=True)
     ap.add_argument("--jars", required=True)
     ap.add_argument("--threads", type=int, default=3)
+    ap.add_argument("--workdir", default=".")
     args = ap.parse_args()
     cases = json.loads(open(args.cases).read())
 
@@ -147,7 +191,7 @@ def main() -> None:
 
     def run(case, fmt):
         t0 = time.monotonic()
-        result = _run(spark, case, fmt)
+        result = _run(spark, case, fmt, args.workdir)
         seconds[f"{case['name']}/{fmt}"] = round(time.monotonic() - t0, 2)
         return case["name"], fmt, result
 
@@ -156,7 +200,10 @@ def main() -> None:
     with ThreadPoolExecutor(args.threads) as pool:
         for name, fmt, result in pool.map(lambda pair: run(*pair), [(c, f) for c in cases for f in FORMATS]):
             out.setdefault(name, {})[fmt] = result
+    import pyspark_kafka
+
     print(json.dumps({"spark": spark.version, "python": sys.executable, "cases": out,
+                      "pykafka_module": pyspark_kafka.__file__,
                       "started_ms": started_ms, "case_seconds": seconds,
                       "seconds": round(time.monotonic() - started, 1)}), flush=True)
     spark.stop()

@@ -187,9 +187,9 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
     ]
 
 
-@pytest.fixture(scope="module")
-def reference(kafka_cluster, tmp_path_factory):
-    """``(cases by name, job output, cluster)`` of the one reference job of this backend."""
+def reference_or_skip(kafka_cluster):
+    """The :class:`~pyspark_kafka.testing.reference.ReferenceSpark` to run the job with, or a skip
+    (a backend other than :data:`BACKENDS`; no java, mvn or PyPI)."""
     if kafka_cluster.name not in BACKENDS:
         pytest.skip(f"the differential suite runs on {', '.join(BACKENDS)} only (time budget)")
     from pyspark_kafka.testing.maven import MavenUnavailable
@@ -202,24 +202,45 @@ def reference(kafka_cluster, tmp_path_factory):
     print(ref.note)
     if ref.version != ref.installed:  # shown in pytest's warnings summary: the reference is another Spark
         warnings.warn(ref.note, ReferenceVersionWarning, stacklevel=1)
-    topics = _write_data(kafka_cluster, uuid.uuid4().hex[:8])
-    all_cases = cases(kafka_cluster.bootstrap, topics)
-    path = tmp_path_factory.mktemp("reference") / "cases.json"
+    return ref
+
+
+def run_job(ref, all_cases: list[dict], workdir: Path) -> dict:
+    """Run :mod:`reference_job` once over ``all_cases`` (this checkout's pykafka on its path); its
+    output, also written to ``workdir/result.json``."""
+    path = workdir / "cases.json"
     path.write_text(json.dumps(all_cases))
     import pyspark_kafka
 
     connector = str(Path(pyspark_kafka.__file__).resolve().parent.parent)  # this checkout's pykafka
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([connector, str(JOB.parent.parent.parent)]),
            "PYSPARK_PYTHON": ref.python, "PYSPARK_DRIVER_PYTHON": ref.python}
-    cmd = [ref.python, str(JOB), "--cases", str(path), "--jars", ",".join(str(j) for j in ref.jars)]
+    cmd = [ref.python, str(JOB), "--cases", str(path), "--jars", ",".join(str(j) for j in ref.jars),
+           "--workdir", str(workdir)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert proc.returncode == 0 and lines, f"reference job failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
     result = json.loads(lines[-1])
     result["note"] = ref.note
-    (path.parent / "result.json").write_text(json.dumps(result, indent=1))
-    print(f"reference job: Spark {result['spark']}, {result['seconds']} s, result in {path.parent / 'result.json'}")
-    return {c["name"]: c for c in all_cases}, result, kafka_cluster
+    assert result["pykafka_module"].startswith(connector), f"the job ran another pykafka: {result['pykafka_module']}"
+    (workdir / "result.json").write_text(json.dumps(result, indent=1))
+    print(f"reference job: Spark {result['spark']}, {result['seconds']} s, result in {workdir / 'result.json'}")
+    return result
+
+
+def reference_run(kafka_cluster, workdir_factory, write_data, make_cases) -> tuple[dict, dict]:
+    """``(cases by name, job output)``: ``write_data(cluster, run id) -> topics``, then
+    ``make_cases(bootstrap, topics)`` through one reference job (or a skip, :func:`reference_or_skip`)."""
+    ref = reference_or_skip(kafka_cluster)
+    all_cases = make_cases(kafka_cluster.bootstrap, write_data(kafka_cluster, uuid.uuid4().hex[:8]))
+    return {c["name"]: c for c in all_cases}, run_job(ref, all_cases, workdir_factory())
+
+
+@pytest.fixture(scope="module")
+def reference(kafka_cluster, tmp_path_factory):
+    """``(cases by name, job output, cluster)`` of the one reference job of this backend."""
+    by_name, result = reference_run(kafka_cluster, lambda: tmp_path_factory.mktemp("reference"), _write_data, cases)
+    return by_name, result, kafka_cluster
 
 
 def _outcome(side: dict) -> str:
