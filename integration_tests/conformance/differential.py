@@ -2,7 +2,7 @@
 
 Each observation is a function ``(cluster) -> dict`` that creates its own topics, drives the
 cluster with the reference client (confluent-kafka; raw Kafka requests through
-:func:`integration_tests.clusters._request` where a client would hide the broker's answer)
+:func:`pyspark_kafka.testing.clusters.send_request` where a client would hide the broker's answer)
 and returns a JSON-able dict of what the broker made observable. Run-specific noise is
 normalized away: topic and group names are never returned, producer ids are left out,
 wall-clock timestamps become booleans ("within the produce window") or offsets relative to a
@@ -262,7 +262,7 @@ def _raw_produce(cluster: C.Cluster, topic: str, partition: int, value: bytes = 
 
     request = ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=(
         TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=_raw_batch([value])),)),))
-    response = C._request(cluster.bootstrap, request, ProduceResponse)
+    response = C.send_request(cluster.bootstrap, request, ProduceResponse)
     return [int(p.error_code) for t in response.responses for p in t.partition_responses][0]
 
 
@@ -275,7 +275,7 @@ def _raw_fetch(cluster: C.Cluster, topic: str, partition: int, offset: int) -> i
                                FetchPartition(partition=partition, current_leader_epoch=-1, fetch_offset=offset,
                                               log_start_offset=-1, partition_max_bytes=1 << 20),)),),
                            forgotten_topics_data=(), rack_id="")
-    response = C._request(cluster.bootstrap, request, FetchResponse)
+    response = C.send_request(cluster.bootstrap, request, FetchResponse)
     return [int(p.error_code) for t in response.responses for p in t.partitions][0]
 
 
@@ -285,7 +285,7 @@ def _raw_list_offsets(cluster: C.Cluster, topic: str, partition: int, timestamp:
 
     request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(name=topic, partitions=(
         ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=timestamp),)),))
-    response = C._request(cluster.bootstrap, request, ListOffsetsResponse)
+    response = C.send_request(cluster.bootstrap, request, ListOffsetsResponse)
     p = [p for t in response.topics for p in t.partitions][0]
     return [int(p.error_code), int(p.offset)]
 
