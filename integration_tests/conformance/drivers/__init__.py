@@ -24,6 +24,35 @@ class GroupMember:
         raise NotImplementedError
 
 
+class ProcessMember(GroupMember):
+    """A group member that is a client process: a thread follows ``lines`` (its stdout or
+    stderr) and :meth:`update` turns each line into the partitions owned now."""
+
+    what = "the member process"
+
+    def __init__(self, proc, lines):
+        import threading
+
+        self.proc = proc
+        self._owned: set[int] = set()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._follow, args=(lines,), daemon=True).start()
+
+    def update(self, line: str, owned: set[int]) -> set[int]:
+        """The partitions owned after ``line`` (``owned``: before it)."""
+        raise NotImplementedError
+
+    def _follow(self, lines) -> None:
+        for line in lines:
+            with self._lock:
+                self._owned = self.update(line.strip(), self._owned)
+
+    def assignment(self) -> set[int]:
+        assert self.proc.poll() is None, f"{self.what} exited with {self.proc.returncode}"
+        with self._lock:
+            return set(self._owned)
+
+
 class Driver:
     """The primitives of the scenario script, for one client. ``bootstrap`` is "host:port".
 

@@ -23,7 +23,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from integration_tests.conformance.drivers import Driver, GroupMember
+from integration_tests.conformance.drivers import Driver, ProcessMember
 from integration_tests.conformance.scenarios import WAIT_S, Fetched, Metadata, Rec
 
 SOURCE = Path(__file__).resolve().parents[1] / "java" / "ConformanceDriver.java"
@@ -82,26 +82,15 @@ def _fetched(doc: dict) -> Fetched:
                    tuple((k, _bytes(v)) for k, v in doc["headers"]), doc["timestamp"])
 
 
-class _Member(GroupMember):
-    """A ``group_member`` JVM; a thread follows its ``assignment: ...`` lines."""
+class _Member(ProcessMember):
+    """A ``group_member`` JVM; its ``assignment: 0,1,...`` lines give the current assignment."""
 
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
-        self._owned: set[int] = set()
-        self._lock = threading.Lock()
-        threading.Thread(target=self._follow, daemon=True).start()
+    what = "the Java group member"
 
-    def _follow(self) -> None:
-        for line in self.proc.stdout:
-            if line.startswith("assignment: "):
-                owned = {int(p) for p in line.split(":", 1)[1].strip().split(",") if p}
-                with self._lock:
-                    self._owned = owned
-
-    def assignment(self) -> set[int]:
-        assert self.proc.poll() is None, f"the Java group member exited with {self.proc.returncode}"
-        with self._lock:
-            return set(self._owned)
+    def update(self, line: str, owned: set[int]) -> set[int]:
+        if not line.startswith("assignment: "):
+            return owned
+        return {int(p) for p in line.split(":", 1)[1].strip().split(",") if p}
 
 
 class JavaClientDriver(Driver):
@@ -158,7 +147,7 @@ class JavaClientDriver(Driver):
         proc = subprocess.Popen([*self._java(), "group_member", self.bootstrap, topic, group],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
-            yield _Member(proc)
+            yield _Member(proc, proc.stdout)
         finally:
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # the member closes its consumer: LeaveGroup

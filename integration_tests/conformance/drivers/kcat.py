@@ -16,11 +16,10 @@ import re
 import shutil
 import signal
 import subprocess
-import threading
 import uuid
 from itertools import groupby
 
-from integration_tests.conformance.drivers import Driver, GroupMember
+from integration_tests.conformance.drivers import Driver, ProcessMember
 from integration_tests.conformance.scenarios import WAIT_S, Fetched, Metadata, Rec, Unsupported
 
 KEY_DELIMITER = "|"
@@ -47,28 +46,17 @@ def _parse_partitions(text: str) -> set[int]:
     return {int(p) for p in re.findall(r"\[(\d+)\]", text)}
 
 
-class _Member(GroupMember):
-    """A ``kcat -G`` process; a thread follows its stderr and keeps the current assignment."""
+class _Member(ProcessMember):
+    """A ``kcat -G`` process; its stderr's rebalance lines give the current assignment."""
 
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
-        self._owned: set[int] = set()
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._follow, daemon=True)
-        self._reader.start()
+    what = "kcat -G"
 
-    def _follow(self) -> None:
-        for line in self.proc.stderr:
-            m = _REBALANCE.search(line.strip())
-            if m:
-                parts = _parse_partitions(m.group(2))
-                with self._lock:
-                    self._owned = parts if m.group(1) == "assigned" else self._owned - parts
-
-    def assignment(self) -> set[int]:
-        assert self.proc.poll() is None, f"kcat -G exited with {self.proc.returncode}"
-        with self._lock:
-            return set(self._owned)
+    def update(self, line: str, owned: set[int]) -> set[int]:
+        m = _REBALANCE.search(line)
+        if not m:
+            return owned
+        parts = _parse_partitions(m.group(2))
+        return parts if m.group(1) == "assigned" else owned - parts
 
 
 class KcatDriver(Driver):
@@ -166,7 +154,7 @@ class KcatDriver(Driver):
                                  "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=10000"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            yield _Member(proc)
+            yield _Member(proc, proc.stderr)
         finally:
             proc.send_signal(signal.SIGINT)  # kcat closes the consumer: LeaveGroup
             try:
