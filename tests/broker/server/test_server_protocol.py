@@ -40,7 +40,7 @@ def test_unsupported_api_versions_version_gets_v0_response_with_ranges(bootstrap
     with WireClient(bootstrap) as c:
         c.send_raw(struct.pack(">i", len(body)) + body)
         frame = c.recv_frame()
-        assert frame is not None
+        assert frame is not None, "the broker closed the connection instead of answering UNSUPPORTED_VERSION"
         cid, resp = decode_response(frame, 18, 0)
         assert cid == 4242
         assert resp.error_code == UNSUPPORTED_VERSION
