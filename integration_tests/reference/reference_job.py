@@ -19,7 +19,12 @@ jars come from the cache (nothing is downloaded at query time).
   written with ``options`` to ``topics[format]``;
 - ``stream``: a ``readStream`` with ``Trigger.AvailableNow`` into ``foreachBatch``: per micro-batch
   ``[batch id, sorted [topic, partition, offset] triples]``, and the source offsets of the checkpoint's
-  ``offsets/<n>`` files (``{"n": offset JSON}``); a failed query is an ``error`` outcome.
+  ``offsets/<n>`` files (``{"n": offset JSON}``); a failed query is an ``error`` outcome. With
+  ``topics`` (``{format: topic}``) each connector subscribes to its own topic, named ``"@"`` in the
+  outcome; with ``between`` (``{"partitions": total count or absent, "produce": [{"partition",
+  "value"}, ...]}``) the query runs, the job adds partitions and produces those records (to its
+  own topic, with confluent-kafka), and the query runs again from the same checkpoint: the outcome
+  holds both runs' micro-batches and offsets.
 
 A case's optional ``mentions`` (list of strings): an error outcome then says which of them its
 whole text (the JVM's causes included) contains.
@@ -130,26 +135,61 @@ STREAM_TIMEOUT_S = 120
 def _stream(spark, fmt: str, case: dict, workdir: str) -> dict:
     checkpoint = tempfile.mkdtemp(prefix=f"{case['name']}-{fmt}-", dir=workdir)
     batches, lock = [], threading.Lock()
+    own_topic = case.get("topics", {}).get(fmt)
+    options = {**case["options"], **({"subscribe": own_topic} if own_topic else {})}
 
     def record(df, batch_id):
-        records = sorted([r.topic, r.partition, r.offset] for r in df.select("topic", "partition", "offset").collect())
+        records = sorted([TOPIC_OF_FORMAT if r.topic == own_topic else r.topic, r.partition, r.offset]
+                         for r in df.select("topic", "partition", "offset").collect())
         with lock:
             batches.append([batch_id, records])
 
-    df = spark.readStream.format(fmt).options(**case["options"]).load()
-    query = (df.writeStream.foreachBatch(record).option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).start())
-    try:
-        if not query.awaitTermination(STREAM_TIMEOUT_S):
-            raise TimeoutError(f"query did not finish in {STREAM_TIMEOUT_S} s")
-    finally:
-        query.stop()
+    def run_once():
+        df = spark.readStream.format(fmt).options(**options).load()
+        query = (df.writeStream.foreachBatch(record).option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        try:
+            if not query.awaitTermination(STREAM_TIMEOUT_S):
+                raise TimeoutError(f"query did not finish in {STREAM_TIMEOUT_S} s")
+        finally:
+            query.stop()
+
+    run_once()
+    if "between" in case:
+        _change_topic(options["kafka.bootstrap.servers"], own_topic, case["between"])
+        run_once()
     log = os.path.join(checkpoint, "offsets")
     offsets = {}
     for n in sorted((f for f in os.listdir(log) if f.isdigit()), key=int) if os.path.isdir(log) else []:
         lines = open(os.path.join(log, n)).read().splitlines()
-        offsets[n] = json.loads(lines[2]) if len(lines) > 2 else None  # v1, batch metadata, the source's offset
+        offset = json.loads(lines[2]) if len(lines) > 2 else None  # v1, batch metadata, the source's offset
+        if own_topic and offset and own_topic in offset:
+            offset[TOPIC_OF_FORMAT] = offset.pop(own_topic)
+        offsets[n] = offset
     return {"batches": sorted(batches), "offsets": offsets}
+
+
+def _change_topic(bootstrap: str, topic: str, between: dict) -> None:
+    """Between a stream case's two runs: grow ``topic`` to ``between["partitions"]`` partitions
+    and produce ``between["produce"]`` (``{"partition", "value"}`` dicts), every record acknowledged."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    if between.get("partitions"):
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_partitions([NewPartitions(topic, between["partitions"])])[topic].result(60)
+        deadline = time.monotonic() + 60
+        while len(admin.list_topics(topic, timeout=10).topics[topic].partitions) < between["partitions"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic} did not reach {between['partitions']} partitions in 60 s")
+            time.sleep(0.1)  # polling the metadata, bounded by the deadline
+    failures = []
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for r in between.get("produce", []):
+        producer.produce(topic, r["value"].encode(), partition=r["partition"],
+                         on_delivery=lambda err, _msg: err and failures.append(err))
+    if producer.flush(60) or failures:
+        raise RuntimeError(f"records not acknowledged: {failures or 'flush timed out'}")
 
 
 def _run(spark, case: dict, fmt: str, workdir: str = ".") -> dict:

@@ -22,6 +22,9 @@ COUNTS = (9, 4, 1)
 """Records per partition of the stream topic (uneven, so ``maxOffsetsPerTrigger`` is prorated)."""
 DELETED_BEFORE = 4
 """DeleteRecords moves partition 0 of the data-loss topic (10 records) to this start offset."""
+FORMATS = ("kafka", "pykafka")
+RESTART_CASES = ("stream_restart_more_records", "stream_restart_new_partition")
+"""Cases run twice from one checkpoint, each connector on its own 2-partition topic (3 records each)."""
 
 PINNED: dict[str, tuple[object, object, str]] = {
     "stream_min_and_max_offsets": (
@@ -51,7 +54,13 @@ def _write_data(cluster, run: str) -> dict:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     tp = TopicPartition(d, 0, DELETED_BEFORE)
     assert admin.delete_records([tp], request_timeout=15)[tp].result(WAIT_S).low_watermark == DELETED_BEFORE
-    return {"s": s, "d": d, "t": t, "pattern": f"refs-{run}-[sd]-.*"}
+    restarts = {}
+    for name in RESTART_CASES:
+        restarts[name] = {fmt: cluster.create_topic(2, TOPIC_CONFIG, prefix=f"refs-{run}-r") for fmt in FORMATS}
+        for topic in restarts[name].values():
+            produce(cluster.bootstrap, topic, [{"value": f"r{p}-{i}".encode(), "partition": p}
+                                               for p in (0, 1) for i in range(3)])
+    return {"s": s, "d": d, "t": t, "pattern": f"refs-{run}-[sd]-.*", "restarts": restarts}
 
 
 def cases(bootstrap: str, topics: dict) -> list[dict]:
@@ -89,6 +98,14 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
               startingOffsets=json.dumps({d: {"0": 1}})),
         stream("stream_deleted_start_no_fail", subscribe=d, startingOffsets=json.dumps({d: {"0": 1}}),
                failOnDataLoss="false"),
+        {**stream("stream_restart_more_records", startingOffsets="earliest", maxOffsetsPerTrigger="4"),
+         "topics": topics["restarts"]["stream_restart_more_records"],
+         "between": {"produce": [{"partition": 0, "value": "m0"}, {"partition": 0, "value": "m1"},
+                                 {"partition": 1, "value": "m2"}]}},
+        {**stream("stream_restart_new_partition", startingOffsets="latest"),
+         "topics": topics["restarts"]["stream_restart_new_partition"],
+         "between": {"partitions": 3, "produce": [{"partition": 2, "value": "n0"}, {"partition": 2, "value": "n1"},
+                                                  {"partition": 0, "value": "n2"}]}},
     ]
 
 
@@ -99,7 +116,8 @@ def reference(kafka_cluster, tmp_path_factory):
 
 
 def _case_names(expect: str | None) -> list[str]:
-    return [c["name"] for c in cases("", {"s": "s", "d": "d", "t": "t", "pattern": ""}) if c.get("expect") == expect]
+    topics = {"s": "s", "d": "d", "t": "t", "pattern": "", "restarts": {n: {} for n in RESTART_CASES}}
+    return [c["name"] for c in cases("", topics) if c.get("expect") == expect]
 
 
 @pytest.mark.parametrize("name", _case_names(None))

@@ -33,6 +33,11 @@ from pyspark_kafka.read.consumer_group import GroupOptions, parse_group_options
 
 log = logging.getLogger(__name__)
 
+FETCH_RETRY_INTERVAL_MS = 1000
+"""Default of ``fetchOffset.retryIntervalMs`` (ms between driver metadata attempts): 1000, the
+value in Spark's code (``KafkaOffsetReaderAdmin``/``KafkaOffsetReaderConsumer``); Spark's
+integration guide says 10, its code wins."""
+
 _UNSUPPORTED_KAFKA = {
     # auto.offset.reset: checked by pyspark_kafka.groups (allowed with startingOffsets=group / groupMembership)
     "key.deserializer": "keys are always read as bytes; deserialize them with DataFrame operations",
@@ -249,7 +254,7 @@ def parse_reader_options(options: Mapping[str, str], mode: str | None) -> Reader
         max_trigger_delay_ms=parse_duration_ms(delay, "maxTriggerDelay") if delay is not None else 15 * 60_000,
         poll_timeout_ms=parse_int(opts, "kafkaConsumer.pollTimeoutMs", 120_000, minimum=1),
         fetch_attempts=parse_int(opts, "fetchOffset.numRetries", 3, minimum=1),
-        fetch_retry_interval_ms=parse_int(opts, "fetchOffset.retryIntervalMs", 10, minimum=0),
+        fetch_retry_interval_ms=parse_int(opts, "fetchOffset.retryIntervalMs", FETCH_RETRY_INTERVAL_MS, minimum=0),
         api_timeout_ms=parse_int(opts, "kafka.default.api.timeout.ms", 60_000, minimum=1),
         group_id_prefix=get_option(opts, "groupIdPrefix"),
         group=group,
