@@ -17,6 +17,9 @@ jars come from the cache (nothing is downloaded at query time).
   ``[[k, v], ...]``, ``timestamp_ms`` → a ``timestamp`` column, ``topic`` (``"@"``: this
   connector's topic; the ``topic`` option is then not set), any other name → a string column)
   written with ``options`` to ``topics[format]``;
+- ``stream_write``: ``source`` read by Spark's own ``format("kafka")`` stream (``key``, ``value``,
+  ``headers``, ``partition``) written by ``writeStream.format(<format>)`` to ``topics[format]``
+  under ``Trigger.AvailableNow``; the outcome is ``"terminated"``;
 - ``stream``: a ``readStream`` with ``Trigger.AvailableNow`` into ``foreachBatch``: per micro-batch
   ``[batch id, sorted [topic, partition, offset] triples]``, and the source offsets of the checkpoint's
   ``offsets/<n>`` files (``{"n": offset JSON}``); a failed query is an ``error`` outcome. With
@@ -192,6 +195,21 @@ def _change_topic(bootstrap: str, topic: str, between: dict) -> None:
         raise RuntimeError(f"records not acknowledged: {failures or 'flush timed out'}")
 
 
+def _stream_write(spark, fmt: str, case: dict, workdir: str) -> str:
+    checkpoint = tempfile.mkdtemp(prefix=f"{case['name']}-{fmt}-", dir=workdir)
+    source = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", case["options"]["kafka.bootstrap.servers"])
+              .option("subscribe", case["source"]).option("startingOffsets", "earliest")
+              .option("includeHeaders", "true").load().select("key", "value", "headers", "partition"))
+    query = (source.writeStream.format(fmt).options(**case["options"]).option("topic", case["topics"][fmt])
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    try:
+        if not query.awaitTermination(STREAM_TIMEOUT_S):
+            raise TimeoutError(f"query did not finish in {STREAM_TIMEOUT_S} s")
+    finally:
+        query.stop()
+    return "terminated"
+
+
 def _run(spark, case: dict, fmt: str, workdir: str = ".") -> dict:
     try:
         if case["kind"] == "rows":
@@ -202,6 +220,8 @@ def _run(spark, case: dict, fmt: str, workdir: str = ".") -> dict:
             return {"ok": _expect_error(spark, fmt, case["options"])}
         if case["kind"] == "stream":
             return {"ok": _stream(spark, fmt, case, workdir)}
+        if case["kind"] == "stream_write":
+            return {"ok": _stream_write(spark, fmt, case, workdir)}
         return {"ok": _write(spark, fmt, case)}
     except _Failed as failed:
         return {"error": {**_error(failed.exc), "stage": failed.stage}}

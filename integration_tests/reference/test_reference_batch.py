@@ -39,7 +39,7 @@ BASE_MS = 1_700_000_000_000
 """Timestamp of the first record (2023-11-14); the record ``i`` of partition ``p`` of topic A has
 ``BASE_MS + (3 * i + p) * 1000``."""
 WRITE_CASES = ("write_keyed", "write_partition_column", "write_timestamp_column", "write_topic_column",
-               "write_extra_column")
+               "write_extra_column", "stream_write")
 TOPIC_CONFIG = {"retention.ms": "-1"}  # 2023 timestamps must not be deleted by retention
 
 PINNED: dict[str, tuple[object, object, str]] = {
@@ -186,6 +186,8 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
         {"name": "write_topic_column", "kind": "write", "options": boot,
          "rows": [{"key": f"c{i}", "value": f"v{i}", "topic": "@"} for i in range(9)],
          "topics": topics["writes"]["write_topic_column"]},
+        {"name": "stream_write", "kind": "stream_write", "options": boot, "source": a,
+         "rows": len(_topic_a_records()), "topics": topics["writes"]["stream_write"]},
         {"name": "write_extra_column", "kind": "write", "options": boot,
          "rows": [{"key": f"e{i}", "value": f"v{i}", "extra": "x"} for i in range(6)],
          "topics": topics["writes"]["write_extra_column"]},
@@ -287,6 +289,19 @@ def test_bad_options_refused_by_both(reference, name):
     _pinned_or_equal(name, _outcome(got["kafka"]), _outcome(got["pykafka"]))
     if "error" in got["pykafka"]:  # pyspark wraps it in AnalysisException [PYTHON_DATA_SOURCE_ERROR]
         assert got["pykafka"]["error"]["cause"] == "pyspark_kafka.errors.OptionError"
+
+
+@pytest.mark.parametrize("name", _case_names(("stream_write",)))
+def test_stream_write_lands_the_same(reference, name):
+    """``writeStream`` of topic A (read by Spark's source in both queries: ``key``, ``value``,
+    ``headers``, ``partition``) under ``Trigger.AvailableNow``: the same records land."""
+    all_cases, result, cluster = reference
+    case, got = all_cases[name], result["cases"][name]
+    assert got["kafka"] == {"ok": "terminated"}, f"Spark's connector failed: {got['kafka']}"
+    assert got["pykafka"] == {"ok": "terminated"}
+    landed = {fmt: _landed(cluster.bootstrap, case["topics"][fmt]) for fmt in ("kafka", "pykafka")}
+    assert sum(landed["kafka"][0].values()) == case["rows"]
+    assert landed["pykafka"][0] == landed["kafka"][0]  # same partitions, keys, values (tombstone), headers
 
 
 def _landed(bootstrap: str, topic: str) -> tuple[Counter, list[int]]:
