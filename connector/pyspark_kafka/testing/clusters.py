@@ -45,7 +45,9 @@ BACKENDS = ("embedded", "apache-kafka", "apache-kafka-cluster", "env")
 """The names :func:`start` knows."""
 RETENTION_CHECK_MS = 500
 """``log.retention.check.interval.ms`` of the started backends, so retention tests finish quickly."""
-EMBEDDED_CONFIG = {"log.retention.check.interval.ms": str(RETENTION_CHECK_MS)}
+EMBEDDED_CONFIG = {"log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
+                   "log.cleaner.backoff.ms": str(RETENTION_CHECK_MS)}
+"""The embedded backend's settings: retention checked and the log cleaner run every 0.5 s."""
 
 
 def api_name(key: int) -> str:

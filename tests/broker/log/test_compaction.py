@@ -15,7 +15,8 @@ from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.config import LogConfig
 from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
 from pyspark_kafka.broker.log.records import encode_batch
-from pyspark_kafka.broker.log.cleaner import LogCleaner, iter_records
+from pyspark_kafka.broker.log.cleaner import LogCleaner, cleanable_range, delete_horizon, iter_records
+from pyspark_kafka.broker.log.record_batch import TRANSACTIONAL_BIT
 from pyspark_kafka.broker.log.partition_log import PartitionLog
 
 T0 = 1_700_000_000_000
@@ -23,7 +24,7 @@ DEADLINE_S = 45.0
 
 
 def compact_config(**extra) -> LogConfig:
-    return LogConfig(segment_bytes=600, cleanup_policy="compact", delete_retention_ms=1000, **extra)
+    return LogConfig(**{"segment_bytes": 600, "cleanup_policy": "compact", "delete_retention_ms": 1000, **extra})
 
 
 def records_of(plog: PartitionLog) -> list[tuple[int, bytes | None, bool]]:
@@ -68,22 +69,39 @@ def test_cleaner_keeps_the_latest_record_per_key_at_its_offset(tmp_path):
     reopened.close()
 
 
-def test_tombstones_last_delete_retention_ms_then_disappear(tmp_path):
-    plog = PartitionLog("t", 0, tmp_path / "t-0", compact_config())
+def test_tombstones_get_a_delete_horizon_then_disappear_at_a_later_cleaning(tmp_path):
+    # KIP-534: the first cleaning that keeps a tombstone stamps its batch with a delete horizon
+    # (now + delete.retention.ms); the first cleaning at or after the horizon removes it
+    plog = PartitionLog("t", 0, tmp_path / "t-0", compact_config(min_cleanable_dirty_ratio=0.01))
     for i in range(30):
         append(plog, [(b"a", b"a%d" % i), (b"b", b"b%d" % i)], T0 + i)
     tombstone = append(plog, [(b"b", None)], T0 + 500)
     plog.roll()
     cleaner = LogCleaner()
 
-    cleaner.clean(plog, T0 + 1000)  # tombstone is 500 ms old: kept, older "b" records gone
+    cleaner.clean(plog, T0 + 1000)  # older "b" records gone, the tombstone kept with horizon T0 + 2000
     assert [(k, t) for _, k, t in records_of(plog)] == [(b"a", False), (b"b", True)]
     assert [o for o, k, _ in records_of(plog) if k == b"b"] == [tombstone]
+    headers = [h for s in plog.segments for _, h in s.iter_headers()]
+    stamped = [h for h in headers if h.base_offset == tombstone]
+    assert delete_horizon(stamped[0]) == T0 + 2000
+    # the record keeps its own timestamp (its delta is now relative to the horizon)
+    assert [r.timestamp for r in iter_records(stamped[0], _batch_bytes(plog, tombstone))] == [T0 + 500]
 
-    assert cleaner.clean(plog, T0 + 1400) is None  # nothing new, tombstone not due yet
-    cleaner.clean(plog, T0 + 1501)  # delete.retention.ms (1000) has passed
-    assert [(k, t) for _, k, t in records_of(plog)] == [(b"a", False)]
+    assert cleaner.clean(plog, T0 + 2500) is None  # nothing dirty: the log is not cleaned at all
+    append(plog, [(b"c", b"c0")], T0 + 2500)
+    plog.roll()
+    cleaner.clean(plog, T0 + 2000)  # new dirty data: a cleaning at the horizon removes the tombstone
+    assert [(k, t) for _, k, t in records_of(plog)] == [(b"a", False), (b"c", False)]
     plog.close()
+
+
+def _batch_bytes(plog: PartitionLog, base_offset: int) -> bytes:
+    for segment in plog.segments:
+        for position, header in segment.iter_headers():
+            if header.base_offset == base_offset:
+                return segment.read_batch(position, header.size)
+    raise AssertionError(f"no batch at {base_offset}")
 
 
 def test_min_compaction_lag_protects_recent_segments(tmp_path):
@@ -101,7 +119,7 @@ def test_min_compaction_lag_protects_recent_segments(tmp_path):
 
 @pytest.fixture(scope="module")
 def cbroker(tmp_path_factory):
-    config = {"log.retention.check.interval.ms": "200", "offsets.topic.segment.bytes": "2048",
+    config = {"log.cleaner.backoff.ms": "200", "offsets.topic.segment.bytes": "2048",
               "group.initial.rebalance.delay.ms": "0"}
     data = tmp_path_factory.mktemp("compaction")
     with EmbeddedBroker(data_dir=data, config=config) as b:
@@ -150,7 +168,15 @@ def test_compacted_topic_through_the_broker(cbroker):
         p.flush()
     expected = {(b"key-%d" % k, b"v%d" % (296 + k)) for k in range(4)}
 
+    extra: list[int] = []
+
     def compacted():
+        # more dirty data on every look: the tombstone's delete horizon (delete.retention.ms=0) only
+        # removes it at a later cleaning, and a cleaning needs a dirty ratio over 0.5 (Kafka's rules)
+        for _ in range(4):
+            extra.append(len(extra))
+            p.produce(topic, key=b"filler", value=b"x%04d" % extra[-1] + b"f" * 200, on_delivery=delivered)
+        p.flush()
         records = read_partition(bootstrap, topic)
         head = [(k, v) for _, k, v in records if k != b"filler"]
         return records if set(head) == expected and len(head) == 4 else None
@@ -161,7 +187,7 @@ def test_compacted_topic_through_the_broker(cbroker):
 
 
 def test_consumer_offsets_is_compacted_and_still_replays(tmp_path):
-    config = {"log.retention.check.interval.ms": "200", "offsets.topic.segment.bytes": "2048"}
+    config = {"log.cleaner.backoff.ms": "200", "offsets.topic.segment.bytes": "2048"}
     group = f"compacting-{uuid.uuid4().hex[:8]}"
     with EmbeddedBroker(data_dir=tmp_path, config=config) as b:
         topic = create_topic(b.bootstrap_servers, "co", 1)
@@ -180,3 +206,79 @@ def test_consumer_offsets_is_compacted_and_still_replays(tmp_path):
             assert (got.offset, got.metadata) == (120, "m120")
         finally:
             c.close()
+
+
+# --- when a log is cleanable (Kafka's LogCleanerManager rules) -----------------------------------
+
+
+def _segments_of(plog: PartitionLog, keys_per_segment: list[list[bytes]], ts: int) -> None:
+    for keys in keys_per_segment:
+        for key in keys:
+            append(plog, [(key, b"v" * 20)], ts)
+        plog.roll()
+
+
+def test_dirty_ratio_must_exceed_min_cleanable_dirty_ratio(tmp_path):
+    plog = PartitionLog("r", 0, tmp_path / "r-0", compact_config(segment_bytes=1 << 20))
+    _segments_of(plog, [[b"a", b"b", b"c", b"d"]] * 3, T0)  # 3 closed segments of equal size
+    cleaner = LogCleaner()
+    span = cleanable_range(plog, None, T0)
+    assert (span.first_dirty, span.first_uncleanable, span.clean_bytes) == (0, 12, 0) and span.dirty_ratio == 1.0
+    assert cleaner.clean(plog, T0).records_removed == 8  # never cleaned: ratio 1 > 0.5
+    assert cleaner.first_dirty_offset(plog) == 12
+    _segments_of(plog, [[b"a"]], T0)  # a small dirty segment: ratio far below 0.5
+    span = cleanable_range(plog, cleaner.first_dirty_offset(plog), T0)
+    assert 0 < span.dirty_ratio < 0.5 and cleaner.clean(plog, T0) is None
+    # min.cleanable.dirty.ratio changed at runtime (IncrementalAlterConfigs replaces plog.config)
+    plog.config = compact_config(segment_bytes=1 << 20, min_cleanable_dirty_ratio=span.dirty_ratio - 0.01)
+    assert cleaner.clean(plog, T0).records_removed == 1  # the older "a" is superseded
+    plog.close()
+
+
+def test_max_compaction_lag_forces_cleaning_below_the_ratio(tmp_path):
+    config = compact_config(segment_bytes=1 << 20, min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=5000)
+    plog = PartitionLog("m", 0, tmp_path / "m-0", config)
+    _segments_of(plog, [[b"a", b"b", b"c", b"d"]] * 2, T0)
+    cleaner = LogCleaner()
+    assert cleaner.clean(plog, T0).records_removed == 4  # ratio 1 > 0.99
+    _segments_of(plog, [[b"a"]], T0 + 1000)
+    assert cleaner.clean(plog, T0 + 5999) is None  # dirty segment's first batch 4999 ms old, ratio low
+    span = cleanable_range(plog, cleaner.first_dirty_offset(plog), T0 + 6001)
+    assert span.need_compaction_now and span.dirty_ratio < 0.99
+    assert cleaner.clean(plog, T0 + 6001).records_removed == 1
+    plog.close()
+
+
+def test_never_past_the_active_segment_or_the_last_stable_offset(tmp_path):
+    plog = PartitionLog("s", 0, tmp_path / "s-0", compact_config(segment_bytes=1 << 20))
+    _segments_of(plog, [[b"a", b"a"]], T0)
+    append(plog, [(b"a", b"active")], T0)  # the active segment holds the latest "a": never cleaned
+    cleaner = LogCleaner()
+    assert cleaner.clean(plog, T0).records_removed == 1  # only the closed segment's older "a"
+    assert [o for o, _, _ in records_of(plog)] == [1, 2]
+    # an open transaction bounds the range: nothing from its first offset on is cleanable
+    txn = encode_batch([(b"t", b"1")], T0, producer_id=7, producer_epoch=0, attributes=TRANSACTIONAL_BIT)
+    plog.append(txn, now_ms=T0)
+    plog.roll()
+    _segments_of(plog, [[b"t", b"t"]], T0)
+    span = cleanable_range(plog, None, T0)
+    assert span.first_uncleanable == 2 and plog.last_stable_offset == 3
+    plog.close()
+
+
+def test_compression_codec_is_kept_when_a_batch_is_rewritten(tmp_path):
+    from pyspark_kafka.broker.log.compression import compress
+    from pyspark_kafka.broker.log.record_batch import build_batch, parse_header
+
+    plain = encode_batch([(b"a", b"1"), (b"b", b"2"), (b"a", b"3")], T0)
+    header = parse_header(plain)
+    zstd = build_batch(compress(4, plain[61:]), record_count=3, last_offset_delta=2, base_timestamp=T0,
+                       max_timestamp=T0, attributes=4)
+    plog = PartitionLog("z", 0, tmp_path / "z-0", compact_config(segment_bytes=1 << 20))
+    plog.append(zstd, now_ms=T0)
+    plog.roll()
+    assert header.record_count == 3 and LogCleaner().clean(plog, T0).records_removed == 1
+    (_, kept), = list(plog.segments[0].iter_headers())
+    assert kept.compression == "zstd" and (kept.base_offset, kept.last_offset_delta) == (0, 2)
+    assert [(o, k) for o, k, _ in records_of(plog)] == [(1, b"b"), (2, b"a")]
+    plog.close()

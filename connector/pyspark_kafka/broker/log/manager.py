@@ -468,13 +468,13 @@ class LogManager:
             deleted += partition_log.delete_old_segments(now_ms)
         if deleted:
             self.checkpoint()
-        if self.config.get_bool("log.cleaner.enable"):
-            self.run_cleaner(now_ms)
         return deleted
 
     def run_cleaner(self, now_ms: int | None = None) -> int:
-        """Compact every log whose ``cleanup.policy`` includes ``compact`` (see :mod:`.cleaner`);
-        returns the number of records removed. A log that fails to clean is logged and left as it was."""
+        """Compact every cleanable log whose ``cleanup.policy`` includes ``compact`` (see :mod:`.cleaner`
+        for when a log is cleanable); returns the number of records removed. A log that fails to
+        clean is logged and left as it was. The server calls this every ``log.cleaner.backoff.ms``
+        (Kafka's cleaner thread cleans the filthiest log, then backs off that long when none is left)."""
         now = now_ms if now_ms is not None else clock.now_ms()
         removed = 0
         for partition_log in list(self._logs.values()):
