@@ -17,7 +17,8 @@ close and rebuilt on load from the newest snapshot plus the batches after it.
 
 Appends go to the active (last) segment only. A produce request's record set is validated as a
 whole first (CRC32C, magic 2, sizes): a bad batch leaves the log unchanged. Offsets are assigned by
-rewriting each batch's ``baseOffset``; records are never decompressed.
+rewriting each batch's ``baseOffset``; records are decompressed only to validate them, and rewritten
+only when the topic's ``compression.type`` names another codec than the batch's.
 """
 
 from __future__ import annotations
@@ -64,7 +65,12 @@ from pyspark_kafka.broker.log.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
-from pyspark_kafka.broker.log.validator import UNCOMPRESSED_BOUND_FACTOR, validate_client_batch
+from pyspark_kafka.broker.log.validator import (
+    UNCOMPRESSED_BOUND_FACTOR,
+    recompress_batch,
+    target_codec,
+    validate_client_batch,
+)
 
 log = get_logger(__name__)
 
@@ -338,7 +344,9 @@ class PartitionLog:
 
         All batches are validated before anything is written: CRC32C, magic 2, framing,
         record count vs offset range, each batch at most ``max.message.bytes``, the whole set
-        at most ``segment.bytes``. Offsets are assigned from the log end offset by rewriting
+        at most ``segment.bytes``. A topic whose ``compression.type`` is not ``producer`` stores each
+        data batch in that codec (recompressed when it differs, Kafka's ``LogValidator``; ``uncompressed``
+        decompresses). Offsets are assigned from the log end offset by rewriting
         ``baseOffset``; with ``message.timestamp.type=LogAppendTime`` each batch gets the
         broker's time (maxTimestamp, attribute bit, new CRC), as Kafka's ``LogValidator`` does.
 
@@ -379,11 +387,32 @@ class PartitionLog:
             else:
                 controls.append(None)
             position += header.size
+        codec = target_codec(self.config.compression_type)
+        if codec is not None and any(not h.is_control and h.attributes & COMPRESSION_MASK != codec for h in headers):
+            records, headers = self._recompress(view, headers, codec)
         duplicate = self.producer_state.check_batches(headers)
         if duplicate is not None:
             append_time = duplicate.timestamp if self.config.log_append_time else -1
             return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time, self.log_start_offset, 0)
         return self._append_valid(records, headers, now, controls)
+
+    def _recompress(self, view: memoryview, headers, codec: int):
+        """The record set with each data batch in ``codec`` (the topic's ``compression.type``), and its
+        headers; refuses (RecordTooLargeError) a batch that grew past ``max.message.bytes``."""
+        pieces = []
+        position = 0
+        limit = UNCOMPRESSED_BOUND_FACTOR * self.config.max_message_bytes
+        for header in headers:
+            batch = view[position:position + header.size]
+            if header.is_control or header.attributes & COMPRESSION_MASK == codec:
+                pieces.append(bytes(batch))
+            else:
+                pieces.append(recompress_batch(batch, header, codec, self.config.compression_level, limit))
+            position += header.size
+        records = b"".join(pieces)
+        headers = validate_batches(records)
+        self._check_sizes(headers, len(records))
+        return records, headers
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0,
                       now_ms: int | None = None) -> AppendResult:
