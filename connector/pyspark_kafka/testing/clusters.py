@@ -63,12 +63,19 @@ class BackendUnavailable(Exception):
 
 
 def send_request(bootstrap: str, request, response_type, timeout_s: float = 10.0):
-    """Send one non-flexible kio ``request`` (request header v1) to the first bootstrap address
-    over a plain socket; return the decoded ``response_type`` entity. Raises OSError when the
+    """Send one kio ``request`` to the first bootstrap address over a plain socket; return the
+    decoded ``response_type`` entity. Flexible versions use request header v2 and response header
+    v1 (ApiVersions answers with v0 always), the others v1 and v0. Raises OSError when the
     broker cannot be reached or closes the connection."""
-    from kio.schema.request_header.v1.header import RequestHeader
-    from kio.schema.response_header.v0.header import ResponseHeader
+    from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+    from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+    from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+    from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
     from kio.serial import entity_reader, entity_writer
+
+    flexible = request.__flexible__
+    RequestHeader = RequestHeaderV2 if flexible else RequestHeaderV1
+    ResponseHeader = ResponseHeaderV1 if flexible and request.__api_key__ != 18 else ResponseHeaderV0
 
     host, port = bootstrap.split(",")[0].strip().rsplit(":", 1)
     buf = io.BytesIO()
