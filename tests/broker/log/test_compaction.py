@@ -282,3 +282,33 @@ def test_compression_codec_is_kept_when_a_batch_is_rewritten(tmp_path):
     assert kept.compression == "zstd" and (kept.base_offset, kept.last_offset_delta) == (0, 2)
     assert [(o, k) for o, k, _ in records_of(plog)] == [(1, b"b"), (2, b"a")]
     plog.close()
+
+
+def test_compaction_settings_changed_at_runtime_take_effect(cbroker):
+    # min.compaction.lag.ms of an hour keeps every record; IncrementalAlterConfigs lowering it to 0
+    # lets the next cleaner run (log.cleaner.backoff.ms=200) compact the closed segments. A witness
+    # topic without the lag, written alongside, shows when cleaner runs have happened.
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    bootstrap = cbroker.bootstrap_servers
+    config = {"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
+    topic = create_topic(bootstrap, f"compact-alter-{uuid.uuid4().hex[:8]}", 1,
+                         {**config, "min.compaction.lag.ms": "3600000"})
+    witness = create_topic(bootstrap, f"compact-witness-{uuid.uuid4().hex[:8]}", 1, config)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(60):
+        for t in (topic, witness):
+            p.produce(t, key=b"k%d" % (i % 3), value=b"v%03d" % i + b"x" * 60)
+        p.flush()
+    wait_until(lambda: len(read_partition(bootstrap, witness)) < 60, "compaction of the witness topic", DEADLINE_S,
+               interval_s=0.2)
+    assert len(read_partition(bootstrap, topic)) == 60  # the same cleaner runs left it alone
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(DEADLINE_S)
+    records = wait_until(lambda: (r := read_partition(bootstrap, topic)) and len(r) < 60 and r, "compaction",
+                         DEADLINE_S, interval_s=0.2)
+    latest = {k: v for _, k, v in records}
+    assert latest == {b"k%d" % k: b"v%03d" % (57 + k) + b"x" * 60 for k in range(3)}
