@@ -312,3 +312,38 @@ def test_compaction_settings_changed_at_runtime_take_effect(cbroker):
                          DEADLINE_S, interval_s=0.2)
     latest = {k: v for _, k, v in records}
     assert latest == {b"k%d" % k: b"v%03d" % (57 + k) + b"x" * 60 for k in range(3)}
+
+
+def test_first_dirty_offset_survives_a_restart_and_compact_delete_also_deletes(tmp_path):
+    # Kafka's cleaner-offset-checkpoint: a restarted broker does not treat cleaned segments as dirty;
+    # cleanup.policy=compact,delete: the cleaner compacts and retention deletes expired segments
+    from pyspark_kafka.broker.config import BrokerConfig
+    from pyspark_kafka.broker.log.manager import CLEANER_OFFSET_CHECKPOINT, LogManager
+
+    def open_manager() -> LogManager:
+        manager = LogManager(tmp_path, BrokerConfig())
+        manager.load()
+        return manager
+
+    now = int(time.time() * 1000)  # an emptied segment's age is its file's mtime (Kafka's rule)
+    manager = open_manager()
+    manager.create_topic("cd", 1, {"cleanup.policy": "compact,delete", "segment.bytes": "1024",
+                                   "retention.ms": "60000", "delete.retention.ms": "0"})
+    plog = manager.get_log("cd", 0)
+    for i in range(40):
+        append(plog, [(b"k%d" % (i % 4), b"v%02d" % i + b"x" * 50)], now + i)
+    assert manager.run_cleaner(now + 1000) == 40 - 4 - (40 - plog.active_segment.base_offset)  # active kept whole
+    first_dirty = manager.cleaner.first_dirty_offset(plog)
+    assert first_dirty == plog.active_segment.base_offset
+    assert f"cd 0 {first_dirty}" in (tmp_path / CLEANER_OFFSET_CHECKPOINT).read_text()
+    manager.close()
+
+    manager = open_manager()
+    plog = manager.get_log("cd", 0)
+    assert manager.cleaner.first_dirty_offset(plog) == first_dirty
+    assert manager.run_cleaner(now + 2000) == 0  # nothing dirty: not cleaned again
+    assert manager.run_retention(now + 120_000) > 0  # compact,delete: retention too
+    assert plog.log_start_offset > 0
+    manager.delete_topic("cd")
+    assert manager.cleaner.first_dirty_offset(plog) is None
+    manager.close()

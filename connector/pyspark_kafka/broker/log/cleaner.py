@@ -8,9 +8,8 @@ Kafka's ``LogCleaner`` and ``LogCleanerManager`` (``storage`` module) for one br
 **When a log is cleaned** (:func:`cleanable_range`, Kafka's ``cleanableOffsets``,
 ``calculateCleanableBytes`` and ``grabFilthiestCompactedLog``):
 
-- the **first dirty offset** is where the previous cleaning stopped (Kafka's
-  ``cleaner-offset-checkpoint``; kept in memory here, so after a restart the whole log counts as
-  dirty once), or the log start offset;
+- the **first dirty offset** is where the previous cleaning stopped (kept across restarts in
+  ``cleaner-offset-checkpoint`` by the :class:`LogManager`, as Kafka does), or the log start offset;
 - the **first uncleanable offset** is the smallest of the last stable offset, the active
   segment's base offset (the active segment is never cleaned) and, with ``min.compaction.lag.ms``
   > 0, the base offset of the first dirty segment whose largest timestamp is newer than
@@ -51,7 +50,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
 from pyspark_kafka.broker.errors import KafkaError
@@ -270,23 +268,32 @@ def keep_record(record: RecordView, offset_map: dict[bytes, int], now_ms: int, h
 
 
 class LogCleaner:
-    """Compacts logs; remembers per log its first dirty offset (Kafka's ``cleaner-offset-checkpoint``).
+    """Compacts logs; remembers per partition its first dirty offset (Kafka's ``cleaner-offset-checkpoint``).
 
-    ``LogCleaner().clean(partition_log, now_ms)`` returns :class:`CleanStats`, or None when the log
-    is not cleanable now (:func:`cleanable_range`). Raises OSError/KafkaStorageError from the file
-    system (the log is left as it was: a ``.log`` is only replaced by a complete, fsynced file).
+    ``LogCleaner(first_dirty={(topic, partition): offset})`` (what the checkpoint file held), then
+    ``clean(partition_log, now_ms)``: :class:`CleanStats`, or None when the log is not cleanable
+    now (:func:`cleanable_range`). Raises OSError/KafkaStorageError from the file system (the log
+    is left as it was: a ``.log`` is only replaced by a complete, fsynced file).
     """
 
-    def __init__(self) -> None:
-        self._first_dirty: dict[Path, int] = {}
+    def __init__(self, first_dirty: dict[tuple[str, int], int] | None = None) -> None:
+        self._first_dirty: dict[tuple[str, int], int] = dict(first_dirty or {})
 
     def first_dirty_offset(self, plog) -> int | None:
         """Where the last cleaning of ``plog`` stopped, or None before its first cleaning."""
-        return self._first_dirty.get(plog.dir)
+        return self._first_dirty.get((plog.topic, plog.partition))
+
+    def first_dirty_offsets(self) -> dict[tuple[str, int], int]:
+        """Every partition's first dirty offset (for the checkpoint file), a copy."""
+        return dict(self._first_dirty)
+
+    def forget(self, topic: str, partition: int) -> None:
+        """Drop a deleted partition's first dirty offset (a new topic of the same name starts clean)."""
+        self._first_dirty.pop((topic, partition), None)
 
     def clean(self, plog, now_ms: int) -> CleanStats | None:
         config = plog.config
-        span = cleanable_range(plog, self._first_dirty.get(plog.dir), now_ms)
+        span = cleanable_range(plog, self.first_dirty_offset(plog), now_ms)
         if not span.should_clean(config.min_cleanable_dirty_ratio):
             return None
         end = span.first_uncleanable
@@ -304,7 +311,7 @@ class LogCleaner:
             if plog.segments[i].base_offset >= end:
                 break
             self._clean_segment(plog, i, offset_map, now_ms, config.delete_retention_ms, stats)
-        self._first_dirty[plog.dir] = end
+        self._first_dirty[(plog.topic, plog.partition)] = end
         if stats.segments_rewritten:
             log.info("%s-%s: compacted %d segments, removed %d records (%d -> %d bytes)", plog.topic,
                      plog.partition, stats.segments_rewritten, stats.records_removed, stats.bytes_before,
@@ -354,6 +361,8 @@ def _swap_in(segment: LogSegment, data: bytes, config) -> LogSegment:
     """Replace ``segment``'s ``.log`` with ``data`` (crash-safe order) and return the reopened segment."""
     cleaned = segment.log_path.with_name(segment.log_path.name + CLEANED_SUFFIX)
     write_synced(cleaned, data)
+    stat = os.stat(segment.log_path)  # the cleaned file keeps the segment's mtime, as Kafka's cleaner
+    os.utime(cleaned, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # does: an emptied segment ages for retention
     segment.close()
     segment.offset_index_path.unlink(missing_ok=True)
     segment.time_index_path.unlink(missing_ok=True)
