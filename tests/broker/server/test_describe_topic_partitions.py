@@ -94,11 +94,23 @@ def test_a_cursor_outside_the_requested_topics_is_invalid_request(bootstrap, two
     assert_nothing_lost(bootstrap, written)
 
 
-def test_truncated_request_closes_only_that_connection(bootstrap, written):
-    # a DescribeTopicPartitions v0 frame whose topics array claims 5 entries and ends
+def _dtp_frame(body: bytes) -> bytes:
     client = b"bad"
-    body = struct.pack(">hhih", 75, 0, 9, len(client)) + client + b"\x00" + b"\x06" + b"\x02a"
-    with WireClient(bootstrap) as bad:
-        bad.send_raw(struct.pack(">i", len(body)) + body)
+    payload = struct.pack(">hhih", 75, 0, 9, len(client)) + client + b"\x00" + body  # header v2: no tags
+    return struct.pack(">i", len(payload)) + payload
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param(b"\x06\x02a", id="topics-array-ends-early"),
+    pytest.param(b"\x00" + struct.pack(">i", 10) + b"\xff\x00", id="null-topics-array"),
+    pytest.param(b"\xff\xff\xff\xff\x0f", id="topics-count-2^32"),
+    pytest.param(b"\x02\x7fab\x00" + struct.pack(">i", 10) + b"\xff\x00", id="topic-name-longer-than-frame"),
+    pytest.param(b"\x01" + struct.pack(">i", 10) + b"\x01\x03ab", id="cursor-cut-short"),
+])
+def test_malformed_requests_close_only_that_connection(bootstrap, written, body):
+    with WireClient(bootstrap) as bad, WireClient(bootstrap) as other:
+        bad.send_raw(_dtp_frame(body))
         assert bad.is_closed_by_broker()
+        a = other.request(DescribeTopicPartitionsRequest(topics=(TopicRequest(name=written[0]),)))
+        assert a.topics[0].error_code == NONE  # the broker serves the next client
     assert_nothing_lost(bootstrap, written)
