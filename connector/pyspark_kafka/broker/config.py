@@ -460,6 +460,15 @@ class LogConfig:
         return "compact" in self.cleanup_policy.split(",")
 
     @property
+    def max_segment_ms(self) -> int:
+        """Age (ms) at which the active segment rolls: ``segment.ms``, or ``max.compaction.lag.ms`` when
+        smaller on a compacted topic, so that no record waits longer to become cleanable (KIP-354,
+        Kafka's ``LogConfig.maxSegmentMs``)."""
+        if self.compacts and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
     def deletes(self) -> bool:
         """True when retention may delete segments (``cleanup.policy`` includes ``delete``)."""
         return "delete" in self.cleanup_policy.split(",")

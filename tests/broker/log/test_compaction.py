@@ -347,3 +347,18 @@ def test_first_dirty_offset_survives_a_restart_and_compact_delete_also_deletes(t
     manager.delete_topic("cd")
     assert manager.cleaner.first_dirty_offset(plog) is None
     manager.close()
+
+
+def test_max_compaction_lag_rolls_the_active_segment_of_a_compacted_topic(tmp_path):
+    # KIP-354 (Kafka's LogConfig.maxSegmentMs): segment.ms is capped by max.compaction.lag.ms on
+    # compacted topics, so the active segment closes and its records can be cleaned in time
+    config = compact_config(segment_bytes=1 << 20, segment_ms=3_600_000, max_compaction_lag_ms=1000)
+    assert config.max_segment_ms == 1000
+    assert LogConfig(segment_ms=3_600_000, max_compaction_lag_ms=1000).max_segment_ms == 3_600_000  # delete policy
+    plog = PartitionLog("roll", 0, tmp_path / "roll-0", config)
+    append(plog, [(b"a", b"1")], T0)
+    append(plog, [(b"a", b"2")], T0 + 999)
+    assert len(plog.segments) == 1
+    append(plog, [(b"a", b"3")], T0 + 1001)  # the first batch is now older than max.compaction.lag.ms
+    assert len(plog.segments) == 2 and plog.active_segment.base_offset == 2
+    plog.close()

@@ -480,7 +480,7 @@ class PartitionLog:
         last_offset = assigned[-1].last_offset
 
         segment = self.active_segment
-        if segment.should_roll(config.segment_bytes, config.segment_ms, total, max_timestamp, last_offset, now):
+        if segment.should_roll(config.segment_bytes, config.max_segment_ms, total, max_timestamp, last_offset, now):
             segment = self.roll(now)
         segment.append(pieces, assigned)
         self.log_end_offset = offset
