@@ -230,7 +230,8 @@ def apache_kafka(nodes: int = 1) -> Iterator[Cluster]:
     from pyspark_kafka.testing.maven import MavenUnavailable
 
     name = "apache-kafka" if nodes == 1 else "apache-kafka-cluster"
-    kafka = ApacheKafka(nodes=nodes, config={"log.retention.check.interval.ms": str(RETENTION_CHECK_MS)})
+    kafka = ApacheKafka(nodes=nodes, config={"log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
+                                             "log.cleaner.backoff.ms": str(RETENTION_CHECK_MS)})
     try:
         kafka.start()
     except MavenUnavailable as e:
@@ -279,6 +280,7 @@ def apache_kafka_container() -> Iterator[Cluster]:
         "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
         "KAFKA_NUM_PARTITIONS": "1",
         "KAFKA_LOG_RETENTION_CHECK_INTERVAL_MS": str(RETENTION_CHECK_MS),
+        "KAFKA_LOG_CLEANER_BACKOFF_MS": str(RETENTION_CHECK_MS),
     }
     image = os.environ.get("KAFKA_IMAGE", APACHE_KAFKA_IMAGE)
     ready = LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(CONTAINER_START_TIMEOUT_S)
