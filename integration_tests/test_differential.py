@@ -86,3 +86,5 @@ def test_compaction_removes_superseded_values(embedded_cluster):
     assert observed["superseded_left"] == [] and observed["tombstones_left"] == []
     assert {k: v for k, (_, v) in observed["latest_per_key"].items()} == observed["expected_latest"]
     assert observed["lagged_topic_complete"]  # min.compaction.lag.ms of an hour: nothing removed
+    assert observed["ratio_one_topic_complete"]  # a dirty ratio is never above 1
+    assert observed["max_lag_forced_superseded_left"] == []  # max.compaction.lag.ms cleaned it anyway

@@ -387,40 +387,51 @@ def compaction(cluster: C.Cluster) -> dict:
     and tombstones, segments rolled (one ``roll`` record every 0.3 s: past ``segment.ms``, and new
     dirty bytes for the next cleaning) until a from-beginning reader sees no superseded value and no
     tombstone (bounded, 40 s). Compared: the offset and value of the latest record per key (offsets
-    never change), the superseded values and tombstones left, and a second topic with
-    ``min.compaction.lag.ms`` of one hour, where nothing may be removed."""
+    never change), the superseded values and tombstones left; and the same writes into topics where
+    nothing may be removed (``min.compaction.lag.ms`` of one hour; ``min.cleanable.dirty.ratio=1``,
+    since a log is cleaned only when its dirty ratio is *above* the minimum) and one where
+    ``max.compaction.lag.ms=1000`` forces the cleaning the ratio of 1 would never allow."""
     topic = _topic(cluster, 1, COMPACTION_CONFIG)
-    lagged = _topic(cluster, 1, {**COMPACTION_CONFIG, "min.compaction.lag.ms": "3600000"})
+    kept = {"lagged": {**COMPACTION_CONFIG, "min.compaction.lag.ms": "3600000"},
+            "ratio_one": {**COMPACTION_CONFIG, "min.cleanable.dirty.ratio": "1"}}
+    kept_topics = {name: _topic(cluster, 1, config) for name, config in kept.items()}
+    forced = _topic(cluster, 1, {**COMPACTION_CONFIG, "min.cleanable.dirty.ratio": "1", "max.compaction.lag.ms": "1000"})
+    everything = [topic, forced, *kept_topics.values()]
     writes = [(b"k%d" % (i % 5), b"v%d-1" % (i % 5)) for i in range(5)]
     writes += [(b"k%d" % i, b"v%d-2" % i) for i in range(4)]
     writes += [(b"k0", None), (b"k1", None), (b"k2", b"v2-3")]
-    for t in (topic, lagged):
+    for t in everything:
         helpers.produce(cluster.bootstrap, t, [{"key": k, "value": v, "partition": 0} for k, v in writes])
     latest = {}
     for k, v in writes:
         latest[k.decode()] = None if v is None else v.decode()
     superseded = {(k.decode(), None if v is None else v.decode()) for k, v in writes} - set(latest.items())
 
+    def read(t: str) -> list:
+        return [(o, k, v) for _, o, k, v in _records(cluster, t) if k != "roll"]
+
     deadline = time.monotonic() + COMPACTION_WAIT_S
     rolls = 0
     while True:
         time.sleep(0.3)  # past segment.ms: the next append rolls the segment (the active one is never cleaned)
-        for t in (topic, lagged):
+        for t in everything:
             helpers.produce(cluster.bootstrap, t, [{"key": b"roll", "value": b"r%d" % rolls, "partition": 0}])
         rolls += 1
-        seen = [(o, k, v) for _, o, k, v in _records(cluster, topic) if k != "roll"]
+        seen, seen_forced = read(topic), read(forced)
         pairs = {(k, v) for _, k, v in seen}
-        if (not pairs & superseded and all(v is not None for _, _, v in seen)) or time.monotonic() > deadline:
+        done = not pairs & superseded and all(v is not None for _, _, v in seen)
+        if (done and not {(k, v) for _, k, v in seen_forced} & superseded) or time.monotonic() > deadline:
             break
     final = {k: [o, v] for o, k, v in seen}
-    lagged_seen = [[o, k, v] for _, o, k, v in _records(cluster, lagged) if k != "roll"]
-    return {"latest_per_key": {k: ov for k, ov in sorted(final.items()) if ov[1] is not None},
-            "superseded_left": sorted(pairs & superseded, key=repr),
-            "tombstones_left": sorted(k for k, (_, v) in final.items() if v is None),
-            "expected_latest": {k: v for k, v in sorted(latest.items()) if v is not None},
-            "lagged_topic_records": lagged_seen,
-            "lagged_topic_complete": lagged_seen == [[i, k.decode(), None if v is None else v.decode()]
-                                                     for i, (k, v) in enumerate(writes)]}
+    complete = [[i, k.decode(), None if v is None else v.decode()] for i, (k, v) in enumerate(writes)]
+    out = {"latest_per_key": {k: ov for k, ov in sorted(final.items()) if ov[1] is not None},
+           "superseded_left": sorted(pairs & superseded, key=repr),
+           "tombstones_left": sorted(k for k, (_, v) in final.items() if v is None),
+           "expected_latest": {k: v for k, v in sorted(latest.items()) if v is not None},
+           "max_lag_forced_superseded_left": sorted({(k, v) for _, k, v in seen_forced} & superseded, key=repr)}
+    for name, t in kept_topics.items():
+        out[f"{name}_topic_complete"] = [list(r) for r in read(t)] == complete
+    return out
 
 
 def topic_compression(cluster: C.Cluster) -> dict:
