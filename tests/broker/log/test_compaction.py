@@ -362,3 +362,31 @@ def test_max_compaction_lag_rolls_the_active_segment_of_a_compacted_topic(tmp_pa
     append(plog, [(b"a", b"3")], T0 + 1001)  # the first batch is now older than max.compaction.lag.ms
     assert len(plog.segments) == 2 and plog.active_segment.base_offset == 2
     plog.close()
+
+
+def _txn_batch(pairs, producer_id: int, sequence: int, ts: int) -> bytes:
+    from pyspark_kafka.broker.log.record_batch import batch_crc
+
+    batch = bytearray(encode_batch(pairs, ts, producer_id=producer_id, producer_epoch=0, attributes=TRANSACTIONAL_BIT))
+    batch[53:57] = sequence.to_bytes(4, "big")  # base sequence
+    batch[17:21] = batch_crc(batch, 0, len(batch)).to_bytes(4, "big")
+    return bytes(batch)
+
+
+def test_committed_transactions_are_compacted_and_aborted_ones_removed(tmp_path):
+    # Kafka's cleaner (CleanedTransactionMetadata): committed transactional records are compacted like
+    # any other; aborted batches never hide an older value and are removed; markers stay here
+    plog = PartitionLog("x", 0, tmp_path / "x-0", compact_config(segment_bytes=1 << 20))
+    append(plog, [(b"a", b"plain-1"), (b"b", b"plain-1")], T0)               # offsets 0, 1
+    plog.append(_txn_batch([(b"a", b"committed")], 7, 0, T0), now_ms=T0)     # 2
+    plog.append_marker(7, 0, commit=True, now_ms=T0)                          # 3
+    plog.append(_txn_batch([(b"b", b"aborted")], 8, 0, T0), now_ms=T0)       # 4
+    plog.append_marker(8, 0, commit=False, now_ms=T0)                         # 5
+    plog.roll()
+    stats = LogCleaner().clean(plog, T0)
+    assert stats.records_removed == 2  # plain "a" (superseded by the committed one) and the aborted "b"
+    assert [o for o, _, _ in records_of(plog)] == [1, 2, 3, 5]  # 3 and 5: the markers
+    kept = {h.base_offset: (h.is_transactional, h.is_control) for s in plog.segments for _, h in s.iter_headers()}
+    assert kept == {0: (False, False), 2: (True, False), 3: (True, True), 5: (True, True)}
+    assert plog.last_stable_offset == plog.log_end_offset
+    plog.close()

@@ -39,9 +39,13 @@ files deleted and the ``.cleaned`` file renamed over the ``.log`` (``os.replace`
 are rebuilt. A crash in between leaves either the old ``.log`` (the ``.cleaned`` file is removed
 on load) or the new ``.log`` without indexes (rebuilt on load).
 
-Not done (kept whole instead, never dropped): control batches and transactional batches (their
-records are neither compacted nor used to compact others, so aborted data never hides an older
-committed value; Kafka removes aborted records and, after the delete horizon, markers), and
+**Transactions** (Kafka's ``CleanedTransactionMetadata``): records of committed transactions are
+compacted like any other; batches of aborted transactions (the producer state's aborted
+transactions, Kafka's transaction index) are left out of the offset map, so they never hide an
+older value, and are removed.
+
+Not done (kept whole instead, never dropped): control batches (transaction markers; Kafka removes
+a marker once its transaction has no records left and its delete horizon has passed), and
 compressed batches that would expand past the cleaner's bound (64 x max(batch size, 1 MiB)).
 Segments are cleaned one by one and never merged (Kafka groups small cleaned segments).
 """
@@ -250,8 +254,18 @@ def delete_horizon(header: BatchHeader) -> int | None:
     return header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
 
 
-def _compactable(header: BatchHeader) -> bool:
-    return not header.is_control and not header.is_transactional
+def aborted_ranges(plog) -> dict[int, list[tuple[int, int]]]:
+    """``producer id -> [(first offset, abort marker offset)]`` of the log's aborted transactions."""
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for txn in plog.producer_state.aborted:
+        ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return ranges
+
+
+def is_aborted(header: BatchHeader, aborted: dict[int, list[tuple[int, int]]]) -> bool:
+    """True for a data batch of an aborted transaction (Kafka's ``onBatchRead``)."""
+    return header.is_transactional and not header.is_control and any(first <= header.base_offset <= last
+                                           for first, last in aborted.get(header.producer_id, ()))
 
 
 def keep_record(record: RecordView, offset_map: dict[bytes, int], now_ms: int, horizon: int | None) -> bool:
@@ -297,12 +311,14 @@ class LogCleaner:
         if not span.should_clean(config.min_cleanable_dirty_ratio):
             return None
         end = span.first_uncleanable
+        aborted = aborted_ranges(plog)
         offset_map: dict[bytes, int] = {}
         for i, segment in enumerate(plog.segments[:-1]):
             if segment.base_offset >= end or _segment_end(plog, i) <= span.first_dirty:
                 continue
             for _, header, batch in _batches(segment):
-                records = iter_records(header, batch) if _compactable(header) else None
+                skip = header.is_control or is_aborted(header, aborted)
+                records = None if skip else iter_records(header, batch)
                 for record in records or ():
                     if record.key is not None and span.first_dirty <= record.offset < end:
                         offset_map[record.key] = record.offset
@@ -310,7 +326,7 @@ class LogCleaner:
         for i in range(len(plog.segments) - 1):
             if plog.segments[i].base_offset >= end:
                 break
-            self._clean_segment(plog, i, offset_map, now_ms, config.delete_retention_ms, stats)
+            self._clean_segment(plog, i, offset_map, now_ms, config.delete_retention_ms, stats, aborted)
         self._first_dirty[(plog.topic, plog.partition)] = end
         if stats.segments_rewritten:
             log.info("%s-%s: compacted %d segments, removed %d records (%d -> %d bytes)", plog.topic,
@@ -319,14 +335,18 @@ class LogCleaner:
         return stats
 
     def _clean_segment(self, plog, index: int, offset_map: dict[bytes, int], now_ms: int,
-                       delete_retention_ms: int, stats: CleanStats) -> None:
+                       delete_retention_ms: int, stats: CleanStats, aborted: dict[int, list[tuple[int, int]]]) -> None:
         """Rewrite segment ``index`` of ``plog`` when a batch of it loses records or gets a delete horizon."""
         segment: LogSegment = plog.segments[index]
         out = bytearray()
         removed = 0
         changed = False
         for _, header, batch in _batches(segment):
-            records = iter_records(header, batch) if _compactable(header) else None
+            if is_aborted(header, aborted):
+                removed += header.record_count
+                changed = True
+                continue
+            records = None if header.is_control else iter_records(header, batch)
             if records is None:
                 out += batch
                 continue
