@@ -434,6 +434,38 @@ def compaction(cluster: C.Cluster) -> dict:
     return out
 
 
+def compaction_transactions(cluster: C.Cluster) -> dict:
+    """Compaction of a topic with transactions (:data:`COMPACTION_CONFIG`): plain records, a
+    committed transaction updating ``a``, an aborted one updating ``b``; segments rolled as in
+    :func:`compaction` until a read_uncommitted reader sees neither the superseded ``a`` nor the
+    aborted ``b`` (bounded, 40 s). Compared: what read_uncommitted and read_committed readers see
+    (offsets, keys, values)."""
+    from confluent_kafka import Producer
+
+    topic = _topic(cluster, 1, COMPACTION_CONFIG)
+    helpers.produce(cluster.bootstrap, topic, [{"key": b"a", "value": b"plain-a", "partition": 0},
+                                               {"key": b"b", "value": b"plain-b", "partition": 0}])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"differential-{uuid.uuid4()}"})
+    producer.init_transactions(WAIT_S)
+    for key, value, commit in ((b"a", b"committed-a", True), (b"b", b"aborted-b", False)):
+        producer.begin_transaction()
+        producer.produce(topic, key=key, value=value, partition=0)
+        producer.flush(WAIT_S)
+        producer.commit_transaction(WAIT_S) if commit else producer.abort_transaction(WAIT_S)
+    gone = {("a", "plain-a"), ("b", "aborted-b")}
+    deadline = time.monotonic() + COMPACTION_WAIT_S
+    rolls = 0
+    while True:
+        time.sleep(0.3)  # past segment.ms: the next append rolls the segment
+        helpers.produce(cluster.bootstrap, topic, [{"key": b"roll", "value": b"r%d" % rolls, "partition": 0}])
+        rolls += 1
+        seen = [[o, k, v] for _, o, k, v in _records(cluster, topic) if k != "roll"]
+        if not {(k, v) for _, k, v in seen} & gone or time.monotonic() > deadline:
+            break
+    committed = [[o, k, v] for _, o, k, v in _records(cluster, topic, "read_committed") if k != "roll"]
+    return {"read_uncommitted": seen, "read_committed": committed}
+
+
 def topic_compression(cluster: C.Cluster) -> dict:
     """Topic ``compression.type``: one lz4 batch of 5 records (kafka-python's encoder, a raw Produce)
     into a topic of each setting, and a gzip LogAppendTime topic; the stored batches' codec,
@@ -515,6 +547,7 @@ OBSERVATIONS: dict[str, Callable[[C.Cluster], dict]] = {
     "describe_configs": describe_configs,
     "errors": errors,
     "compaction": compaction,
+    "compaction_transactions": compaction_transactions,
     "topic_compression": topic_compression,
     "describe_topic_partitions": describe_topic_partitions,
 }
