@@ -132,11 +132,11 @@ def _sizes_between(plog, start: int, end: int) -> int:
 
 def _first_batch_timestamp(segment: LogSegment) -> int:
     """maxTimestamp of the segment's first batch (Kafka's ``getFirstBatchTimestamp``), -1 when empty."""
-    if segment.first_batch_timestamp is not None:
-        return segment.first_batch_timestamp
-    for _, header in segment.iter_headers():
-        return header.max_timestamp
-    return -1
+    if segment.first_batch_timestamp is None:
+        for _, header in segment.iter_headers():
+            segment.first_batch_timestamp = header.max_timestamp  # a closed segment's first batch stays
+            break
+    return -1 if segment.first_batch_timestamp is None else segment.first_batch_timestamp
 
 
 def cleanable_range(plog, first_dirty: int | None, now_ms: int) -> CleanableRange:
@@ -164,10 +164,10 @@ def cleanable_range(plog, first_dirty: int | None, now_ms: int) -> CleanableRang
     cleanable = _sizes_between(plog, min(first_dirty, first_uncleanable), first_uncleanable)
     clean = _sizes_between(plog, -1, first_dirty)
     need_now = False
-    max_lag = max(config.max_compaction_lag_ms, 0)
-    firsts = [t for t in (_first_batch_timestamp(s) for _, s in dirty_closed) if t > 0]
-    if firsts and min(firsts) < now_ms - max_lag:
-        need_now = True
+    clean_until = now_ms - max(config.max_compaction_lag_ms, 0)
+    if clean_until > 0:  # the default (Long.MAX_VALUE) never forces a cleaning: no need to read headers
+        firsts = [t for t in (_first_batch_timestamp(s) for _, s in dirty_closed) if t > 0]
+        need_now = bool(firsts) and min(firsts) < clean_until
     return CleanableRange(first_dirty, first_uncleanable, clean, cleanable, need_now)
 
 
