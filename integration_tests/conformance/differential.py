@@ -309,6 +309,7 @@ def errors(cluster: C.Cluster) -> dict:
         "produce_missing_partition": _raw_produce(cluster, topic, 5),
         "produce_unknown_topic": _raw_produce(cluster, missing, 0),
         "produce_too_large": _raw_produce(cluster, topic, 0, b"x" * 2000),
+        "produce_two_batches": _raw_produce(cluster, topic, 0, batch=_raw_batch([b"a"]) + _raw_batch([b"b"])),
         "fetch_unknown_topic": _raw_fetch(cluster, missing, 0, 0),
         "fetch_ok": _raw_fetch(cluster, topic, 0, 0),
         "fetch_out_of_range": _raw_fetch(cluster, topic, 0, 1000),

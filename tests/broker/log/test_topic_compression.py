@@ -80,3 +80,16 @@ def test_a_batch_that_grows_past_max_message_bytes_is_refused(tmp_path):
         plog.append(produced(4), now_ms=T0, from_client=True)
     assert plog.log_end_offset == 0
     plog.close()
+
+
+def test_a_client_record_set_is_exactly_one_batch(tmp_path):
+    # Produce v3+: exactly one batch per partition (Kafka's ProduceRequest.validateRecords answers
+    # INVALID_RECORD, measured on Kafka 4.3.1); the broker's own appends may carry more
+    from pyspark_kafka.broker.errors import InvalidRecordError
+
+    plog = topic_log(tmp_path)
+    with pytest.raises(InvalidRecordError, match="exactly one record batch per partition") as info:
+        plog.append(produced(0) + produced(0), now_ms=T0, from_client=True)
+    assert info.value.error_code == 87 and plog.log_end_offset == 0
+    assert plog.append(produced(0) + produced(0), now_ms=T0).record_count == 100
+    plog.close()

@@ -355,7 +355,8 @@ class PartitionLog:
         acknowledged with its original offsets (``record_count`` 0) and nothing is appended.
         A control batch (transaction marker, written by the broker's coordinators) ends its
         producer's open transaction here; ``from_client=True`` (the produce handler) refuses
-        control batches with INVALID_RECORD and decodes every record of every batch
+        more than one batch (Produce v3+ carries exactly one per partition) and control batches
+        with INVALID_RECORD and decodes every record of the batch
         (:func:`~pyspark_kafka.broker.log.validator.validate_client_batch`), as Kafka's
         ``LogValidator`` does, so a batch whose records disagree with its header is refused.
 
@@ -365,6 +366,11 @@ class PartitionLog:
         """
         now = now_ms if now_ms is not None else clock.now_ms()
         headers = validate_batches(records)
+        if from_client and len(headers) > 1:
+            raise InvalidRecordError(
+                f"a produce request to {self.topic}-{self.partition} holds {len(headers)} record batches: Produce "
+                "requests with version 3 or later must have exactly one record batch per partition (Kafka's "
+                "ProduceRequest.validateRecords); send one batch per partition")
         self._check_sizes(headers, len(records))
         controls = []
         position = 0

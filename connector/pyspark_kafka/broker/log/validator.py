@@ -118,8 +118,7 @@ def recompress_batch(batch, header: BatchHeader, codec: int, level: int | None, 
     Every header field stays (offsets, timestamps, timestamp type, producer id/epoch/sequence,
     transactional flag); the codec bits and the CRC change. ``limit`` bounds the decompression
     (bytes). Kafka's ``LogValidator`` recompresses this way when the topic's ``compression.type``
-    differs from the batch's codec (Kafka merges the batches of one request into one; here each
-    batch is recompressed on its own: producers send one batch per partition and request).
+    differs from the batch's codec (a client's request holds one batch per partition).
     """
     body = memoryview(batch)[BATCH_HEADER_SIZE:header.size]
     source = header.attributes & COMPRESSION_MASK
