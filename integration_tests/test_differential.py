@@ -83,4 +83,8 @@ def test_same_observables(name, embedded_cluster, apache_cluster):
 def test_compaction_removes_superseded_values(embedded_cluster):
     # the cleaner really ran (equal observables could also be "nothing compacted" on both)
     observed = D.compaction(embedded_cluster)
-    assert observed["superseded_left"] == [] and observed["latest_per_key"] == observed["expected_latest"]
+    assert observed["superseded_left"] == [] and observed["tombstones_left"] == []
+    assert {k: v for k, (_, v) in observed["latest_per_key"].items()} == observed["expected_latest"]
+    assert observed["lagged_topic_complete"]  # min.compaction.lag.ms of an hour: nothing removed
+    assert observed["ratio_one_topic_complete"]  # a dirty ratio is never above 1
+    assert observed["max_lag_forced_superseded_left"] == []  # max.compaction.lag.ms cleaned it anyway

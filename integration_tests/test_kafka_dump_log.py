@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,7 @@ def written(tmp_path_factory):
 
 
 _RECORD = re.compile(r"^\| offset: (\d+) .*?headerKeys: \[([^\]]*)\](?: key: (\S*))? payload: (.*)$")
+_KEYED_RECORD = re.compile(r"^\| offset: (\d+) .*?headerKeys: \[[^\]]*\] key: (\S+)(?: payload: (.*))?$")
 _MARKER = re.compile(r"^\| offset: (\d+) .*endTxnMarker: (\w+)")
 _BATCH = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*isTransactional: (\w+) isControl: (\w+)"
                     r" .*compresscodec: (\w+) crc: \d+ isvalid: (\w+)")
@@ -167,3 +169,65 @@ def test_kafka_decodes_the_group_and_transaction_logs(written, dump_log):
     # Kafka's TransactionState ids: 0 Empty, 1 Ongoing, 2 PrepareCommit, 3 PrepareAbort,
     # 4 CompleteCommit, 5 CompleteAbort
     assert states[0] == 0 and {2, 4, 3, 5} <= set(states), states
+
+
+def test_kafka_reads_compacted_and_recompressed_segments(tmp_path, dump_log):
+    # segments the log cleaner rewrote (a kept tombstone's batch stamped with a KIP-534 delete
+    # horizon, a zstd batch rebuilt in zstd) and a topic whose compression.type recompressed
+    # librdkafka's lz4 batches to gzip: Kafka's tool finds every batch valid, reads the horizon,
+    # the codecs and exactly the records a consumer reads
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from integration_tests import helpers
+    from pyspark_kafka.broker import EmbeddedBroker
+
+    data = tmp_path / "data"
+    config = {"log.cleaner.backoff.ms": "100", "log.cleaner.min.cleanable.ratio": "0.01"}
+    with EmbeddedBroker(data_dir=data, config=config) as broker:
+        bootstrap = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        futures = admin.create_topics([
+            NewTopic("c", 1, 1, config={"cleanup.policy": "compact", "segment.bytes": "1024"}),
+            NewTopic("g", 1, 1, config={"compression.type": "gzip"})], operation_timeout=15)
+        for future in futures.values():
+            future.result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "zstd", "linger.ms": 0})
+        for i in range(40):
+            producer.produce("c", key=b"k%d" % (i % 4), value=b"v%02d" % i + b"x" * 40)
+            producer.flush(30)
+        producer.produce("c", key=b"k0", value=None)
+        for i in range(30):  # more segments: the tombstone's segment closes, new dirty bytes
+            producer.produce("c", key=b"filler", value=b"f%02d" % i + b"x" * 60)
+            producer.flush(30)
+        lz4 = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4", "linger.ms": 5})
+        for i in range(20):
+            lz4.produce("g", key=b"g%d" % i, value=b"gzip-me-%d" % i)
+        assert lz4.flush(30) == 0
+        deadline = time.monotonic() + 30
+        while True:  # bounded: until the cleaner removed every superseded value
+            seen = [(m.offset(), m.key(), m.value()) for m in helpers.consume_all(bootstrap, "c")]
+            keyed = [k for _, k, _ in seen if k != b"filler"]
+            if len(keyed) == len(set(keyed)) or time.monotonic() > deadline:
+                break
+        assert len(keyed) == len(set(keyed)), seen
+        expected_g = [(m.offset(), m.key(), m.value()) for m in helpers.consume_all(bootstrap, "g")]
+        del producer, lz4  # closed while the broker still answers
+
+    def dumped(topic: str):
+        logs = sorted((data / f"{topic}-0").glob("*.log"))
+        out = dump_log("--files", ",".join(map(str, logs)), "--deep-iteration", "--print-data-log")
+        batches = [m for line in out.splitlines() if (m := _BATCH.match(line))]
+        assert batches and all(m.group(7) == "true" for m in batches), out
+        records = [(int(m.group(1)), m.group(2).encode(), None if m.group(3) is None else m.group(3).encode())
+                   for line in out.splitlines() if (m := _KEYED_RECORD.match(line))]
+        return out, {m.group(6) for m in batches}, records
+
+    out, codecs, records = dumped("c")
+    assert codecs <= {"zstd", "none"}  # librdkafka sends a batch uncompressed when zstd does not shrink it
+    # the tombstone (delete.retention.ms 24 h) is kept; its batch carries the horizon the cleaner set
+    assert [o for o, k, v in seen if v is None] == [40]
+    assert re.search(r"^baseOffset: 40 .*deleteHorizonMs: OptionalLong\[\d+\]", out, re.M), out
+    assert records == seen  # tombstones included (valueSize -1, no payload)
+    out, codecs, records = dumped("g")
+    assert codecs == {"gzip"} and [(o, k, v) for o, k, v in records] == expected_g

@@ -70,6 +70,21 @@ def _topic_listed(tool, topic: str) -> bool:
     return topic in tool(TOPICS, "--list").split()
 
 
+def test_kafka_topics_describe_pages_through_describe_topic_partitions(tool):
+    # Kafka 4's admin client describes topics with DescribeTopicPartitions (API 75) when the broker
+    # serves it, asking page after page with the cursor: 2 partitions per response here
+    topic = f"tools-pages-{time.monotonic_ns()}"
+    rf = str(tool.cluster.replication_factor)
+    tool(TOPICS, "--create", "--topic", topic, "--partitions", "5", "--replication-factor", rf)
+    described = tool(TOPICS, "--describe", "--topic", topic, "--partition-size-limit-per-response", "2")
+    assert f"PartitionCount: 5\tReplicationFactor: {rf}" in described, described
+    assert sorted(int(p) for p in re.findall(rf"Topic: {topic}\tPartition: (\d+)\tLeader: \d+", described)) == [
+        0, 1, 2, 3, 4], described
+    # every topic (no --topic): the pages run across topics
+    everything = tool(TOPICS, "--describe", "--partition-size-limit-per-response", "3")
+    assert len(re.findall(rf"Topic: {topic}\tPartition: \d+", everything)) == 5, everything
+
+
 def test_kafka_topics_create_describe_alter_delete(tool):
     topic = f"tools-{time.monotonic_ns()}"
     rf = str(tool.cluster.replication_factor)

@@ -246,22 +246,26 @@ def describe_configs(cluster: C.Cluster) -> dict:
                         for name, e in sorted(entries.items())}}
 
 
-def _raw_batch(values: list[bytes]) -> bytes:
+def _raw_batch(values: list[bytes], codec: int = 0, keys: list[bytes] | None = None,
+               timestamps: list[int] | None = None) -> bytes:
+    """One RecordBatch v2 written by kafka-python (an independent encoder), ``codec`` 0-4."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
                                         producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
     for i, v in enumerate(values):
-        builder.append(i, timestamp=int(time.time() * 1000), key=None, value=v, headers=[])
+        builder.append(i, timestamp=timestamps[i] if timestamps else int(time.time() * 1000),
+                       key=keys[i] if keys else None, value=v, headers=[])
     return bytes(builder.build())
 
 
-def _raw_produce(cluster: C.Cluster, topic: str, partition: int, value: bytes = b"x") -> int:
+def _raw_produce(cluster: C.Cluster, topic: str, partition: int, value: bytes = b"x", batch: bytes | None = None) -> int:
     from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
     from kio.schema.produce.v8.response import ProduceResponse
 
+    records = batch if batch is not None else _raw_batch([value])
     request = ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=(
-        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=_raw_batch([value])),)),))
+        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=records),)),))
     response = C.send_request(cluster.bootstrap, request, ProduceResponse)
     return [int(p.error_code) for t in response.responses for p in t.partition_responses][0]
 
@@ -305,6 +309,7 @@ def errors(cluster: C.Cluster) -> dict:
         "produce_missing_partition": _raw_produce(cluster, topic, 5),
         "produce_unknown_topic": _raw_produce(cluster, missing, 0),
         "produce_too_large": _raw_produce(cluster, topic, 0, b"x" * 2000),
+        "produce_two_batches": _raw_produce(cluster, topic, 0, batch=_raw_batch([b"a"]) + _raw_batch([b"b"])),
         "fetch_unknown_topic": _raw_fetch(cluster, missing, 0, 0),
         "fetch_ok": _raw_fetch(cluster, topic, 0, 0),
         "fetch_out_of_range": _raw_fetch(cluster, topic, 0, 1000),
@@ -349,36 +354,190 @@ def errors(cluster: C.Cluster) -> dict:
     return out
 
 
+COMPACTION_CONFIG = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+                     "delete.retention.ms": "100", "min.compaction.lag.ms": "0"}
+"""Topic settings of the compaction observation: a segment rolls 100 ms after its first record, a
+log is cleanable as soon as 1 % of it is dirty, tombstones live 100 ms past their first cleaning."""
+
+
+def _raw_headers(cluster: C.Cluster, topic: str) -> list:
+    """Full stored batch headers of partition 0 (one raw Fetch v4, read_uncommitted)."""
+    import datetime
+
+    from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.fetch.v4.response import FetchResponse
+
+    from pyspark_kafka.broker.log.record_batch import parse_header
+
+    request = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=4 << 20,
+                           isolation_level=0, topics=(FetchTopic(topic=topic, partitions=(
+                               FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=4 << 20),)),))
+    (data,) = [p for t in C.send_request(cluster.bootstrap, request, FetchResponse).responses for p in t.partitions]
+    records, pos, out = bytes(data.records or b""), 0, []
+    while pos + 61 <= len(records):
+        header = parse_header(records, pos)
+        if pos + header.size > len(records):
+            break
+        out.append(header)
+        pos += header.size
+    return out
+
+
 def compaction(cluster: C.Cluster) -> dict:
-    """Log compaction outcome: keys with updates and tombstones in a rolled segment; what a
-    from-beginning reader sees once the cleaner ran (bounded wait). Compared: the latest value
-    per key, and that no superseded value is left."""
-    topic = _topic(cluster, 1, {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-                                "delete.retention.ms": "100", "min.compaction.lag.ms": "0"})
+    """Log compaction outcome under the same settings (:data:`COMPACTION_CONFIG`): keys with updates
+    and tombstones, segments rolled (one ``roll`` record every 0.3 s: past ``segment.ms``, and new
+    dirty bytes for the next cleaning) until a from-beginning reader sees no superseded value and no
+    tombstone (bounded, 40 s). Compared: the offset and value of the latest record per key (offsets
+    never change), the superseded values and tombstones left; and the same writes into topics where
+    nothing may be removed (``min.compaction.lag.ms`` of one hour; ``min.cleanable.dirty.ratio=1``,
+    since a log is cleaned only when its dirty ratio is *above* the minimum) and one where
+    ``max.compaction.lag.ms=1000`` forces the cleaning the ratio of 1 would never allow."""
+    topic = _topic(cluster, 1, COMPACTION_CONFIG)
+    kept = {"lagged": {**COMPACTION_CONFIG, "min.compaction.lag.ms": "3600000"},
+            "ratio_one": {**COMPACTION_CONFIG, "min.cleanable.dirty.ratio": "1"}}
+    kept_topics = {name: _topic(cluster, 1, config) for name, config in kept.items()}
+    forced = _topic(cluster, 1, {**COMPACTION_CONFIG, "min.cleanable.dirty.ratio": "1", "max.compaction.lag.ms": "1000"})
+    everything = [topic, forced, *kept_topics.values()]
     writes = [(b"k%d" % (i % 5), b"v%d-1" % (i % 5)) for i in range(5)]
     writes += [(b"k%d" % i, b"v%d-2" % i) for i in range(4)]
     writes += [(b"k0", None), (b"k1", None), (b"k2", b"v2-3")]
-    helpers.produce(cluster.bootstrap, topic, [{"key": k, "value": v, "partition": 0} for k, v in writes])
+    for t in everything:
+        helpers.produce(cluster.bootstrap, t, [{"key": k, "value": v, "partition": 0} for k, v in writes])
     latest = {}
     for k, v in writes:
         latest[k.decode()] = None if v is None else v.decode()
     superseded = {(k.decode(), None if v is None else v.decode()) for k, v in writes} - set(latest.items())
 
+    def read(t: str) -> list:
+        return [(o, k, v) for _, o, k, v in _records(cluster, t) if k != "roll"]
+
     deadline = time.monotonic() + COMPACTION_WAIT_S
     rolls = 0
     while True:
         time.sleep(0.3)  # past segment.ms: the next append rolls the segment (the active one is never cleaned)
+        for t in everything:
+            helpers.produce(cluster.bootstrap, t, [{"key": b"roll", "value": b"r%d" % rolls, "partition": 0}])
+        rolls += 1
+        seen, seen_forced = read(topic), read(forced)
+        pairs = {(k, v) for _, k, v in seen}
+        done = not pairs & superseded and all(v is not None for _, _, v in seen)
+        if (done and not {(k, v) for _, k, v in seen_forced} & superseded) or time.monotonic() > deadline:
+            break
+    final = {k: [o, v] for o, k, v in seen}
+    complete = [[i, k.decode(), None if v is None else v.decode()] for i, (k, v) in enumerate(writes)]
+    out = {"latest_per_key": {k: ov for k, ov in sorted(final.items()) if ov[1] is not None},
+           "superseded_left": sorted(pairs & superseded, key=repr),
+           "tombstones_left": sorted(k for k, (_, v) in final.items() if v is None),
+           "expected_latest": {k: v for k, v in sorted(latest.items()) if v is not None},
+           "max_lag_forced_superseded_left": sorted({(k, v) for _, k, v in seen_forced} & superseded, key=repr)}
+    for name, t in kept_topics.items():
+        out[f"{name}_topic_complete"] = [list(r) for r in read(t)] == complete
+    return out
+
+
+def compaction_transactions(cluster: C.Cluster) -> dict:
+    """Compaction of a topic with transactions (:data:`COMPACTION_CONFIG`): plain records, a
+    committed transaction updating ``a``, an aborted one updating ``b``; segments rolled as in
+    :func:`compaction` until a read_uncommitted reader sees neither the superseded ``a`` nor the
+    aborted ``b`` (bounded, 40 s). Compared: what read_uncommitted and read_committed readers see
+    (offsets, keys, values)."""
+    from confluent_kafka import Producer
+
+    topic = _topic(cluster, 1, COMPACTION_CONFIG)
+    helpers.produce(cluster.bootstrap, topic, [{"key": b"a", "value": b"plain-a", "partition": 0},
+                                               {"key": b"b", "value": b"plain-b", "partition": 0}])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"differential-{uuid.uuid4()}"})
+    producer.init_transactions(WAIT_S)
+    for key, value, commit in ((b"a", b"committed-a", True), (b"b", b"aborted-b", False)):
+        producer.begin_transaction()
+        producer.produce(topic, key=key, value=value, partition=0)
+        producer.flush(WAIT_S)
+        producer.commit_transaction(WAIT_S) if commit else producer.abort_transaction(WAIT_S)
+    gone = {("a", "plain-a"), ("b", "aborted-b")}
+    deadline = time.monotonic() + COMPACTION_WAIT_S
+    rolls = 0
+    while True:
+        time.sleep(0.3)  # past segment.ms: the next append rolls the segment
         helpers.produce(cluster.bootstrap, topic, [{"key": b"roll", "value": b"r%d" % rolls, "partition": 0}])
         rolls += 1
-        seen = [(k, v) for _, _, k, v in _records(cluster, topic) if k != "roll"]
-        if not (set(seen) & superseded) or time.monotonic() > deadline:
+        seen = [[o, k, v] for _, o, k, v in _records(cluster, topic) if k != "roll"]
+        if not {(k, v) for _, k, v in seen} & gone or time.monotonic() > deadline:
             break
-    final = {}
-    for k, v in seen:
-        final[k] = v
-    return {"latest_per_key": {k: v for k, v in sorted(final.items()) if v is not None},
-            "superseded_left": sorted(set(seen) & superseded, key=repr),
-            "expected_latest": {k: v for k, v in sorted(latest.items()) if v is not None}}
+    committed = [[o, k, v] for _, o, k, v in _records(cluster, topic, "read_committed") if k != "roll"]
+    return {"read_uncommitted": seen, "read_committed": committed}
+
+
+def topic_compression(cluster: C.Cluster) -> dict:
+    """Topic ``compression.type``: one lz4 batch of 5 records (kafka-python's encoder, a raw Produce)
+    into a topic of each setting, and a gzip LogAppendTime topic; the stored batches' codec,
+    timestamp type, record count and offsets, and the records a reader gets back."""
+    out = {}
+    batch = _raw_batch([b"value-%d-" % i + b"x" * 100 for i in range(5)], codec=3,
+                       keys=[b"k%d" % i for i in range(5)], timestamps=[BASE_TS + i for i in range(5)])
+    for setting, extra in (("gzip", {}), ("snappy", {}), ("lz4", {}), ("zstd", {}), ("uncompressed", {}),
+                           ("producer", {}), ("gzip", {"message.timestamp.type": "LogAppendTime"})):
+        topic = _topic(cluster, 1, {"compression.type": setting, "retention.ms": "-1", **extra})
+        before = int(time.time() * 1000)
+        assert _raw_produce(cluster, topic, 0, batch=batch) == 0
+        after = int(time.time() * 1000) + 1
+        headers = _raw_headers(cluster, topic)
+        name = setting + ("_log_append_time" if extra else "")
+        out[name] = {
+            "batches": [[h.base_offset, h.last_offset_delta, h.record_count, h.compression, h.timestamp_type,
+                         h.base_timestamp - BASE_TS,
+                         "now" if before - 1000 <= h.max_timestamp <= after + 1000 else h.max_timestamp - BASE_TS]
+                        for h in headers],
+            "consumed": [[m.offset(), m.key().decode(), len(m.value()), m.timestamp()[0]]
+                         for m in helpers.consume_all(cluster.bootstrap, topic)],
+        }
+    return out
+
+
+def describe_topic_partitions(cluster: C.Cluster) -> dict:
+    """DescribeTopicPartitions (API 75) answers for two topics (3 and 2 partitions): pages of 4, 2 and
+    3 partitions with their cursors, limits 0 and -1, a cursor past the last partition, unknown and
+    illegal names, a cursor outside the requested topics. Topic names become ``A``/``B``, ids a
+    flag, the leader and replicas ``self`` (node ids differ)."""
+    from kio.schema.describe_topic_partitions.v0.request import Cursor, DescribeTopicPartitionsRequest, TopicRequest
+    from kio.schema.describe_topic_partitions.v0.response import DescribeTopicPartitionsResponse
+    from kio.static.primitive import i32
+
+    a = cluster.create_topic(3, prefix="differential-dtpa")
+    b = cluster.create_topic(2, prefix="differential-dtpb")
+    alias = {a: "A", b: "B"}
+
+    def node(n: int) -> str:
+        return "self" if n >= 0 else str(n)
+
+    def ask(names, limit=2000, cursor=None) -> dict:
+        request = DescribeTopicPartitionsRequest(
+            topics=tuple(TopicRequest(name=n) for n in names), response_partition_limit=i32(limit),
+            cursor=None if cursor is None else Cursor(topic_name=cursor[0], partition_index=i32(cursor[1])))
+        response = C.send_request(cluster.bootstrap, request, DescribeTopicPartitionsResponse)
+        nxt = response.next_cursor
+        return {
+            "topics": [[alias.get(t.name, t.name), int(t.error_code), t.topic_id is not None, t.is_internal,
+                        t.topic_authorized_operations,
+                        [[p.partition_index, int(p.error_code), node(p.leader_id), p.leader_epoch,
+                          [node(r) for r in p.replica_nodes], [node(r) for r in p.isr_nodes],
+                          None if p.eligible_leader_replicas is None else list(p.eligible_leader_replicas),
+                          None if p.last_known_elr is None else list(p.last_known_elr), list(p.offline_replicas)]
+                         for p in t.partitions]]
+                       for t in response.topics if t.name in alias or t.error_code],
+            "next_cursor": None if nxt is None else [alias.get(nxt.topic_name, nxt.topic_name), nxt.partition_index],
+        }
+
+    return {
+        "two_topics_limit_4": ask([b, a], 4),
+        "from_cursor": ask([b, a], 4, (b, 1)),
+        "limit_at_topic_boundary": ask([a, b], 3),
+        "limit_0": ask([a], 0),
+        "limit_negative": ask([a], -1),
+        "cursor_past_the_end": ask([a], 2000, (a, 7)),
+        "named_twice": ask([b, b]),
+        "unknown_and_illegal": ask([a, "bad name!", "zz-differential-missing"]),
+        "cursor_not_requested": ask([b, b], 4, (a, 0)),
+    }
 
 
 OBSERVATIONS: dict[str, Callable[[C.Cluster], dict]] = {
@@ -389,6 +548,9 @@ OBSERVATIONS: dict[str, Callable[[C.Cluster], dict]] = {
     "describe_configs": describe_configs,
     "errors": errors,
     "compaction": compaction,
+    "compaction_transactions": compaction_transactions,
+    "topic_compression": topic_compression,
+    "describe_topic_partitions": describe_topic_partitions,
 }
 """Every observation by name (the test runs each on both brokers)."""
 

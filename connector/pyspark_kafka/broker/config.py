@@ -47,7 +47,7 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "message.max.bytes": "1048588",
     "fetch.max.bytes": "57671680",
     "compression.type": "producer",
-    "compression.gzip.level": "-1",  # accepted, not used: batches are stored as produced
+    "compression.gzip.level": "-1",  # levels used when compression.type names the codec
     "compression.lz4.level": "9",
     "compression.zstd.level": "3",
     # log segments and indexes
@@ -88,6 +88,7 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "offsets.commit.timeout.ms": "5000",
     "offset.metadata.max.bytes": "4096",
     "log.cleaner.enable": "true",
+    "log.cleaner.backoff.ms": "15000",  # how often the cleaner looks for a cleanable log
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
@@ -211,6 +212,7 @@ _TYPES: dict[str, tuple[str, int | float | None]] = {
     "offsets.retention.check.interval.ms": (_LONG, 1),
     "offset.metadata.max.bytes": (_INT, 0),
     "log.cleaner.enable": (_BOOL, None),
+    "log.cleaner.backoff.ms": (_LONG, 0),
     "offsets.commit.timeout.ms": (_INT, 1),
     "group.initial.rebalance.delay.ms": (_INT, 0),
     "group.min.session.timeout.ms": (_INT, 0),
@@ -252,8 +254,8 @@ def config_type(name: str) -> int:
 _CHOICES: dict[str, tuple[str, ...]] = {
     "log.cleanup.policy": ("delete", "compact", "compact,delete", "delete,compact"),
     "log.message.timestamp.type": ("CreateTime", "LogAppendTime"),
-    # The broker stores batches exactly as produced and never recompresses.
-    "compression.type": ("producer",),
+    # Kafka's BrokerCompressionType: producer keeps the producer's codec, the others recompress on append
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
 }
 
 _INT_RANGE = (-(2**31), INT_MAX)
@@ -444,6 +446,10 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     delete_retention_ms: int = 86400000
     min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+    compression_type: str = "producer"
+    compression_level: int | None = None  # compression.<codec>.level of the topic's codec; None for snappy/producer
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
     producer_id_expiration_ms: int = 86400000  # broker-wide producer.id.expiration.ms
@@ -452,6 +458,15 @@ class LogConfig:
     def compacts(self) -> bool:
         """True when the log cleaner compacts this topic (``cleanup.policy`` includes ``compact``)."""
         return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Age (ms) at which the active segment rolls: ``segment.ms``, or ``max.compaction.lag.ms`` when
+        smaller on a compacted topic, so that no record waits longer to become cleanable (KIP-354,
+        Kafka's ``LogConfig.maxSegmentMs``)."""
+        if self.compacts and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     @property
     def deletes(self) -> bool:
@@ -489,6 +504,7 @@ class LogConfig:
             v = value(topic_name)
             return default if v is None else int(v)
 
+        codec = value("compression.type") or "producer"
         return cls(
             segment_bytes=integer("segment.bytes"),
             segment_ms=integer("segment.ms"),
@@ -503,6 +519,10 @@ class LogConfig:
             flush_ms=integer("flush.ms"),
             delete_retention_ms=integer("delete.retention.ms"),
             min_compaction_lag_ms=integer("min.compaction.lag.ms"),
+            max_compaction_lag_ms=integer("max.compaction.lag.ms"),
+            min_cleanable_dirty_ratio=float(value("min.cleanable.dirty.ratio") or 0.5),
+            compression_type=codec,
+            compression_level=integer(f"compression.{codec}.level") if codec in ("gzip", "lz4", "zstd") else None,
             message_timestamp_before_max_ms=integer("message.timestamp.before.max.ms"),
             message_timestamp_after_max_ms=integer("message.timestamp.after.max.ms"),
             producer_id_expiration_ms=broker.get_int("producer.id.expiration.ms"),

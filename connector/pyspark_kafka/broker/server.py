@@ -241,7 +241,8 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     """Load the logs, listen on ``broker.host:port`` until ``stop`` is set, then close the logs.
 
     ``ready("host:port")`` is called once listening (port 0 → the bound port). The retention
-    check runs every ``log.retention.check.interval.ms``; logs whose ``flush.ms`` has passed
+    check runs every ``log.retention.check.interval.ms``, the log cleaner (when
+    ``log.cleaner.enable``) every ``log.cleaner.backoff.ms``; logs whose ``flush.ms`` has passed
     are flushed on the period of :func:`flush_check_interval_ms`.
     """
     load_handlers()
@@ -282,6 +283,10 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     timers.append(asyncio.create_task(
         _every(flush_check_interval_ms(broker.config), lambda: logs.flush_due(now_ms()), "log flush")
     ))
+    if broker.config.get_bool("log.cleaner.enable"):  # Kafka's cleaner thread: look, clean, back off
+        timers.append(asyncio.create_task(
+            _every(broker.config.get_int("log.cleaner.backoff.ms"), lambda: logs.run_cleaner(now_ms()), "log cleaner")
+        ))
     try:
         broker.group_coordinator.ensure_loaded()  # replays __consumer_offsets: groups and committed offsets
     except KafkaError:

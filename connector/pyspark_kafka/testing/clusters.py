@@ -45,7 +45,9 @@ BACKENDS = ("embedded", "apache-kafka", "apache-kafka-cluster", "env")
 """The names :func:`start` knows."""
 RETENTION_CHECK_MS = 500
 """``log.retention.check.interval.ms`` of the started backends, so retention tests finish quickly."""
-EMBEDDED_CONFIG = {"log.retention.check.interval.ms": str(RETENTION_CHECK_MS)}
+EMBEDDED_CONFIG = {"log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
+                   "log.cleaner.backoff.ms": str(RETENTION_CHECK_MS)}
+"""The embedded backend's settings: retention checked and the log cleaner run every 0.5 s."""
 
 
 def api_name(key: int) -> str:
@@ -61,12 +63,19 @@ class BackendUnavailable(Exception):
 
 
 def send_request(bootstrap: str, request, response_type, timeout_s: float = 10.0):
-    """Send one non-flexible kio ``request`` (request header v1) to the first bootstrap address
-    over a plain socket; return the decoded ``response_type`` entity. Raises OSError when the
+    """Send one kio ``request`` to the first bootstrap address over a plain socket; return the
+    decoded ``response_type`` entity. Flexible versions use request header v2 and response header
+    v1 (ApiVersions answers with v0 always), the others v1 and v0. Raises OSError when the
     broker cannot be reached or closes the connection."""
-    from kio.schema.request_header.v1.header import RequestHeader
-    from kio.schema.response_header.v0.header import ResponseHeader
+    from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+    from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+    from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+    from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
     from kio.serial import entity_reader, entity_writer
+
+    flexible = request.__flexible__
+    RequestHeader = RequestHeaderV2 if flexible else RequestHeaderV1
+    ResponseHeader = ResponseHeaderV1 if flexible and request.__api_key__ != 18 else ResponseHeaderV0
 
     host, port = bootstrap.split(",")[0].strip().rsplit(":", 1)
     buf = io.BytesIO()
@@ -221,7 +230,8 @@ def apache_kafka(nodes: int = 1) -> Iterator[Cluster]:
     from pyspark_kafka.testing.maven import MavenUnavailable
 
     name = "apache-kafka" if nodes == 1 else "apache-kafka-cluster"
-    kafka = ApacheKafka(nodes=nodes, config={"log.retention.check.interval.ms": str(RETENTION_CHECK_MS)})
+    kafka = ApacheKafka(nodes=nodes, config={"log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
+                                             "log.cleaner.backoff.ms": str(RETENTION_CHECK_MS)})
     try:
         kafka.start()
     except MavenUnavailable as e:
@@ -270,6 +280,7 @@ def apache_kafka_container() -> Iterator[Cluster]:
         "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
         "KAFKA_NUM_PARTITIONS": "1",
         "KAFKA_LOG_RETENTION_CHECK_INTERVAL_MS": str(RETENTION_CHECK_MS),
+        "KAFKA_LOG_CLEANER_BACKOFF_MS": str(RETENTION_CHECK_MS),
     }
     image = os.environ.get("KAFKA_IMAGE", APACHE_KAFKA_IMAGE)
     ready = LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(CONTAINER_START_TIMEOUT_S)

@@ -203,3 +203,34 @@ def test_clients_cannot_write_internal_topics(bootstrap):
     p.produce("__transaction_state", value=b"garbage", partition=0, on_delivery=lambda err, msg: errors.append(err))
     p.flush(DEADLINE_S)
     assert errors and errors[0] is not None and errors[0].code() == 17  # INVALID_TOPIC_EXCEPTION
+
+
+def test_marker_coordinator_epoch_is_kept_and_survives_a_restart(tmp_path):
+    # Kafka's ProducerStateEntry.coordinatorEpoch: the epoch carried by the producer's last marker
+    from pyspark_kafka.broker.config import LogConfig
+    from pyspark_kafka.broker.log.partition_log import PartitionLog
+    from pyspark_kafka.broker.log.record_batch import TRANSACTIONAL_BIT
+    from pyspark_kafka.broker.log.records import encode_batch
+
+    import time
+
+    now = int(time.time() * 1000)  # close() expires producers older than producer.id.expiration.ms
+    plog = PartitionLog("ce", 0, tmp_path / "ce-0", LogConfig())
+    txn = bytearray(encode_batch([(b"k", b"v")], now, producer_id=9, producer_epoch=0,
+                                 attributes=TRANSACTIONAL_BIT))
+    txn[53:57] = (0).to_bytes(4, "big")  # base sequence 0
+    from pyspark_kafka.broker.log.record_batch import batch_crc
+    txn[17:21] = batch_crc(txn, 0, len(txn)).to_bytes(4, "big")
+    plog.append(bytes(txn), now_ms=now)
+    assert plog.producer_state.producers[9].coordinator_epoch == -1
+    plog.append_marker(9, 0, commit=True, coordinator_epoch=3, now_ms=now + 1)
+    assert plog.producer_state.producers[9].coordinator_epoch == 3
+    plog.close()  # snapshot at the log end offset
+    reopened = PartitionLog("ce", 0, tmp_path / "ce-0", LogConfig(), clean_shutdown=True)
+    assert reopened.producer_state.producers[9].coordinator_epoch == 3
+    reopened.close()
+    for snapshot in (tmp_path / "ce-0").glob("*.snapshot"):
+        snapshot.unlink()  # rebuilt from the log: the marker's value carries the epoch
+    rebuilt = PartitionLog("ce", 0, tmp_path / "ce-0", LogConfig())
+    assert rebuilt.producer_state.producers[9].coordinator_epoch == 3
+    rebuilt.close()

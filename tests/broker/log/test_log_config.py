@@ -63,7 +63,7 @@ def test_log_config_topic_overrides_beat_broker_defaults():
         ({"segment.bytez": "1"}, "Unknown topic config name"),
         ({"retention.ms": "soon"}, "retention.ms"),
         ({"cleanup.policy": "shred"}, "use one of delete, compact"),
-        ({"compression.type": "zstd"}, "producer"),
+        ({"compression.type": "brotli"}, "use one of uncompressed, zstd, lz4, snappy, gzip, producer"),
         ({"segment.bytes": "1"}, "at least 14"),
     ],
 )

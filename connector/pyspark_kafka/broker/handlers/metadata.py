@@ -1,9 +1,11 @@
-"""Metadata (key 3) and DescribeCluster (key 60): this single broker, its topics and partitions.
+"""Metadata (key 3), DescribeCluster (key 60) and DescribeTopicPartitions (key 75): this single
+broker, its topics and partitions.
 
 Every partition is led by this broker (node ``node.id``) with itself as the only replica and
 in-sync replica. Unknown topics are auto-created with ``num.partitions`` partitions when
 ``auto.create.topics.enable`` is true and the request allows it (``allow_auto_topic_creation``,
 v4+; always allowed before v4, as in Kafka). Topic ids are served from v10 on.
+DescribeTopicPartitions (KIP-966) never creates topics and pages through partitions with a cursor.
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ProtocolError
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested" in Kafka's protocol
+ALL_TOPIC_OPERATIONS = 3576
+"""Bitfield of every topic ACL operation (READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11): what Kafka without an authorizer answers where the request
+has no "include authorized operations" flag (DescribeTopicPartitions; measured on Kafka 4.3.1)."""
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+"""Kafka's ``max.request.partition.size.limit`` default: most partitions one DescribeTopicPartitions answers."""
 
 
 def broker_entry(broker) -> dict:
@@ -113,3 +121,68 @@ async def describe_cluster(ctx: RequestContext, request) -> dict:
         "brokers": [broker_entry(broker)],
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
+
+
+def _describe_partitions_topic(broker, name: str, first: int, limit: int) -> tuple[dict, int]:
+    """The DescribeTopicPartitions entry of topic ``name`` from partition ``first``, at most ``limit``
+    partitions, and the next partition index (-1 when the topic is complete). Unknown topics get
+    UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name) and next -1."""
+    info = broker.replica_manager.logs.topic(name)
+    if info is None:
+        try:
+            validate_topic_name(name)
+            code = ErrorCode.unknown_topic_or_partition
+        except KafkaError as exc:
+            code = exc.error_code
+        return {**_error_entry(name, code), "topic_authorized_operations": ALL_TOPIC_OPERATIONS}, -1
+    entry = topic_entry(broker, name)
+    upper = min(info.num_partitions, first + limit)  # a negative first index only shortens the page, as in Kafka
+    entry["partitions"] = [{**p, "eligible_leader_replicas": [], "last_known_elr": []}
+                           for p in entry["partitions"][max(first, 0):max(upper, 0)]]
+    entry["topic_authorized_operations"] = ALL_TOPIC_OPERATIONS
+    return entry, upper if upper < info.num_partitions else -1
+
+
+@register(api_key=75, min_version=0, max_version=0)
+async def describe_topic_partitions(ctx: RequestContext, request) -> dict:
+    """Topics with their partitions, paged (KIP-966; Kafka's ``DescribeTopicPartitionsRequestHandler``
+    and ``KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse``).
+
+    No topics requested: every topic (internal ones too). Topics are answered in name order from
+    the cursor's topic on (its partitions from the cursor's index); at most
+    min(``response_partition_limit``, 2000) partitions (a limit below 1 counts as 1, as Kafka
+    4.3.1 answers). When the limit stops a topic, ``next_cursor`` names it and its next partition;
+    when it is reached at a topic boundary, the next topic and partition 0. Unknown topics are
+    answered with UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name) only when
+    named in the request. A cursor whose topic the requested list lacks: INVALID_REQUEST for every
+    requested topic. Leader, leader epoch, replicas and ISR as Metadata; eligible leader replicas
+    and last known ELR empty; topic authorized operations: every topic operation (no authorizer).
+    """
+    broker = ctx.broker
+    cursor = request.cursor
+    cursor_topic = cursor.topic_name if cursor is not None else ""
+    fetch_all = not request.topics
+    if fetch_all:
+        names = {n for n in broker.replica_manager.logs.topics() if n >= cursor_topic}
+    else:
+        names = {t.name for t in request.topics if t.name >= cursor_topic}
+        if cursor is not None and cursor.topic_name not in names:
+            return {"throttle_time": 0, "next_cursor": None, "topics": [
+                _error_entry(t.name, ErrorCode.invalid_request) for t in request.topics]}
+    remaining = max(1, min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit))
+    topics: list[dict] = []
+    next_cursor = None
+    for name in sorted(names):
+        if remaining == 0:
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        first = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        entry, next_index = _describe_partitions_topic(broker, name, first, remaining)
+        if entry["error_code"] != ErrorCode.none and fetch_all:
+            continue
+        topics.append(entry)
+        if next_index != -1:
+            next_cursor = {"topic_name": name, "partition_index": next_index}
+            break
+        remaining -= len(entry["partitions"])
+    return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}

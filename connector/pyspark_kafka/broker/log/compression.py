@@ -1,4 +1,4 @@
-"""Bounded decompression of a RecordBatch's records section (gzip, snappy, lz4, zstd).
+"""Compression of a RecordBatch's records section (gzip, snappy, lz4, zstd): bounded decompression, and compression.
 
 Producers compress the records of a batch as a whole (attribute bits 0-2: 1 gzip, 2 snappy,
 3 lz4, 4 zstd). The broker decompresses untrusted bytes to validate them
@@ -13,6 +13,11 @@ and librdkafka producers) or a raw snappy block; the LZ4 frame format; zstd fram
 
 Raises :class:`CorruptRecordError` (CORRUPT_MESSAGE) for undecodable or oversized data and
 :class:`UnsupportedCompressionError` for codec ids Kafka does not define (5-7).
+
+:func:`compress` writes the same formats the way Kafka's own compressors do (its
+``Compression`` classes), for a topic whose ``compression.type`` names a codec: the broker then
+recompresses each produced batch to it (Kafka's ``LogValidator``), and the cleaner keeps a
+rewritten batch's codec (Kafka's ``MemoryRecords.filterTo``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,12 @@ import zlib
 from pyspark_kafka.broker.errors import CorruptRecordError, KafkaError, UnsupportedCompressionError
 
 CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+CODEC_IDS = {"none": 0, "uncompressed": 0, **{name: codec for codec, name in CODEC_NAMES.items()}}
+"""Codec id (batch attribute bits 0-2) by name; ``uncompressed`` is the topic config's name for none."""
+DEFAULT_LEVELS = {1: -1, 3: 9, 4: 3}
+"""Kafka's default levels: ``compression.gzip.level`` -1 (zlib's default, 6), ``compression.lz4.level``
+9, ``compression.zstd.level`` 3; snappy has none."""
+XERIAL_BLOCK_SIZE = 32 * 1024  # snappy-java's SnappyOutputStream default block size
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER_SIZE = 16  # magic (8) + version (4) + compatible version (4)
 
@@ -47,6 +58,39 @@ def decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
     if len(out) > limit:
         raise _too_large(name, limit)
     return out
+
+
+def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> bytes:
+    """``data`` (a batch's records section) compressed with ``codec`` (1-4) at ``level`` (None: Kafka's default).
+
+    gzip: one gzip member; snappy: xerial framing with 32 KiB blocks (what Java clients and
+    Kafka write); lz4: an LZ4 frame with 64 KiB independent blocks and no checksums (Kafka's
+    ``Lz4BlockOutputStream``); zstd: one frame. Raises UnsupportedCompressionError for other ids.
+    """
+    if codec not in CODEC_NAMES:
+        raise UnsupportedCompressionError(f"cannot compress with codec id {codec}: Kafka defines 1 gzip, 2 snappy, "
+                                          "3 lz4 and 4 zstd")
+    data = bytes(data)
+    level = DEFAULT_LEVELS.get(codec) if level is None else level
+    if codec == 1:
+        packer = zlib.compressobj(level, zlib.DEFLATED, 31)  # wbits 31: a gzip container
+        return packer.compress(data) + packer.flush()
+    if codec == 2:
+        import snappy
+
+        out = bytearray(XERIAL_MAGIC + struct.pack(">ii", 1, 1))
+        for start in range(0, len(data), XERIAL_BLOCK_SIZE):
+            block = snappy.compress(data[start:start + XERIAL_BLOCK_SIZE])
+            out += struct.pack(">i", len(block)) + block
+        return bytes(out)
+    if codec == 3:
+        import lz4.frame
+
+        return lz4.frame.compress(data, compression_level=level, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                                  block_linked=False, content_checksum=False, store_size=False)
+    import zstandard
+
+    return zstandard.ZstdCompressor(level=level).compress(data)
 
 
 def _too_large(name: str, limit: int) -> CorruptRecordError:

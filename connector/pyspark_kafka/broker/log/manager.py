@@ -5,6 +5,7 @@
     __topics.json                       topic name -> id, partition count, config overrides
     recovery-point-offset-checkpoint    per partition: offsets below are fsynced
     log-start-offset-checkpoint         per partition: first readable offset
+    cleaner-offset-checkpoint           per compacted partition: where the last cleaning stopped
     .kafka_cleanshutdown                present only between a clean close and the next load
     <topic>-<partition>/                one PartitionLog (segments + partition.metadata)
 
@@ -59,6 +60,7 @@ log = get_logger(__name__)
 TOPICS_FILE = "__topics.json"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 PARTITION_METADATA_FILE = "partition.metadata"
 
@@ -141,6 +143,7 @@ class LogManager:
         self._set_topics(self._read_topics())
         recovery_points = read_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        self.cleaner = LogCleaner(read_offset_checkpoint(self.data_dir / CLEANER_OFFSET_CHECKPOINT))
         started = time.monotonic()
         self._remove_stale_dirs()
         capacity = partition_capacity()
@@ -358,6 +361,7 @@ class LogManager:
         for partition in range(info.num_partitions):
             partition_log = self._logs.pop((name, partition), None)
             self.recovery_stats.pop((name, partition), None)
+            self.cleaner.forget(name, partition)
             if partition_log is not None:
                 partition_log.delete()
         log.info("deleted topic %s", name)
@@ -468,15 +472,16 @@ class LogManager:
             deleted += partition_log.delete_old_segments(now_ms)
         if deleted:
             self.checkpoint()
-        if self.config.get_bool("log.cleaner.enable"):
-            self.run_cleaner(now_ms)
         return deleted
 
     def run_cleaner(self, now_ms: int | None = None) -> int:
-        """Compact every log whose ``cleanup.policy`` includes ``compact`` (see :mod:`.cleaner`);
-        returns the number of records removed. A log that fails to clean is logged and left as it was."""
+        """Compact every cleanable log whose ``cleanup.policy`` includes ``compact`` (see :mod:`.cleaner`
+        for when a log is cleanable); returns the number of records removed. A log that fails to
+        clean is logged and left as it was. The server calls this every ``log.cleaner.backoff.ms``
+        (Kafka's cleaner thread cleans the filthiest log, then backs off that long when none is left)."""
         now = now_ms if now_ms is not None else clock.now_ms()
         removed = 0
+        cleaned = False
         for partition_log in list(self._logs.values()):
             if not partition_log.config.compacts:
                 continue
@@ -485,8 +490,20 @@ class LogManager:
             except (OSError, KafkaStorageError) as e:
                 log.error("cleaning %s-%s failed: %s", partition_log.topic, partition_log.partition, e)
                 continue
-            removed += stats.records_removed if stats else 0
+            if stats is not None:
+                cleaned = True
+                removed += stats.records_removed
+        if cleaned:
+            self._write_cleaner_checkpoint()
         return removed
+
+    def _write_cleaner_checkpoint(self) -> None:
+        """``cleaner-offset-checkpoint`` (Kafka's file and format): each open partition's first dirty offset."""
+        offsets = {key: offset for key, offset in self.cleaner.first_dirty_offsets().items() if key in self._logs}
+        try:
+            write_offset_checkpoint(self.data_dir / CLEANER_OFFSET_CHECKPOINT, offsets)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot write {CLEANER_OFFSET_CHECKPOINT} in {self.data_dir}: {e}") from e
 
     def flush_due(self, now_ms: int | None = None) -> int:
         """Flush the logs whose ``flush.ms`` has passed; checkpoint when any did. Returns logs flushed.

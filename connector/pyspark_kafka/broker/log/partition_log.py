@@ -17,7 +17,8 @@ close and rebuilt on load from the newest snapshot plus the batches after it.
 
 Appends go to the active (last) segment only. A produce request's record set is validated as a
 whole first (CRC32C, magic 2, sizes): a bad batch leaves the log unchanged. Offsets are assigned by
-rewriting each batch's ``baseOffset``; records are never decompressed.
+rewriting each batch's ``baseOffset``; records are decompressed only to validate them, and rewritten
+only when the topic's ``compression.type`` names another codec than the batch's.
 """
 
 from __future__ import annotations
@@ -57,14 +58,19 @@ from pyspark_kafka.broker.log.record_batch import (
     validate_batches,
 )
 from pyspark_kafka.broker.log.producer_state import AbortedTxn, ProducerStateManager
-from pyspark_kafka.broker.log.records import control_batch, control_type
+from pyspark_kafka.broker.log.records import control_batch, control_marker
 from pyspark_kafka.broker.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
-from pyspark_kafka.broker.log.validator import UNCOMPRESSED_BOUND_FACTOR, validate_client_batch
+from pyspark_kafka.broker.log.validator import (
+    UNCOMPRESSED_BOUND_FACTOR,
+    recompress_batch,
+    target_codec,
+    validate_client_batch,
+)
 
 log = get_logger(__name__)
 
@@ -243,10 +249,10 @@ class PartitionLog:
             for position, header in segment.iter_headers(found[0]):
                 if header.last_offset < start:
                     continue
-                control = None
+                control, coordinator_epoch = None, -1
                 if header.is_control:
-                    control = control_type(segment.read_batch(position, header.size))
-                state.on_batch(header, control)
+                    control, coordinator_epoch = control_marker(segment.read_batch(position, header.size))
+                state.on_batch(header, control, coordinator_epoch)
                 replayed += 1
         if replayed:
             log.info("%s-%s: producer state rebuilt from offset %d (%d batches)", self.topic, self.partition,
@@ -338,7 +344,9 @@ class PartitionLog:
 
         All batches are validated before anything is written: CRC32C, magic 2, framing,
         record count vs offset range, each batch at most ``max.message.bytes``, the whole set
-        at most ``segment.bytes``. Offsets are assigned from the log end offset by rewriting
+        at most ``segment.bytes``. A topic whose ``compression.type`` is not ``producer`` stores each
+        data batch in that codec (recompressed when it differs, Kafka's ``LogValidator``; ``uncompressed``
+        decompresses). Offsets are assigned from the log end offset by rewriting
         ``baseOffset``; with ``message.timestamp.type=LogAppendTime`` each batch gets the
         broker's time (maxTimestamp, attribute bit, new CRC), as Kafka's ``LogValidator`` does.
 
@@ -347,7 +355,8 @@ class PartitionLog:
         acknowledged with its original offsets (``record_count`` 0) and nothing is appended.
         A control batch (transaction marker, written by the broker's coordinators) ends its
         producer's open transaction here; ``from_client=True`` (the produce handler) refuses
-        control batches with INVALID_RECORD and decodes every record of every batch
+        more than one batch (Produce v3+ carries exactly one per partition) and control batches
+        with INVALID_RECORD and decodes every record of the batch
         (:func:`~pyspark_kafka.broker.log.validator.validate_client_batch`), as Kafka's
         ``LogValidator`` does, so a batch whose records disagree with its header is refused.
 
@@ -357,6 +366,11 @@ class PartitionLog:
         """
         now = now_ms if now_ms is not None else clock.now_ms()
         headers = validate_batches(records)
+        if from_client and len(headers) > 1:
+            raise InvalidRecordError(
+                f"a produce request to {self.topic}-{self.partition} holds {len(headers)} record batches: Produce "
+                "requests with version 3 or later must have exactly one record batch per partition (Kafka's "
+                "ProduceRequest.validateRecords); send one batch per partition")
         self._check_sizes(headers, len(records))
         controls = []
         position = 0
@@ -375,15 +389,36 @@ class PartitionLog:
                                       timestamp_bounds=self.config.timestamp_bounds(now))
             if header.is_control:
                 self._check_marker_epoch(header.producer_id, header.producer_epoch)
-                controls.append(control_type(bytes(view[position : position + header.size])))
+                controls.append(control_marker(bytes(view[position : position + header.size])))
             else:
                 controls.append(None)
             position += header.size
+        codec = target_codec(self.config.compression_type)
+        if codec is not None and any(not h.is_control and h.attributes & COMPRESSION_MASK != codec for h in headers):
+            records, headers = self._recompress(view, headers, codec)
         duplicate = self.producer_state.check_batches(headers)
         if duplicate is not None:
             append_time = duplicate.timestamp if self.config.log_append_time else -1
             return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time, self.log_start_offset, 0)
         return self._append_valid(records, headers, now, controls)
+
+    def _recompress(self, view: memoryview, headers, codec: int):
+        """The record set with each data batch in ``codec`` (the topic's ``compression.type``), and its
+        headers; refuses (RecordTooLargeError) a batch that grew past ``max.message.bytes``."""
+        pieces = []
+        position = 0
+        limit = UNCOMPRESSED_BOUND_FACTOR * self.config.max_message_bytes
+        for header in headers:
+            batch = view[position:position + header.size]
+            if header.is_control or header.attributes & COMPRESSION_MASK == codec:
+                pieces.append(bytes(batch))
+            else:
+                pieces.append(recompress_batch(batch, header, codec, self.config.compression_level, limit))
+            position += header.size
+        records = b"".join(pieces)
+        headers = validate_batches(records)
+        self._check_sizes(headers, len(records))
+        return records, headers
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0,
                       now_ms: int | None = None) -> AppendResult:
@@ -396,7 +431,8 @@ class PartitionLog:
         now = now_ms if now_ms is not None else clock.now_ms()
         self._check_marker_epoch(producer_id, producer_epoch)
         records = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
-        return self._append_valid(records, [parse_header(records)], now, [CONTROL_COMMIT if commit else CONTROL_ABORT])
+        return self._append_valid(records, [parse_header(records)], now,
+                                  [(CONTROL_COMMIT if commit else CONTROL_ABORT, coordinator_epoch)])
 
     def _check_marker_epoch(self, producer_id: int, producer_epoch: int) -> None:
         entry = self.producer_state.producers.get(producer_id)
@@ -424,7 +460,7 @@ class PartitionLog:
     def _append_valid(self, records, headers, now: int, controls: list) -> AppendResult:
         """Assign offsets to validated batches, write them, update the producer state.
 
-        ``controls[i]`` is the marker type of control batch ``i`` (None for data batches). The
+        ``controls[i]`` is ``(marker type, coordinator epoch)`` of control batch ``i`` (None for data batches). The
         record bytes are written from the request's buffer (no copy) behind a new 16-byte prefix
         per batch; only LogAppendTime batches are copied, to be stamped.
         """
@@ -450,13 +486,16 @@ class PartitionLog:
         last_offset = assigned[-1].last_offset
 
         segment = self.active_segment
-        if segment.should_roll(config.segment_bytes, config.segment_ms, total, max_timestamp, last_offset, now):
+        if segment.should_roll(config.segment_bytes, config.max_segment_ms, total, max_timestamp, last_offset, now):
             segment = self.roll(now)
         segment.append(pieces, assigned)
         self.log_end_offset = offset
         self.high_watermark = offset
         for header, control in zip(assigned, controls):
-            self.producer_state.on_batch(header, control)
+            if control is None:
+                self.producer_state.on_batch(header)
+            else:
+                self.producer_state.on_batch(header, *control)
         self._maybe_flush(now)
         return AppendResult(first_offset, last_offset, append_time, self.log_start_offset, offset - first_offset)
 

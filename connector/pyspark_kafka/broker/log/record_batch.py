@@ -11,7 +11,8 @@ Layout of the 61-byte header (Kafka's ``DefaultRecordBatch``, big-endian)::
 ``batchLength`` counts the bytes after itself, so a batch occupies ``12 + batchLength`` bytes.
 ``baseOffset`` and ``partitionLeaderEpoch`` are outside the CRC: the broker rewrites them
 without recomputing it. Attributes: bits 0-2 compression, bit 3 timestamp type
-(1 = LogAppendTime), bit 4 transactional, bit 5 control.
+(1 = LogAppendTime), bit 4 transactional, bit 5 control, bit 6 delete horizon set (KIP-534: baseTimestamp is the time
+after which the cleaner may remove the batch's tombstones).
 
 Records (Kafka's ``DefaultRecord``) follow the header, compressed as a whole when the batch is:
 ``length varint, attributes int8, timestampDelta varlong, offsetDelta varint, keyLength varint,
@@ -46,6 +47,9 @@ MAX_TIMESTAMP_OFFSET = 35
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40
+"""Attribute bit 6 (KIP-534): the batch's baseTimestamp holds the delete horizon the log cleaner set,
+and record timestamp deltas are relative to it."""
 COMPRESSION_MASK = 0x07
 COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 

@@ -64,15 +64,22 @@ def control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinat
                         attributes=TRANSACTIONAL_BIT | CONTROL_BIT)
 
 
-def control_type(batch: bytes) -> int:
-    """CONTROL_COMMIT or CONTROL_ABORT from a control batch's one record (key: version int16, type int16).
-
-    Raises :class:`ValueError` when the record has no 4-byte key.
-    """
-    key = decode_batch(batch).records[0].key
+def control_marker(batch: bytes) -> tuple[int, int]:
+    """``(CONTROL_COMMIT or CONTROL_ABORT, coordinator epoch)`` of a control batch's one record (key:
+    version int16, type int16; value: version int16, coordinator epoch int32 — Kafka's
+    ``EndTransactionMarker``); coordinator epoch -1 when the value is shorter. Raises
+    :class:`ValueError` when the record has no 4-byte key."""
+    record = decode_batch(batch).records[0]
+    key, value = record.key, record.value
     if key is None or len(key) < 4:
         raise ValueError("control record without a 4-byte key")
-    return int.from_bytes(key[2:4], "big", signed=True)
+    epoch = int.from_bytes(value[2:6], "big", signed=True) if value is not None and len(value) >= 6 else -1
+    return int.from_bytes(key[2:4], "big", signed=True), epoch
+
+
+def control_type(batch: bytes) -> int:
+    """CONTROL_COMMIT or CONTROL_ABORT of a control batch (see :func:`control_marker`)."""
+    return control_marker(batch)[0]
 
 
 def iter_batches(plog, from_offset: int = 0) -> Iterator[RecordBatch]:

@@ -28,17 +28,19 @@ a bound (:mod:`~pyspark_kafka.broker.log.compression`), and refuses the batch wh
 - the compressed records cannot be decompressed or expand past the bound (CORRUPT_MESSAGE), or
   the codec id is not one Kafka defines (UNSUPPORTED_COMPRESSION_TYPE).
 
-Cost: one pass over each record's varints in Python; the bytes written are still the client's
-own (nothing is re-encoded).
+Cost: one pass over each record's varints in Python; the bytes written are the client's own
+(nothing is re-encoded) unless the topic's ``compression.type`` names a codec other than the
+batch's: then :func:`recompress_batch` rewrites the batch in that codec, as Kafka's
+``LogValidator.validateMessagesAndAssignOffsetsCompressed`` does (``uncompressed`` decompresses).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from pyspark_kafka.broker.log.compression import decompress
+from pyspark_kafka.broker.log.compression import CODEC_IDS, compress, decompress
 from pyspark_kafka.broker.errors import InvalidRecordError, record_validation_error
-from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, COMPRESSION_MASK, BatchHeader
+from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, COMPRESSION_MASK, BatchHeader, build_batch
 
 UNCOMPRESSED_BOUND_FACTOR = 64
 """A compressed batch may expand to at most this many times the topic's ``max.message.bytes``."""
@@ -102,6 +104,32 @@ def validate_client_batch(batch, header: BatchHeader, *, where: str, max_message
         raise InvalidRecordError(
             f"record batch to {where} (base offset {header.base_offset}) has fewer bytes than its "
             f"{header.record_count} records need: a record runs past the end of the batch") from None
+
+
+def target_codec(compression_type: str) -> int | None:
+    """Codec id a topic's ``compression.type`` stores batches in; None for ``producer`` (as sent)."""
+    return None if compression_type == "producer" else CODEC_IDS[compression_type]
+
+
+def recompress_batch(batch, header: BatchHeader, codec: int, level: int | None, limit: int) -> bytes:
+    """The whole batch ``batch`` (validated, header included) with its records in codec ``codec``
+    (0 = uncompressed) at ``level`` (None: Kafka's default).
+
+    Every header field stays (offsets, timestamps, timestamp type, producer id/epoch/sequence,
+    transactional flag); the codec bits and the CRC change. ``limit`` bounds the decompression
+    (bytes). Kafka's ``LogValidator`` recompresses this way when the topic's ``compression.type``
+    differs from the batch's codec (a client's request holds one batch per partition).
+    """
+    body = memoryview(batch)[BATCH_HEADER_SIZE:header.size]
+    source = header.attributes & COMPRESSION_MASK
+    records = decompress(source, body, limit) if source else bytes(body)
+    if codec:
+        records = compress(codec, records, level)
+    return build_batch(records, record_count=header.record_count, last_offset_delta=header.last_offset_delta,
+                       base_timestamp=header.base_timestamp, max_timestamp=header.max_timestamp,
+                       attributes=(header.attributes & ~COMPRESSION_MASK) | codec, producer_id=header.producer_id,
+                       producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                       base_offset=header.base_offset, partition_leader_epoch=header.partition_leader_epoch)
 
 
 def _walk_records(body, count: int, compacted: bool, where: str, base_timestamp: int = 0, base_offset: int = 0,
