@@ -68,6 +68,11 @@ def test_describe_producers_lists_idempotent_and_transactional_producers(bootstr
     txn.commit_transaction(DEADLINE_S)
     response = _request(bootstrap, DescribeProducersRequest(topics=(TopicRequest(name=topic, partition_indexes=(0,)),)))
     assert {s.current_txn_start_offset for s in response.topics[0].partitions[0].active_producers} == {-1}
+    # the commit marker's coordinator epoch (0: __transaction_state's first leader epoch) is the
+    # transactional producer's from now on, as Kafka 4.3.1 reports it; the idempotent one has none
+    epochs = {s.producer_id == transactional.producer_id: s.coordinator_epoch
+              for s in response.topics[0].partitions[0].active_producers}
+    assert epochs == {True: 0, False: -1}
 
 
 def test_describe_log_dirs_reports_partition_sizes(bootstrap, broker, make_topic):

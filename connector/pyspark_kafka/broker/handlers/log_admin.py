@@ -19,8 +19,8 @@ partition this broker lacks is left out (as Kafka does).
 
 DescribeProducers: per partition the producers whose state it keeps (idempotent or
 transactional): id, epoch, last sequence, last timestamp, the first offset of the open
-transaction (-1: none). ``coordinator_epoch`` is always -1 (the marker's coordinator epoch is
-not kept). UNKNOWN_TOPIC_OR_PARTITION for a partition this broker lacks.
+transaction (-1: none), and the coordinator epoch of its last transaction marker (-1: none yet),
+as Kafka's ``ProducerStateEntry``. UNKNOWN_TOPIC_OR_PARTITION for a partition this broker lacks.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ async def describe_producers(ctx: RequestContext, request) -> dict:
 
     def answer(topic: str, index: int) -> dict:
         producers = [{"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
-                      "last_timestamp": e.last_timestamp, "coordinator_epoch": -1,
+                      "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
                       "current_txn_start_offset": -1 if e.txn_first_offset is None else e.txn_first_offset}
                      for e in replica_manager.active_producers(topic, index)]
         return {"partition_index": index, "error_code": ErrorCode.none, "error_message": None,

@@ -57,7 +57,7 @@ from pyspark_kafka.broker.log.record_batch import (
     validate_batches,
 )
 from pyspark_kafka.broker.log.producer_state import AbortedTxn, ProducerStateManager
-from pyspark_kafka.broker.log.records import control_batch, control_type
+from pyspark_kafka.broker.log.records import control_batch, control_marker
 from pyspark_kafka.broker.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -243,10 +243,10 @@ class PartitionLog:
             for position, header in segment.iter_headers(found[0]):
                 if header.last_offset < start:
                     continue
-                control = None
+                control, coordinator_epoch = None, -1
                 if header.is_control:
-                    control = control_type(segment.read_batch(position, header.size))
-                state.on_batch(header, control)
+                    control, coordinator_epoch = control_marker(segment.read_batch(position, header.size))
+                state.on_batch(header, control, coordinator_epoch)
                 replayed += 1
         if replayed:
             log.info("%s-%s: producer state rebuilt from offset %d (%d batches)", self.topic, self.partition,
@@ -375,7 +375,7 @@ class PartitionLog:
                                       timestamp_bounds=self.config.timestamp_bounds(now))
             if header.is_control:
                 self._check_marker_epoch(header.producer_id, header.producer_epoch)
-                controls.append(control_type(bytes(view[position : position + header.size])))
+                controls.append(control_marker(bytes(view[position : position + header.size])))
             else:
                 controls.append(None)
             position += header.size
@@ -396,7 +396,8 @@ class PartitionLog:
         now = now_ms if now_ms is not None else clock.now_ms()
         self._check_marker_epoch(producer_id, producer_epoch)
         records = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
-        return self._append_valid(records, [parse_header(records)], now, [CONTROL_COMMIT if commit else CONTROL_ABORT])
+        return self._append_valid(records, [parse_header(records)], now,
+                                  [(CONTROL_COMMIT if commit else CONTROL_ABORT, coordinator_epoch)])
 
     def _check_marker_epoch(self, producer_id: int, producer_epoch: int) -> None:
         entry = self.producer_state.producers.get(producer_id)
@@ -455,8 +456,8 @@ class PartitionLog:
         segment.append(pieces, assigned)
         self.log_end_offset = offset
         self.high_watermark = offset
-        for header, control in zip(assigned, controls):
-            self.producer_state.on_batch(header, control)
+        for header, marker in zip(assigned, controls):  # marker: (type, coordinator epoch) of a control batch
+            self.producer_state.on_batch(header, *(marker or (None,)))
         self._maybe_flush(now)
         return AppendResult(first_offset, last_offset, append_time, self.log_start_offset, offset - first_offset)
 

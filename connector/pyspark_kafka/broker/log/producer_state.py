@@ -90,6 +90,7 @@ class ProducerEntry:
     batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_RETAINED))
     txn_first_offset: int | None = None  # first offset of the ongoing transaction here
     last_timestamp: int = -1
+    coordinator_epoch: int = -1  # of the last transaction marker (Kafka's ProducerStateEntry), -1: none
 
     @property
     def last_seq(self) -> int:
@@ -188,8 +189,10 @@ class ProducerStateManager:
         return None
 
     # -- updates (after offsets are assigned) ---------------------------------------------------
-    def on_batch(self, header: BatchHeader, control: int | None = None) -> AbortedTxn | None:
-        """Apply one appended batch (offsets assigned). ``control`` is the marker type of a control batch.
+    def on_batch(self, header: BatchHeader, control: int | None = None, coordinator_epoch: int = -1) -> AbortedTxn | None:
+        """Apply one appended batch (offsets assigned). ``control`` is the marker type of a control batch,
+        ``coordinator_epoch`` its coordinator epoch, kept as the producer's (Kafka's
+        ``ProducerAppendInfo.appendEndTxnMarker``; DescribeProducers reports it).
 
         Returns the AbortedTxn recorded for an abort marker that closed a transaction.
         """
@@ -204,6 +207,7 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.is_control:
+            entry.coordinator_epoch = coordinator_epoch
             return self._end_txn(entry, header.base_offset, control)
         if header.base_sequence != NO_SEQUENCE:
             entry.batches.append(BatchMetadata(
@@ -257,7 +261,8 @@ class ProducerStateManager:
         return {
             "version": SNAPSHOT_VERSION,
             "producers": [
-                [e.producer_id, e.epoch, e.txn_first_offset, e.last_timestamp, [list(b) for b in e.batches]]
+                [e.producer_id, e.epoch, e.txn_first_offset, e.last_timestamp, [list(b) for b in e.batches],
+                 e.coordinator_epoch]
                 for e in self.producers.values()
             ],
             "aborted": [list(a) for a in self.aborted],
@@ -267,8 +272,9 @@ class ProducerStateManager:
         if doc.get("version") != SNAPSHOT_VERSION:
             raise ValueError(f"unsupported producer snapshot version {doc.get('version')!r}")
         self.reset()
-        for pid, epoch, txn_first, last_ts, batches in doc["producers"]:
-            entry = ProducerEntry(pid, epoch, txn_first_offset=txn_first, last_timestamp=last_ts)
+        for pid, epoch, txn_first, last_ts, batches, *rest in doc["producers"]:  # rest: coordinator epoch
+            entry = ProducerEntry(pid, epoch, txn_first_offset=txn_first, last_timestamp=last_ts,
+                                  coordinator_epoch=rest[0] if rest else -1)
             entry.batches.extend(BatchMetadata(*b) for b in batches)
             self.producers[pid] = entry
             if txn_first is not None:

@@ -69,10 +69,22 @@ def control_type(batch: bytes) -> int:
 
     Raises :class:`ValueError` when the record has no 4-byte key.
     """
-    key = decode_batch(batch).records[0].key
+    return control_marker(batch)[0]
+
+
+def control_marker(batch: bytes) -> tuple[int, int]:
+    """``(type, coordinator epoch)`` of a control batch's one record: the type (CONTROL_COMMIT or
+    CONTROL_ABORT) from the key (version int16, type int16), the coordinator epoch (int32) from the
+    value (version int16, epoch int32) as Kafka's ``EndTransactionMarker``; -1 without a value.
+
+    Raises :class:`ValueError` when the record has no 4-byte key.
+    """
+    record = decode_batch(batch).records[0]
+    key, value = record.key, record.value
     if key is None or len(key) < 4:
         raise ValueError("control record without a 4-byte key")
-    return int.from_bytes(key[2:4], "big", signed=True)
+    epoch = int.from_bytes(value[2:6], "big", signed=True) if value is not None and len(value) >= 6 else -1
+    return int.from_bytes(key[2:4], "big", signed=True), epoch
 
 
 def iter_batches(plog, from_offset: int = 0) -> Iterator[RecordBatch]:
