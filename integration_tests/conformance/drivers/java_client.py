@@ -145,9 +145,20 @@ class JavaClientDriver(Driver):
         """As :meth:`Driver.produce`, with ``acks`` "0", "1" or "all"; returns the delivery
         reports ``[[partition, offset, timestamp ms], ...]`` in send order (acks=0: offset -1,
         as the Java producer reports it)."""
-        payload = [{"value": _b64(r.value), "key": _b64(r.key), "partition": r.partition,
-                    "timestamp": r.timestamp, "headers": [[k, _b64(v)] for k, v in r.headers]} for r in records]
-        return self._run("produce", self.bootstrap, topic, codec, str(idempotent).lower(), acks, payload=payload)
+        return self._run("produce", self.bootstrap, topic, codec, str(idempotent).lower(), acks,
+                         payload=self._records(records))
+
+    @staticmethod
+    def _records(records: list[Rec]) -> list[dict]:
+        return [{"value": _b64(r.value), "key": _b64(r.key), "partition": r.partition,
+                 "timestamp": r.timestamp, "headers": [[k, _b64(v)] for k, v in r.headers]} for r in records]
+
+    def produce_runs(self, topic: str, runs: list[tuple[dict, list[Rec]]]) -> list[list[list[int]]]:
+        """Several :meth:`produce` runs in one JVM, one producer each: ``runs`` is ``[({codec,
+        idempotent, acks}, records), ...]``; the delivery reports of each run, in order."""
+        payload = [{"codec": kw.get("codec", "none"), "idempotent": kw.get("idempotent", False),
+                    "acks": kw.get("acks", "all"), "records": self._records(records)} for kw, records in runs]
+        return self._run("produce_runs", self.bootstrap, topic, payload=payload)
 
     def consume_transform_produce(self, topic: str, group: str, out: str, count: int) -> list[Fetched]:
         """Consume ``count`` records of ``topic`` in ``group`` (read_committed), copy them to the

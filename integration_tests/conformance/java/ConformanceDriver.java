@@ -12,6 +12,7 @@
  *   fetch     BOOTSTRAP TOPIC ISOLATION COUNT  {partition: offset} -> [{partition, offset, key, value, headers, timestamp}]
  *   offsets_for_times BOOTSTRAP TOPIC          {partition: timestamp ms} -> {partition: offset or null}
  *   group_consume BOOTSTRAP TOPIC GROUP COUNT  -> records; commitSync, then close (LeaveGroup)
+ *   produce_runs BOOTSTRAP TOPIC              [{codec, idempotent, acks, records}] -> [reports of each run]
  *   consume_transform_produce BOOTSTRAP TOPIC GROUP OUT COUNT
  *                                              COUNT records of TOPIC (group GROUP) copied to OUT in one
  *                                              transaction, offsets via sendOffsetsToTransaction, commit
@@ -78,6 +79,15 @@ public final class ConformanceDriver {
             case "metadata": out = metadata(bootstrap, topic); break;
             case "produce": out = produce(bootstrap, topic, args[3], Boolean.parseBoolean(args[4]),
                 args.length > 5 ? args[5] : "all", input); break;
+            case "produce_runs": {
+                ArrayNode runs = JSON.createArrayNode();
+                for (JsonNode run : input) {
+                    runs.add((JsonNode) produce(bootstrap, topic, run.get("codec").asText(),
+                        run.get("idempotent").asBoolean(), run.get("acks").asText(), run.get("records")));
+                }
+                out = runs;
+                break;
+            }
             case "consume_transform_produce":
                 out = consumeTransformProduce(bootstrap, topic, args[3], args[4], Integer.parseInt(args[5])); break;
             case "admin": out = AdminOps.run(bootstrap, input); break;
@@ -445,7 +455,7 @@ final class AdminOps {
                     parts.add(List.of(p.partition(), p.leader() != null && p.leader().id() >= 0, p.replicas().size(),
                         p.isr().size()));
                 }
-                return Map.of("internal", d.isInternal(), "partitions", parts)  // [partition, has a leader, replicas, isr];
+                return Map.of("internal", d.isInternal(), "partitions", parts);  // [partition, has a leader, replicas, isr]
             }
             case "create_partitions": {
                 get(admin.createPartitions(Map.of(topic,
