@@ -226,8 +226,8 @@ def new_group() -> str:
 
 
 def converged(members: list[Member], partitions: int) -> bool:
-    """Every partition owned by exactly one of ``members``, each member owning one at least
-    when there are enough partitions, and the counts balanced (they differ by one at most)."""
+    """Every partition owned by exactly one of ``members`` and the counts balanced (they differ
+    by one at most, so with at least as many partitions as members each member owns one)."""
     owned = [m.assignment() for m in members]
     counts = [len(o) for o in owned]
     flat = [p for o in owned for p in o]
