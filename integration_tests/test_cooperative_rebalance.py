@@ -124,3 +124,18 @@ def test_cooperative_rebalance_converges(backend, client, request):
     assert duplicates == {}, f"{len(duplicates)} records consumed twice or more, e.g. {sorted(duplicates)[:5]}"
     expected = {(p, o) for p in range(PARTITIONS) for o in range(helpers.watermarks(cluster.bootstrap, topic, p)[1])}
     assert set(consumed) == expected and len(expected) == sent
+
+
+def test_the_checks_catch_double_ownership_and_eager_revocation():
+    a, b = R.Member(), R.Member()
+    a.events = [(100, "assigned", {0, 1}), (200, "revoked", {1})]
+    b.events = [(200, "assigned", {1})]  # at the revoke's ms: allowed
+    assert R.overlaps([a, b]) == [] and R.incremental_revocations([a, b]) == 1
+    b.events = [(150, "assigned", {1})]  # before a revoked it
+    assert R.overlaps([a, b]) == ["partition 1: member 0 owned it until 200, member 1 from 150"]
+    a.events = [(100, "assigned", {0, 1}), (200, "revoked", {0, 1}), (300, "assigned", {0})]  # eager
+    assert R.incremental_revocations([a]) == 0
+    a._owned, b._owned = {0, 1}, {1}
+    assert not R.converged([a, b], 2)
+    a._owned = {0}
+    assert R.converged([a, b], 2)
