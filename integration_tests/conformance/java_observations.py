@@ -6,7 +6,8 @@ of what the broker made observable, normalized so that two correct brokers give 
 ``"now"`` or an offset from a fixed base); here the client that observes is the Java one:
 
 - :func:`java_producer`: acks 0/1/all, idempotent, every codec, headers, a ~1 MB record;
-  delivery reports (partition, offset, timestamp) and what the Java consumer reads back;
+  delivery reports (partition, offset, timestamp) and what the Java consumer reads back
+  (timestamp types, a LogAppendTime topic too);
   consume-transform-produce with ``sendOffsetsToTransaction`` (output, committed offsets).
 - :func:`java_assignors`: the classic protocol with ``range``, ``roundrobin`` and
   ``cooperative-sticky`` (two Java members each): assignment shapes and DescribeGroups.
@@ -85,11 +86,20 @@ def java_producer(cluster: C.Cluster) -> dict:
                    for f in read]
     # batch boundaries depend on the producer's timing (linger), not on the broker: per produce
     # run, the codecs and producer-id presence of the batches holding its records
-    label_at = {f.offset: f.value.split(b"-", 1)[0].decode() for f in read}
+    label_at = {f.offset: "large" if f.key == b"large" else f.value.split(b"-", 1)[0].decode() for f in read}
     stored: dict = {}
     for h in C.batch_headers(cluster.bootstrap, topic, 0):
         stored.setdefault(label_at.get(h.base_offset, "?"), set()).add((h.codec, h.producer_id >= 0))
     out["batches"] = {label: sorted(map(list, kinds)) for label, kinds in sorted(stored.items())}
+
+    appended = cluster.create_topic(1, config={"message.timestamp.type": "LogAppendTime"}, prefix="differential")
+    before = int(time.time() * 1000)
+    reports = d.produce(appended, [Rec(b"a%d" % i, partition=0, timestamp=BASE_TS + i) for i in range(3)])
+    read_types = d.fetch_timestamp_types(appended, {0: 0}, 3)
+    after = int(time.time() * 1000)
+    out["log_append_time_reports"] = [[p, o, _ts(t, before, after)] for p, o, t in reports]
+    out["log_append_time_read"] = [[f.offset, _ts(f.timestamp, before, after), kind] for f, kind in read_types]
+    out["create_time_read_types"] = sorted({kind for _, kind in d.fetch_timestamp_types(topic, {0: 0}, 2)})
 
     source = cluster.create_topic(2, prefix="differential")
     sink = cluster.create_topic(2, prefix="differential")

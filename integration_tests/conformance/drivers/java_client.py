@@ -183,6 +183,13 @@ class JavaClientDriver(Driver):
                          payload={str(p): o for p, o in start.items()})
         return [_fetched(d) for d in docs]
 
+    def fetch_timestamp_types(self, topic: str, start: dict[int, int], count: int) -> list[tuple[Fetched, str]]:
+        """As :meth:`fetch` (read_uncommitted), each record with its timestamp type as the Java
+        consumer reports it (``CreateTime`` or ``LogAppendTime``)."""
+        docs = self._run("fetch", self.bootstrap, topic, "read_uncommitted", str(count),
+                         payload={str(p): o for p, o in start.items()})
+        return [(_fetched(d), d["timestamp_type"]) for d in docs]
+
     def offsets_for_times(self, topic: str, times: dict[int, int]) -> dict[int, int | None]:
         doc = self._run("offsets_for_times", self.bootstrap, topic, payload={str(p): t for p, t in times.items()})
         return {int(p): o for p, o in doc.items()}

@@ -9,7 +9,8 @@
  *   produce   BOOTSTRAP TOPIC CODEC IDEMPOTENT [ACKS]  [{value, key, headers: [[k, v]], partition, timestamp}]
  *                                              -> [[partition, offset, timestamp], ...] (ACKS 0: offset -1)
  *   transactions BOOTSTRAP TOPIC               [[[values...], commit], ...]  (partition 0)
- *   fetch     BOOTSTRAP TOPIC ISOLATION COUNT  {partition: offset} -> [{partition, offset, key, value, headers, timestamp}]
+ *   fetch     BOOTSTRAP TOPIC ISOLATION COUNT  {partition: offset}
+ *                                              -> [{partition, offset, key, value, headers, timestamp, timestamp_type}]
  *   offsets_for_times BOOTSTRAP TOPIC          {partition: timestamp ms} -> {partition: offset or null}
  *   group_consume BOOTSTRAP TOPIC GROUP COUNT  -> records; commitSync, then close (LeaveGroup)
  *   produce_runs BOOTSTRAP TOPIC              [{codec, idempotent, acks, records}] -> [reports of each run]
@@ -215,6 +216,7 @@ public final class ConformanceDriver {
         o.put("key", b64(r.key()));
         o.put("value", b64(r.value()));
         o.put("timestamp", r.timestamp());
+        o.put("timestamp_type", r.timestampType().name);
         ArrayNode headers = o.putArray("headers");
         for (Header h : r.headers()) {
             headers.addArray().add(h.key()).add(b64(h.value()));
