@@ -3,7 +3,8 @@ and on Apache Kafka (one node from Maven Central's jars), compared field by fiel
 
 A field that differs fails the test unless it is in :data:`PINNED` (field -> embedded value,
 Apache Kafka value, reason), the deliberate differences also listed in docs/testing.md
-("Differences found between the embedded broker and Apache Kafka"). About 40 s here.
+("Differences found between the embedded broker and Apache Kafka"). About 40 s here for the
+confluent-kafka observations, about 60 s more for those through Kafka's Java client.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from integration_tests import clusters as C
 from integration_tests.conformance import differential as D
+from integration_tests.conformance import java_observations as J
 
 pytestmark = pytest.mark.slow
 
@@ -59,12 +61,22 @@ def apache_cluster():
         kafka.stop()
 
 
-@pytest.mark.parametrize("name", list(D.OBSERVATIONS))
+OBSERVATIONS = {**D.OBSERVATIONS, **J.OBSERVATIONS}
+"""Observations through confluent-kafka (``differential.py``) and Kafka's Java client (``java_observations.py``)."""
+
+
+@pytest.mark.parametrize("name", list(OBSERVATIONS))
 def test_same_observables(name, embedded_cluster, apache_cluster):
     from pyspark_kafka.testing import maven
 
-    embedded = D.OBSERVATIONS[name](embedded_cluster)
-    apache = D.OBSERVATIONS[name](apache_cluster)
+    if name in J.OBSERVATIONS:
+        from integration_tests.conformance.drivers import java_client
+
+        why = java_client.unavailable()
+        if why:
+            pytest.skip(f"Kafka's Java client cannot run here: {why}")
+    embedded = OBSERVATIONS[name](embedded_cluster)
+    apache = OBSERVATIONS[name](apache_cluster)
     json.dumps([embedded, apache])  # JSON-able, as documented
     found = D.differences(name, embedded, apache)
     unexpected = {f: v for f, v in found.items() if (name, f) not in PINNED}

@@ -148,6 +148,25 @@ from the Maven Central jars of the `apache-kafka` backend; see [testing.md](test
 | kafka-dump-log (`DumpLogSegments`) on the broker's own `.log`, `.index`, `.timeindex`, `__consumer_offsets`, `__transaction_state` | ✅ valid; the producer-state `.snapshot` is this broker's own format |"""
 """The tools section of ``docs/compatibility.md`` (asserted by the tool tests, not by the matrix)."""
 
+JAVA_SECTION = """## Kafka's Java client beyond the matrix
+
+Not part of the matrix above: each row runs Kafka's Java client 4.3.1 (the driver's `produce`,
+`produce_runs`, `consume_transform_produce`, `group_member` and `admin` commands) on the embedded
+broker and on Apache Kafka 4.3.1 and compares the results field by field
+(`integration_tests/test_differential.py`, observations in `conformance/java_observations.py`),
+or asserts the same outcome on both (`integration_tests/test_cooperative_rebalance.py`).
+
+| Java client feature | on the embedded broker |
+|---|---|
+| producer `acks=0`, `acks=1`, `acks=all`; idempotent; gzip, snappy, lz4, zstd; headers (a null header value too); explicit and broker timestamps; a 1,000,000-byte record: delivery reports (partition, offset, timestamp), what the Java consumer reads back, the stored batches' codec and producer id | ✅ as Apache Kafka |
+| transactional consume-transform-produce with `sendOffsetsToTransaction` (group metadata, KIP-447): the output under read_committed, the group's committed offsets | ✅ as Apache Kafka |
+| classic group protocol with `range`, `roundrobin`, `cooperative-sticky`: assignment shapes, DescribeGroups state, type and assignor | ✅ as Apache Kafka |
+| admin: create topics (configs; existing, invalid config, replication factor too large refused), describe topics, create partitions (not more refused), describe configs with synonyms, incremental alter (SET, DELETE, APPEND; invalid value, unknown config, unknown topic refused) | ✅ as Apache Kafka |
+| admin: list offsets (earliest, latest, latest read_committed, max timestamp, by timestamp, unknown topic), delete records (beyond the high watermark refused), describe cluster, describe log dirs | ✅ as Apache Kafka |
+| admin: list groups, describe groups (unknown group), list group offsets, delete groups (unknown group refused), describe producers (open transaction, after the commit marker), list and describe transactions (Ongoing, CompleteCommit), delete topics | ✅ as Apache Kafka |
+| incremental cooperative rebalancing (KIP-429), 12 partitions, 3 → 6 → 4 → 6 → 2 members, producing all along: converged after each round, no partition owned twice at once, every record consumed once; also librdkafka's and kafka-python's cooperative-sticky | ✅ as Apache Kafka |"""
+"""The Java client section of ``docs/compatibility.md`` (asserted by the differential and rebalance tests)."""
+
 
 def render_markdown(results: dict) -> str:
     """``docs/compatibility.md`` from a results document: the table plus numbered notes giving
@@ -189,5 +208,5 @@ def render_markdown(results: dict) -> str:
     lines += [f"- {name}: {version}" for name, version in results["clients"].items()]
     lines += ["", "APIs the broker advertised (ApiVersions, min–max version):", ""]
     lines.append(", ".join(f"{name} {v[0]}–{v[1]}" for name, v in results["broker_apis"].items()))
-    lines += ["", TOOLS_SECTION]
+    lines += ["", TOOLS_SECTION, "", JAVA_SECTION]
     return "\n".join(lines) + "\n"

@@ -100,6 +100,10 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "producer.id.expiration.ms": "86400000",
 }
 
+#: Broker configs that Kafka 4.3.1 defines without a default (their value comes from the coarser
+#: unit config, ``log.retention.hours``/``log.roll.hours`` = 168); here they carry that value.
+_KAFKA_UNSET_DEFAULTS = frozenset({"log.retention.ms", "log.roll.ms"})
+
 #: Broker configs without a default whose topic synonym falls back to another broker config.
 _BROKER_DEFAULT_FALLBACKS: dict[str, str] = {"log.flush.interval.ms": "log.flush.scheduler.interval.ms"}
 
@@ -364,6 +368,7 @@ class BrokerConfig:
             _check_value(target, values[target], where="broker config")
         self._values = values
         self._overridden = frozenset(given) | frozenset(unit_rewrites)
+        self._given = frozenset(given)
 
     def get(self, name: str) -> str | None:
         """The value of broker config ``name`` (a string, or ``None`` when unset with no default)."""
@@ -396,6 +401,19 @@ class BrokerConfig:
     def is_default(self, name: str) -> bool:
         """True when ``name`` was not given in the overrides."""
         return name not in self._overridden
+
+    def synonym_source(self, name: str) -> str | None:
+        """Where broker config ``name`` itself gets a value, as a DescribeConfigs synonym of a topic
+        config: "static" (given by that very name), "default" (Kafka defines a default for it),
+        None (neither: Kafka lists no synonym). Kafka's ``ConfigHelper.configSynonyms`` keeps the
+        synonyms from the first one named exactly like the topic config's broker config, so
+        ``log.retention.hours`` (given, or its default 168) does not appear for ``retention.ms``:
+        ``log.retention.ms`` and ``log.roll.ms`` have no default in Kafka (:data:`_KAFKA_UNSET_DEFAULTS`)."""
+        if name in self._given:
+            return "static"
+        if name in _KAFKA_UNSET_DEFAULTS or self._values.get(name) is None:
+            return None
+        return "default"
 
     def items(self) -> Iterator[tuple[str, str | None, bool]]:
         """``(name, value, is_default)`` for every broker config, sorted by name (for DescribeConfigs)."""

@@ -6,13 +6,26 @@
  * Commands (input on stdin as JSON, output on stdout as JSON; byte strings are base64):
  *   version                                   -> "4.3.1"
  *   metadata  BOOTSTRAP TOPIC                 -> {"brokers": {id: "host:port"}, "partitions": {p: leader}}
- *   produce   BOOTSTRAP TOPIC CODEC IDEMPOTENT  [{value, key, headers: [[k, v]], partition, timestamp}]
+ *   produce   BOOTSTRAP TOPIC CODEC IDEMPOTENT [ACKS]  [{value, key, headers: [[k, v]], partition, timestamp}]
+ *                                              -> [[partition, offset, timestamp], ...] (ACKS 0: offset -1)
  *   transactions BOOTSTRAP TOPIC               [[[values...], commit], ...]  (partition 0)
- *   fetch     BOOTSTRAP TOPIC ISOLATION COUNT  {partition: offset} -> [{partition, offset, key, value, headers, timestamp}]
+ *   fetch     BOOTSTRAP TOPIC ISOLATION COUNT  {partition: offset}
+ *                                              -> [{partition, offset, key, value, headers, timestamp, timestamp_type}]
  *   offsets_for_times BOOTSTRAP TOPIC          {partition: timestamp ms} -> {partition: offset or null}
  *   group_consume BOOTSTRAP TOPIC GROUP COUNT  -> records; commitSync, then close (LeaveGroup)
- *   group_member  BOOTSTRAP TOPIC GROUP        prints "assignment: 0,1,..." whenever its assignment
- *                                              changes, until stdin closes; then close (LeaveGroup)
+ *   produce_runs BOOTSTRAP TOPIC              [{codec, idempotent, acks, records}] -> [reports of each run]
+ *   consume_transform_produce BOOTSTRAP TOPIC GROUP OUT COUNT
+ *                                              COUNT records of TOPIC (group GROUP) copied to OUT in one
+ *                                              transaction, offsets via sendOffsetsToTransaction, commit
+ *   group_member  BOOTSTRAP TOPIC GROUP [ASSIGNOR]
+ *                                              prints "assignment: 0,1,..." whenever its assignment
+ *                                              changes, and "event <ms> assigned|revoked|lost 0,1" from its
+ *                                              rebalance listener, "record <p> <offset>" per record; commits
+ *                                              synchronously on revoke; until stdin closes, then commit and
+ *                                              close (LeaveGroup). ASSIGNOR: range, roundrobin,
+ *                                              cooperative-sticky (default: Kafka's default list)
+ *   admin     BOOTSTRAP -  [{op, ...}, ...]    the admin client operations of AdminOps, in order
+ *                                              -> [result per op] ({"error": Kafka error name} on failure)
  *
  * Every wait is bounded (WAIT_MS); any client error ends the run with a non-zero exit and the
  * exception on stderr.
@@ -65,12 +78,25 @@ public final class ConformanceDriver {
         Object out;
         switch (command) {
             case "metadata": out = metadata(bootstrap, topic); break;
-            case "produce": out = produce(bootstrap, topic, args[3], Boolean.parseBoolean(args[4]), input); break;
+            case "produce": out = produce(bootstrap, topic, args[3], Boolean.parseBoolean(args[4]),
+                args.length > 5 ? args[5] : "all", input); break;
+            case "produce_runs": {
+                ArrayNode runs = JSON.createArrayNode();
+                for (JsonNode run : input) {
+                    runs.add((JsonNode) produce(bootstrap, topic, run.get("codec").asText(),
+                        run.get("idempotent").asBoolean(), run.get("acks").asText(), run.get("records")));
+                }
+                out = runs;
+                break;
+            }
+            case "consume_transform_produce":
+                out = consumeTransformProduce(bootstrap, topic, args[3], args[4], Integer.parseInt(args[5])); break;
+            case "admin": out = AdminOps.run(bootstrap, input); break;
             case "transactions": out = transactions(bootstrap, topic, input); break;
             case "fetch": out = fetch(bootstrap, topic, args[3], Integer.parseInt(args[4]), input); break;
             case "offsets_for_times": out = offsetsForTimes(bootstrap, topic, input); break;
             case "group_consume": out = groupConsume(bootstrap, topic, args[3], Integer.parseInt(args[4])); break;
-            case "group_member": groupMember(bootstrap, topic, args[3]); return;
+            case "group_member": groupMember(bootstrap, topic, args[3], args.length > 4 ? args[4] : null); return;
             default: throw new IllegalArgumentException("unknown command " + command);
         }
         System.out.println(JSON.writeValueAsString(out));
@@ -114,15 +140,17 @@ public final class ConformanceDriver {
     }
 
     static KafkaProducer<byte[], byte[]> producer(Properties p) {
-        p.put("acks", "all");
+        p.putIfAbsent("acks", "all");
+        p.put("max.request.size", String.valueOf(2 << 20));  // records of ~1 MB
         p.put("linger.ms", "5");
         p.put("delivery.timeout.ms", String.valueOf(WAIT_MS));
         return new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
     }
 
-    static Object produce(String bootstrap, String topic, String codec, boolean idempotent, JsonNode records)
-            throws Exception {
+    static Object produce(String bootstrap, String topic, String codec, boolean idempotent, String acks,
+            JsonNode records) throws Exception {
         Properties p = base(bootstrap);
+        p.put("acks", acks);
         p.put("compression.type", codec);
         p.put("enable.idempotence", String.valueOf(idempotent));
         if (!idempotent) {
@@ -146,7 +174,8 @@ public final class ConformanceDriver {
             ArrayNode offsets = JSON.createArrayNode();
             for (Future<RecordMetadata> f : sent) {
                 RecordMetadata m = f.get(WAIT_MS, TimeUnit.MILLISECONDS);  // the delivery error, if any
-                offsets.addArray().add(m.partition()).add(m.offset());
+                offsets.addArray().add(m.partition()).add(m.hasOffset() ? m.offset() : -1)
+                    .add(m.hasTimestamp() ? m.timestamp() : -1);
             }
             return offsets;
         }
@@ -187,6 +216,7 @@ public final class ConformanceDriver {
         o.put("key", b64(r.key()));
         o.put("value", b64(r.value()));
         o.put("timestamp", r.timestamp());
+        o.put("timestamp_type", r.timestampType().name);
         ArrayNode headers = o.putArray("headers");
         for (Header h : r.headers()) {
             headers.addArray().add(h.key()).add(b64(h.value()));
@@ -254,7 +284,63 @@ public final class ConformanceDriver {
         }
     }
 
-    static void groupMember(String bootstrap, String topic, String group) throws Exception {
+    static Object consumeTransformProduce(String bootstrap, String topic, String group, String out, int count) {
+        Properties p = base(bootstrap);
+        p.put("transactional.id", "conformance-java-ctp-" + java.util.UUID.randomUUID());
+        Map<String, String> conf = new HashMap<>(groupConf(group));
+        conf.put("isolation.level", "read_committed");
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, conf);
+             KafkaProducer<byte[], byte[]> producer = producer(p)) {
+            producer.initTransactions();
+            consumer.subscribe(List.of(topic));
+            ArrayNode got = pollUntil(consumer, count, "consume_transform_produce " + group);
+            producer.beginTransaction();
+            Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> next = new HashMap<>();
+            for (JsonNode r : got) {
+                TopicPartition tp = new TopicPartition(topic, r.get("partition").asInt());
+                producer.send(new ProducerRecord<>(out, r.get("partition").asInt(), null, bytes(r.get("key")),
+                    bytes(r.get("value"))));
+                long after = r.get("offset").asLong() + 1;
+                if (!next.containsKey(tp) || next.get(tp).offset() < after) {
+                    next.put(tp, new org.apache.kafka.clients.consumer.OffsetAndMetadata(after));
+                }
+            }
+            producer.sendOffsetsToTransaction(next, consumer.groupMetadata());
+            producer.commitTransaction();
+            return got;
+        }
+    }
+
+    static Map<String, String> assignorConf(String group, String assignor) {
+        Map<String, String> conf = new HashMap<>(groupConf(group));
+        if (assignor != null) {
+            String cls;
+            switch (assignor) {
+                case "range": cls = "org.apache.kafka.clients.consumer.RangeAssignor"; break;
+                case "roundrobin": cls = "org.apache.kafka.clients.consumer.RoundRobinAssignor"; break;
+                case "cooperative-sticky": cls = "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"; break;
+                case "sticky": cls = "org.apache.kafka.clients.consumer.StickyAssignor"; break;
+                default: throw new IllegalArgumentException("unknown assignor " + assignor);
+            }
+            conf.put("partition.assignment.strategy", cls);
+        }
+        return conf;
+    }
+
+    static String partitions(java.util.Collection<TopicPartition> tps) {
+        TreeSet<Integer> owned = new TreeSet<>();
+        for (TopicPartition tp : tps) {
+            owned.add(tp.partition());
+        }
+        return owned.toString().replaceAll("[\\[\\] ]", "");
+    }
+
+    static synchronized void say(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+
+    static void groupMember(String bootstrap, String topic, String group, String assignor) throws Exception {
         AtomicBoolean done = new AtomicBoolean(false);
         Thread stdin = new Thread(() -> {
             try {
@@ -266,23 +352,339 @@ public final class ConformanceDriver {
         });
         stdin.setDaemon(true);
         stdin.start();
-        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, groupConf(group))) {
-            consumer.subscribe(List.of(topic));
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, assignorConf(group, assignor))) {
+            consumer.subscribe(List.of(topic), new org.apache.kafka.clients.consumer.ConsumerRebalanceListener() {
+                public void onPartitionsRevoked(java.util.Collection<TopicPartition> revoked) {
+                    if (!revoked.isEmpty()) {
+                        consumer.commitSync(Duration.ofMillis(WAIT_MS));  // what this member consumed
+                    }
+                    say("event " + System.currentTimeMillis() + " revoked " + partitions(revoked));
+                }
+
+                public void onPartitionsAssigned(java.util.Collection<TopicPartition> assigned) {
+                    say("event " + System.currentTimeMillis() + " assigned " + partitions(assigned));
+                }
+
+                public void onPartitionsLost(java.util.Collection<TopicPartition> lost) {
+                    say("event " + System.currentTimeMillis() + " lost " + partitions(lost));
+                }
+            });
             String last = null;
             long deadline = System.currentTimeMillis() + 10 * WAIT_MS;
             while (!done.get() && System.currentTimeMillis() < deadline) {
-                consumer.poll(Duration.ofMillis(100));
-                TreeSet<Integer> owned = new TreeSet<>();
-                for (TopicPartition tp : consumer.assignment()) {
-                    owned.add(tp.partition());
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(100))) {
+                    say("record " + r.partition() + " " + r.offset());
                 }
-                String now = owned.toString().replaceAll("[\\[\\] ]", "");
+                String now = partitions(consumer.assignment());
                 if (!now.equals(last)) {
-                    System.out.println("assignment: " + now);
-                    System.out.flush();
+                    say("assignment: " + now);
                     last = now;
                 }
             }
+            consumer.commitSync(Duration.ofMillis(WAIT_MS));
+        }
+    }
+}
+
+/**
+ * The admin client operations of the driver's {@code admin} command: one JSON object per operation
+ * ({"op": name, ...arguments}), one JSON result per operation, in order. A failed operation gives
+ * {"error": the Kafka error name (org.apache.kafka.common.protocol.Errors)} and the next runs.
+ */
+final class AdminOps {
+    static final long WAIT_MS = ConformanceDriver.WAIT_MS;
+    static final ObjectMapper JSON = ConformanceDriver.JSON;
+
+    static Object run(String bootstrap, JsonNode script) throws Exception {
+        ArrayNode results = JSON.createArrayNode();
+        try (Admin admin = Admin.create(ConformanceDriver.base(bootstrap))) {
+            for (JsonNode op : script) {
+                try {
+                    results.add(JSON.valueToTree(one(admin, op)));
+                } catch (java.util.concurrent.ExecutionException e) {
+                    Throwable cause = e.getCause();
+                    ObjectNode error = results.addObject();
+                    error.put("error", org.apache.kafka.common.protocol.Errors.forException(cause).name());
+                }
+            }
+        }
+        return results;
+    }
+
+    static <T> T get(org.apache.kafka.common.KafkaFuture<T> f) throws Exception {
+        return f.get(WAIT_MS, TimeUnit.MILLISECONDS);
+    }
+
+    static List<TopicPartition> tps(JsonNode op) {
+        List<TopicPartition> out = new ArrayList<>();
+        for (JsonNode p : op.get("partitions")) {
+            out.add(new TopicPartition(op.get("topic").asText(), p.asInt()));
+        }
+        return out;
+    }
+
+    static Map<String, String> strings(JsonNode node) {
+        Map<String, String> out = new java.util.TreeMap<>();
+        if (node != null) {
+            node.fieldNames().forEachRemaining(k -> out.put(k, node.get(k).asText()));
+        }
+        return out;
+    }
+
+    static String name(Object state) {
+        return state == null ? null : state.toString();
+    }
+
+    static Object one(Admin admin, JsonNode op) throws Exception {
+        String topic = op.path("topic").asText(null);
+        org.apache.kafka.common.config.ConfigResource resource = topic == null ? null
+            : new org.apache.kafka.common.config.ConfigResource(
+                org.apache.kafka.common.config.ConfigResource.Type.TOPIC, topic);
+        switch (op.get("op").asText()) {
+            case "create_topic": {
+                org.apache.kafka.clients.admin.NewTopic t = new org.apache.kafka.clients.admin.NewTopic(
+                    topic, op.get("partitions").asInt(), (short) op.path("replication_factor").asInt(1));
+                t.configs(strings(op.get("configs")));
+                org.apache.kafka.clients.admin.CreateTopicsResult r = admin.createTopics(List.of(t));
+                get(r.all());
+                return Map.of("partitions", get(r.numPartitions(topic)), "replication_factor",
+                    (int) get(r.replicationFactor(topic)));
+            }
+            case "describe_topic": {
+                TopicDescription d = get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic);
+                List<Object> parts = new ArrayList<>();
+                for (TopicPartitionInfo p : d.partitions()) {
+                    parts.add(List.of(p.partition(), p.leader() != null && p.leader().id() >= 0, p.replicas().size(),
+                        p.isr().size()));
+                }
+                return Map.of("internal", d.isInternal(), "partitions", parts);  // [partition, has a leader, replicas, isr]
+            }
+            case "create_partitions": {
+                get(admin.createPartitions(Map.of(topic,
+                    org.apache.kafka.clients.admin.NewPartitions.increaseTo(op.get("total").asInt()))).all());
+                return "ok";
+            }
+            case "describe_configs": {
+                org.apache.kafka.clients.admin.Config config = get(admin.describeConfigs(List.of(resource),
+                    new org.apache.kafka.clients.admin.DescribeConfigsOptions().includeSynonyms(true)).all())
+                    .get(resource);
+                Map<String, Object> out = new java.util.TreeMap<>();
+                for (JsonNode key : op.get("keys")) {
+                    org.apache.kafka.clients.admin.ConfigEntry e = config.get(key.asText());
+                    List<Object> synonyms = new ArrayList<>();
+                    if (e != null) {
+                        for (org.apache.kafka.clients.admin.ConfigEntry.ConfigSynonym s : e.synonyms()) {
+                            synonyms.add(List.of(s.name(), name(s.source())));
+                        }
+                    }
+                    out.put(key.asText(), e == null ? null : java.util.Arrays.asList(e.value(), name(e.source()),
+                        e.isReadOnly(), e.isSensitive(), name(e.type()), synonyms));
+                }
+                return out;
+            }
+            case "alter_configs": {
+                List<org.apache.kafka.clients.admin.AlterConfigOp> ops = new ArrayList<>();
+                for (JsonNode o : op.get("ops")) {
+                    ops.add(new org.apache.kafka.clients.admin.AlterConfigOp(
+                        new org.apache.kafka.clients.admin.ConfigEntry(o.get(0).asText(), o.get(1).asText(null)),
+                        org.apache.kafka.clients.admin.AlterConfigOp.OpType.valueOf(o.get(2).asText())));
+                }
+                get(admin.incrementalAlterConfigs(Map.of(resource, ops)).all());
+                return "ok";
+            }
+            case "list_groups": {
+                Map<String, Object> out = new java.util.TreeMap<>();
+                java.util.Set<String> wanted = new java.util.HashSet<>();
+                op.get("groups").forEach(g -> wanted.add(g.asText()));
+                for (org.apache.kafka.clients.admin.GroupListing g : get(admin.listGroups().all())) {
+                    if (wanted.contains(g.groupId())) {
+                        out.put(g.groupId(), java.util.Arrays.asList(name(g.type().orElse(null)), g.protocol(),
+                            name(g.groupState().orElse(null))));
+                    }
+                }
+                return out;
+            }
+            case "describe_groups": {
+                List<String> groups = new ArrayList<>();
+                op.get("groups").forEach(g -> groups.add(g.asText()));
+                Map<String, Object> out = new java.util.TreeMap<>();
+                for (Map.Entry<String, org.apache.kafka.clients.admin.ConsumerGroupDescription> e :
+                        get(admin.describeConsumerGroups(groups).all()).entrySet()) {
+                    org.apache.kafka.clients.admin.ConsumerGroupDescription d = e.getValue();
+                    List<Object> members = new ArrayList<>();
+                    for (org.apache.kafka.clients.admin.MemberDescription m : d.members()) {
+                        members.add(List.of(m.clientId(), ConformanceDriver.partitions(
+                            m.assignment().topicPartitions())));
+                    }
+                    members.sort(java.util.Comparator.comparing(Object::toString));
+                    Map<String, Object> g = new java.util.TreeMap<>();
+                    g.put("state", name(d.groupState()));
+                    g.put("type", name(d.type()));
+                    g.put("assignor", d.partitionAssignor());
+                    g.put("simple", d.isSimpleConsumerGroup());
+                    g.put("members", members);
+                    g.put("coordinator_known", d.coordinator() != null && d.coordinator().id() >= 0);
+                    out.put(e.getKey(), g);
+                }
+                return out;
+            }
+            case "list_group_offsets": {
+                Map<String, Object> out = new java.util.TreeMap<>();
+                for (Map.Entry<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> e :
+                        get(admin.listConsumerGroupOffsets(op.get("group").asText()).partitionsToOffsetAndMetadata())
+                            .entrySet()) {
+                    out.put(e.getKey().toString(), e.getValue() == null ? null
+                        : java.util.Arrays.asList(e.getValue().offset(), e.getValue().metadata()));
+                }
+                return out;
+            }
+            case "delete_groups": {
+                List<String> groups = new ArrayList<>();
+                op.get("groups").forEach(g -> groups.add(g.asText()));
+                Map<String, Object> out = new java.util.TreeMap<>();
+                for (Map.Entry<String, org.apache.kafka.common.KafkaFuture<Void>> e :
+                        admin.deleteConsumerGroups(groups).deletedGroups().entrySet()) {
+                    try {
+                        get(e.getValue());
+                        out.put(e.getKey(), "NONE");
+                    } catch (java.util.concurrent.ExecutionException x) {
+                        out.put(e.getKey(), org.apache.kafka.common.protocol.Errors.forException(x.getCause()).name());
+                    }
+                }
+                return out;
+            }
+            case "list_offsets": {
+                String spec = op.get("spec").asText();
+                org.apache.kafka.clients.admin.OffsetSpec s;
+                switch (spec) {
+                    case "earliest": s = org.apache.kafka.clients.admin.OffsetSpec.earliest(); break;
+                    case "latest": s = org.apache.kafka.clients.admin.OffsetSpec.latest(); break;
+                    case "max_timestamp": s = org.apache.kafka.clients.admin.OffsetSpec.maxTimestamp(); break;
+                    case "earliest_local": s = org.apache.kafka.clients.admin.OffsetSpec.earliestLocal(); break;
+                    default: s = org.apache.kafka.clients.admin.OffsetSpec.forTimestamp(Long.parseLong(spec));
+                }
+                Map<TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> query = new HashMap<>();
+                for (TopicPartition tp : tps(op)) {
+                    query.put(tp, s);
+                }
+                org.apache.kafka.clients.admin.ListOffsetsOptions options =
+                    new org.apache.kafka.clients.admin.ListOffsetsOptions(
+                        org.apache.kafka.common.IsolationLevel.valueOf(op.path("isolation").asText("READ_UNCOMMITTED")));
+                Map<String, Object> out = new java.util.TreeMap<>();
+                for (Map.Entry<TopicPartition, org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo> e :
+                        get(admin.listOffsets(query, options).all()).entrySet()) {
+                    out.put(String.valueOf(e.getKey().partition()),
+                        List.of(e.getValue().offset(), e.getValue().timestamp()));
+                }
+                return out;
+            }
+            case "delete_records": {
+                Map<TopicPartition, org.apache.kafka.clients.admin.RecordsToDelete> query = new HashMap<>();
+                op.get("before").fieldNames().forEachRemaining(p -> query.put(new TopicPartition(topic,
+                    Integer.parseInt(p)), org.apache.kafka.clients.admin.RecordsToDelete.beforeOffset(
+                        op.get("before").get(p).asLong())));
+                Map<String, Object> out = new java.util.TreeMap<>();
+                for (Map.Entry<TopicPartition, org.apache.kafka.common.KafkaFuture<org.apache.kafka.clients.admin.DeletedRecords>> e :
+                        admin.deleteRecords(query).lowWatermarks().entrySet()) {
+                    try {
+                        out.put(String.valueOf(e.getKey().partition()), get(e.getValue()).lowWatermark());
+                    } catch (java.util.concurrent.ExecutionException x) {
+                        out.put(String.valueOf(e.getKey().partition()),
+                            org.apache.kafka.common.protocol.Errors.forException(x.getCause()).name());
+                    }
+                }
+                return out;
+            }
+            case "describe_cluster": {
+                org.apache.kafka.clients.admin.DescribeClusterResult r = admin.describeCluster();
+                Node controller = get(r.controller());
+                Map<String, Object> out = new java.util.TreeMap<>();
+                out.put("nodes", get(r.nodes()).size());
+                out.put("cluster_id_set", get(r.clusterId()) != null && !get(r.clusterId()).isEmpty());
+                out.put("controller_is_a_node", controller != null && get(r.nodes()).stream()
+                    .anyMatch(n -> n.id() == controller.id()));
+                return out;
+            }
+            case "describe_log_dirs": {
+                List<Integer> brokers = new ArrayList<>();
+                for (Node n : get(admin.describeCluster().nodes())) {
+                    brokers.add(n.id());
+                }
+                Map<String, Object> out = new java.util.TreeMap<>();
+                int dirs = 0;
+                for (Map<String, org.apache.kafka.clients.admin.LogDirDescription> byDir :
+                        get(admin.describeLogDirs(brokers).allDescriptions()).values()) {
+                    for (org.apache.kafka.clients.admin.LogDirDescription d : byDir.values()) {
+                        dirs++;
+                        for (Map.Entry<TopicPartition, org.apache.kafka.clients.admin.ReplicaInfo> e :
+                                d.replicaInfos().entrySet()) {
+                            if (e.getKey().topic().equals(topic)) {
+                                out.put(String.valueOf(e.getKey().partition()), java.util.Arrays.asList(
+                                    e.getValue().size() > 0, e.getValue().offsetLag(), e.getValue().isFuture(),
+                                    d.error() == null ? "NONE" : d.error().getClass().getSimpleName()));
+                            }
+                        }
+                    }
+                }
+                out.put("dirs_described", dirs > 0);
+                return out;
+            }
+            case "describe_producers": {
+                Map<String, Object> out = new java.util.TreeMap<>();
+                for (Map.Entry<TopicPartition, org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState> e :
+                        get(admin.describeProducers(tps(op)).all()).entrySet()) {
+                    List<Object> producers = new ArrayList<>();
+                    for (org.apache.kafka.clients.admin.ProducerState s : e.getValue().activeProducers()) {
+                        producers.add(java.util.Arrays.asList(s.producerId() >= 0, s.producerEpoch(), s.lastSequence(),
+                            s.lastTimestamp() > 0, s.coordinatorEpoch().isPresent() ? s.coordinatorEpoch().getAsInt() : null,
+                            s.currentTransactionStartOffset().isPresent()
+                                ? s.currentTransactionStartOffset().getAsLong() : null));
+                    }
+                    producers.sort(java.util.Comparator.comparing(Object::toString));
+                    out.put(String.valueOf(e.getKey().partition()), producers);
+                }
+                return out;
+            }
+            case "list_transactions": {
+                java.util.Set<String> wanted = new java.util.HashSet<>();
+                op.get("ids").forEach(g -> wanted.add(g.asText()));
+                Map<String, Object> out = new java.util.TreeMap<>();
+                for (org.apache.kafka.clients.admin.TransactionListing t : get(admin.listTransactions().all())) {
+                    if (wanted.contains(t.transactionalId())) {
+                        out.put(t.transactionalId(), List.of(t.producerId() >= 0, name(t.state())));
+                    }
+                }
+                return out;
+            }
+            case "describe_transactions": {
+                List<String> ids = new ArrayList<>();
+                op.get("ids").forEach(g -> ids.add(g.asText()));
+                Map<String, Object> out = new java.util.TreeMap<>();
+                for (Map.Entry<String, org.apache.kafka.clients.admin.TransactionDescription> e :
+                        get(admin.describeTransactions(ids).all()).entrySet()) {
+                    org.apache.kafka.clients.admin.TransactionDescription d = e.getValue();
+                    List<String> parts = new ArrayList<>();
+                    for (TopicPartition tp : d.topicPartitions()) {
+                        parts.add(tp.toString());
+                    }
+                    java.util.Collections.sort(parts);
+                    Map<String, Object> t = new java.util.TreeMap<>();
+                    t.put("state", name(d.state()));
+                    t.put("producer_id_set", d.producerId() >= 0);
+                    t.put("producer_epoch", d.producerEpoch());
+                    t.put("timeout_ms", d.transactionTimeoutMs());
+                    t.put("start_time_set", d.transactionStartTimeMs().isPresent());
+                    t.put("partitions", parts);
+                    out.put(e.getKey(), t);
+                }
+                return out;
+            }
+            case "delete_topic": {
+                get(admin.deleteTopics(List.of(topic)).all());
+                return "ok";
+            }
+            default:
+                throw new IllegalArgumentException("unknown admin op " + op.get("op"));
         }
     }
 }

@@ -33,7 +33,7 @@ from pyspark_kafka.broker.log.producer_state import (
     check_sequence,
     in_sequence,
 )
-from pyspark_kafka.broker.log.records import control_batch, control_type
+from pyspark_kafka.broker.log.records import control_batch, control_marker, control_type
 
 
 @pytest.mark.parametrize("last, nxt, expected", [
@@ -130,3 +130,18 @@ def test_transaction_log_record_round_trip():
 @pytest.mark.parametrize("commit, expected", [(True, 1), (False, 0)])
 def test_control_batch_round_trip(commit, expected):
     assert control_type(control_batch(5, 1, commit, 0, 1_700_000_000_000)) == expected
+    assert control_marker(control_batch(5, 1, commit, 7, 1_700_000_000_000)) == (expected, 7)
+
+
+def test_producer_state_keeps_the_marker_coordinator_epoch_across_a_snapshot(tmp_path):
+    from pyspark_kafka.broker.log.producer_state import ProducerStateManager
+    from pyspark_kafka.broker.log.record_batch import parse_header
+
+    state = ProducerStateManager(tmp_path, "t-0")
+    marker = parse_header(control_batch(5, 1, True, 3, 1_700_000_000_000))
+    state.on_batch(marker, *control_marker(control_batch(5, 1, True, 3, 1_700_000_000_000)))
+    assert state.producers[5].coordinator_epoch == 3
+    state.take_snapshot(1)
+    reloaded = ProducerStateManager(tmp_path, "t-0")
+    reloaded.load_snapshot(1)
+    assert reloaded.producers[5].coordinator_epoch == 3

@@ -132,3 +132,40 @@ def test_incremental_alter_configs_sets_the_new_configs(bootstrap, make_topic):
     with pytest.raises(KafkaException) as info:
         admin.incremental_alter_configs([bad])[bad].result(timeout=20)
     assert info.value.args[0].code() == KafkaError.INVALID_CONFIG and "compression.lz4.level" in info.value.args[0].str()
+
+
+def _synonyms(bootstrap: str, topic: str, names: tuple[str, ...]) -> dict:
+    with WireClient(bootstrap) as client:
+        response = client.request(DescribeConfigsRequest(
+            resources=(DescribeConfigsResource(resource_type=i8(2), resource_name=topic, configuration_keys=names),),
+            include_synonyms=True, include_documentation=False))
+    (result,) = response.results
+    return {c.name: (int(c.config_source), [(s.name, int(s.source)) for s in c.synonyms]) for c in result.configs}
+
+
+DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = 1, 4, 5
+
+
+def test_topic_config_synonyms_as_kafka_lists_them(bootstrap, make_topic):
+    # Apache Kafka 4.3.1 (Java admin client, integration_tests/conformance/java_observations.py):
+    # retention.ms and segment.ms have no broker synonym (log.retention.ms / log.roll.ms have no
+    # default; Kafka drops log.*.hours), segment.bytes lists log.segment.bytes as DEFAULT_CONFIG
+    names = ("retention.ms", "segment.ms", "segment.bytes")
+    assert _synonyms(bootstrap, make_topic(1), names) == {
+        "retention.ms": (DEFAULT, []), "segment.ms": (DEFAULT, []),
+        "segment.bytes": (DEFAULT, [("log.segment.bytes", DEFAULT)])}
+    assert _synonyms(bootstrap, make_topic(1, {"retention.ms": "-1", "segment.bytes": "1048576"}), names) == {
+        "retention.ms": (DYNAMIC_TOPIC, [("retention.ms", DYNAMIC_TOPIC)]), "segment.ms": (DEFAULT, []),
+        "segment.bytes": (DYNAMIC_TOPIC, [("segment.bytes", DYNAMIC_TOPIC), ("log.segment.bytes", DEFAULT)])}
+
+
+def test_a_broker_config_given_by_its_own_name_is_a_static_synonym(tmp_path):
+    from pyspark_kafka.broker import EmbeddedBroker
+    from support.topics import create_topic
+
+    config = {"log.retention.ms": "3600000", "log.roll.hours": "2"}
+    with EmbeddedBroker(data_dir=tmp_path, config=config) as broker:
+        topic = create_topic(broker.bootstrap_servers, "synonyms", 1, None)
+        assert _synonyms(broker.bootstrap_servers, topic, ("retention.ms", "segment.ms")) == {
+            "retention.ms": (STATIC_BROKER, [("log.retention.ms", STATIC_BROKER)]),
+            "segment.ms": (DEFAULT, [])}  # Kafka lists log.roll.hours for no topic config

@@ -163,20 +163,25 @@ def _config_entry(name, value, source, read_only, synonyms) -> dict:
 
 
 def topic_configs(broker, topic: str, include_synonyms: bool) -> list[dict]:
-    """DescribeConfigs entries of ``topic``: every topic config, overrides flagged as such."""
+    """DescribeConfigs entries of ``topic``: every topic config, overrides flagged as such.
+
+    Synonyms and source as Kafka's ``ConfigHelper.createTopicConfigEntry``: the topic override
+    (DYNAMIC_TOPIC_CONFIG), then the broker config supplying the default when that very name has
+    a value (STATIC_BROKER_CONFIG when given, DEFAULT_CONFIG for Kafka's default; see
+    :meth:`BrokerConfig.synonym_source`); the source is the first synonym's, DEFAULT_CONFIG without one.
+    """
     entries = []
     for name, value, is_default in broker.replica_manager.logs.describe_topic_configs(topic):
         broker_name = TOPIC_CONFIG_TO_BROKER.get(name)
-        broker_set = broker_name is not None and not broker.config.is_default(broker_name)
-        source = DYNAMIC_TOPIC_CONFIG if not is_default else (STATIC_BROKER_CONFIG if broker_set else DEFAULT_CONFIG)
         synonyms = []
-        if include_synonyms:
-            if not is_default:
-                synonyms.append({"name": name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
-            if broker_name is not None:
-                synonyms.append({"name": broker_name, "value": broker.config.get(broker_name),
-                                 "source": STATIC_BROKER_CONFIG if broker_set else DEFAULT_CONFIG})
-        entries.append(_config_entry(name, value, source, False, synonyms))
+        if not is_default:
+            synonyms.append({"name": name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+        where = broker.config.synonym_source(broker_name) if broker_name is not None else None
+        if where is not None:
+            synonyms.append({"name": broker_name, "value": broker.config.get(broker_name),
+                             "source": STATIC_BROKER_CONFIG if where == "static" else DEFAULT_CONFIG})
+        source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
+        entries.append(_config_entry(name, value, source, False, synonyms if include_synonyms else []))
     return entries
 
 
