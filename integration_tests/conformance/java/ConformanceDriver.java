@@ -10,9 +10,11 @@
  *   transactions BOOTSTRAP TOPIC               [[[values...], commit], ...]  (partition 0)
  *   fetch     BOOTSTRAP TOPIC ISOLATION COUNT  {partition: offset} -> [{partition, offset, key, value, headers, timestamp}]
  *   offsets_for_times BOOTSTRAP TOPIC          {partition: timestamp ms} -> {partition: offset or null}
- *   group_consume BOOTSTRAP TOPIC GROUP COUNT  -> records; commitSync, then close (LeaveGroup)
- *   group_member  BOOTSTRAP TOPIC GROUP        prints "assignment: 0,1,..." whenever its assignment
+ *   group_consume BOOTSTRAP TOPIC GROUP COUNT [PROTOCOL]  -> records; commitSync, then close (LeaveGroup)
+ *   group_member  BOOTSTRAP TOPIC GROUP [PROTOCOL]  prints "assignment: 0,1,..." whenever its assignment
  *                                              changes, until stdin closes; then close (LeaveGroup)
+ *   PROTOCOL is group.protocol: classic (default) or consumer (KIP-848; the session and heartbeat
+ *   settings then come from the broker, the client refuses them)
  *
  * Every wait is bounded (WAIT_MS); any client error ends the run with a non-zero exit and the
  * exception on stderr.
@@ -69,8 +71,9 @@ public final class ConformanceDriver {
             case "transactions": out = transactions(bootstrap, topic, input); break;
             case "fetch": out = fetch(bootstrap, topic, args[3], Integer.parseInt(args[4]), input); break;
             case "offsets_for_times": out = offsetsForTimes(bootstrap, topic, input); break;
-            case "group_consume": out = groupConsume(bootstrap, topic, args[3], Integer.parseInt(args[4])); break;
-            case "group_member": groupMember(bootstrap, topic, args[3]); return;
+            case "group_consume": out = groupConsume(bootstrap, topic, args[3], Integer.parseInt(args[4]),
+                args.length > 5 ? args[5] : "classic"); break;
+            case "group_member": groupMember(bootstrap, topic, args[3], args.length > 4 ? args[4] : "classic"); return;
             default: throw new IllegalArgumentException("unknown command " + command);
         }
         System.out.println(JSON.writeValueAsString(out));
@@ -240,13 +243,16 @@ public final class ConformanceDriver {
         }
     }
 
-    static Map<String, String> groupConf(String group) {
+    static Map<String, String> groupConf(String group, String protocol) {
+        if (protocol.equals("consumer")) {
+            return Map.of("group.id", group, "auto.offset.reset", "earliest", "group.protocol", "consumer");
+        }
         return Map.of("group.id", group, "auto.offset.reset", "earliest", "session.timeout.ms", "10000",
             "heartbeat.interval.ms", "1000");
     }
 
-    static Object groupConsume(String bootstrap, String topic, String group, int count) {
-        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, groupConf(group))) {
+    static Object groupConsume(String bootstrap, String topic, String group, int count, String protocol) {
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, groupConf(group, protocol))) {
             consumer.subscribe(List.of(topic));
             ArrayNode got = pollUntil(consumer, count, "group " + group);
             consumer.commitSync(Duration.ofMillis(WAIT_MS));
@@ -254,7 +260,7 @@ public final class ConformanceDriver {
         }
     }
 
-    static void groupMember(String bootstrap, String topic, String group) throws Exception {
+    static void groupMember(String bootstrap, String topic, String group, String protocol) throws Exception {
         AtomicBoolean done = new AtomicBoolean(false);
         Thread stdin = new Thread(() -> {
             try {
@@ -266,7 +272,7 @@ public final class ConformanceDriver {
         });
         stdin.setDaemon(true);
         stdin.start();
-        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, groupConf(group))) {
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, groupConf(group, protocol))) {
             consumer.subscribe(List.of(topic));
             String last = null;
             long deadline = System.currentTimeMillis() + 10 * WAIT_MS;
