@@ -27,6 +27,11 @@ PINNED: dict[tuple[str, str], tuple[object, object, str]] = {
         [MAX, "5", False, False], ["3600000", "5", False, False],
         "default of Kafka 3.x kept (no bound on future timestamps); Kafka 4.0 bounds CreateTime "
         "at 1 h in the future (KIP-1030), Kafka 3.9 answers Long.MAX_VALUE like the embedded broker"),
+    ("consumer_groups", "two_members.classic_join"): (
+        23, 79,
+        "no mixed groups: a classic JoinGroup into a KIP-848 group with members gets INCONSISTENT_GROUP_PROTOCOL; "
+        "Kafka 4.3.1 (group.consumer.migration.policy=bidirectional) takes the classic member in "
+        "(MEMBER_ID_REQUIRED first)"),
 }
 """Deliberate differences: (observation, field) -> (embedded value, Apache Kafka value, reason)."""
 

@@ -22,6 +22,7 @@ from typing import Callable
 
 from integration_tests import clusters as C
 from integration_tests import helpers
+from integration_tests.conformance.differential_kip848 import consumer_groups
 
 BASE_TS = 1_700_000_000_000
 """Base CreateTime (ms) of the explicit timestamps (2023: topics that use it have ``retention.ms=-1``)."""
@@ -389,6 +390,7 @@ OBSERVATIONS: dict[str, Callable[[C.Cluster], dict]] = {
     "describe_configs": describe_configs,
     "errors": errors,
     "compaction": compaction,
+    "consumer_groups": consumer_groups,
 }
 """Every observation by name (the test runs each on both brokers)."""
 

@@ -35,7 +35,10 @@ from support.topics import create_topic
 from support.waiting import wait_until
 from support.wire import WireClient
 
+# every heartbeat may compute a new target assignment (Kafka 4.3's default interval is 1 s; see
+# test_the_assignment_interval_holds_the_group_in_assigning for it)
 CONFIG = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.session.timeout.ms": "45000",
+          "group.consumer.assignment.interval.ms": "0",
           "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
 
 
@@ -64,17 +67,18 @@ def test_join_gets_every_partition_and_the_heartbeat_interval(client, topic):
     group = group_name()
     m = Member(client, group, (topic,))
     r = m.join()
-    assert (r.error_code, r.member_id, r.member_epoch) == (0, m.member_id, 1)
+    # as Kafka 4.3.1: the first member of a new group lands at epoch 2
+    assert (r.error_code, r.member_id, r.member_epoch) == (0, m.member_id, 2)
     assert r.heartbeat_interval == datetime.timedelta(milliseconds=500)
     assert m.assigned == {(topic, p) for p in range(4)}
     # a heartbeat without changes: same epoch, no assignment sent
     r = m.beat()
-    assert (r.error_code, r.member_epoch, r.assignment) == (0, 1, None)
+    assert (r.error_code, r.member_epoch, r.assignment) == (0, 2, None)
     (g,) = describe(client, group)
     assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (
-        0, "Stable", 1, 1, "uniform")
+        0, "Stable", 2, 2, "uniform")
     assert [(x.member_id, x.member_epoch, x.subscribed_topic_names, x.member_type) for x in g.members] == [
-        (m.member_id, 1, (topic,), 1)]
+        (m.member_id, 2, (topic,), 1)]
 
 
 def test_a_partition_moves_only_after_its_owner_revoked_it(client, topic):
@@ -82,26 +86,26 @@ def test_a_partition_moves_only_after_its_owner_revoked_it(client, topic):
     m1, m2 = Member(client, group, (topic,)), Member(client, group, (topic,))
     m1.join()
     r = m2.join()
-    # group epoch 2: m2 is at epoch 2 but gets nothing yet, every partition is still m1's
-    assert (r.error_code, r.member_epoch, m2.assigned) == (0, 2, set())
+    # group epoch 3: m2 is at epoch 3 but gets nothing yet, every partition is still m1's
+    assert (r.error_code, r.member_epoch, m2.assigned) == (0, 3, set())
     (g,) = describe(client, group)
-    assert (g.group_state, g.group_epoch, g.assignment_epoch) == ("Reconciling", 2, 2)
+    assert (g.group_state, g.group_epoch, g.assignment_epoch) == ("Reconciling", 3, 3)
     targets = {x.member_id: {p for t in x.target_assignment.topic_partitions for p in t.partitions} for x in g.members}
     assert sorted(len(v) for v in targets.values()) == [2, 2] and targets[m1.member_id] | targets[m2.member_id] == set(range(4))
-    # m1 is told to keep only its target; its epoch stays 1 until it revoked the rest
+    # m1 is told to keep only its target; its epoch stays 2 until it revoked the rest
     owned_before = set(m1.assigned)
-    r = m1.beat()
-    assert (r.member_epoch, len(m1.assigned)) == (1, 2)
+    r = m1.beat(owned=owned_before)
+    assert (r.member_epoch, len(m1.assigned)) == (2, 2)
     revoked = owned_before - m1.assigned
     # m2 still gets nothing while m1 reports owning the revoked partitions
     assert m2.beat().assignment is None and m2.assigned == set()
     m1.beat(owned=owned_before)
     assert m2.beat().assignment is None
-    # m1 reports the revocation done: it moves to epoch 2, and then m2 receives the freed partitions
+    # m1 reports the revocation done: it moves to epoch 3, and then m2 receives the freed partitions
     r = m1.beat(owned=m1.assigned)
-    assert r.member_epoch == 2
+    assert r.member_epoch == 3
     r = m2.beat()
-    assert m2.assigned == revoked and r.member_epoch == 2
+    assert m2.assigned == revoked and r.member_epoch == 3
     m1.beat(), m2.beat()
     (g,) = describe(client, group)
     assert g.group_state == "Stable"
@@ -117,10 +121,10 @@ def test_epoch_checks_fence_stale_and_future_epochs(client, topic):
     other = Member(client, group, (topic,))
     other.join()
     m.beat()  # revoke step
-    m.beat(owned=m.assigned)  # now at epoch 2, previous epoch 1
-    assert m.epoch == 2
-    assert m.beat(epoch=1, owned=m.assigned).error_code == 0
-    assert m.beat(epoch=1, owned={(topic, p) for p in range(4)}).error_code == ErrorCode.fenced_member_epoch
+    m.beat(owned=m.assigned)  # now at epoch 3, previous epoch 2
+    assert m.epoch == 3
+    assert m.beat(epoch=2, owned=m.assigned).error_code == 0
+    assert m.beat(epoch=2, owned={(topic, p) for p in range(4)}).error_code == ErrorCode.fenced_member_epoch
     stranger = Member(client, group, (topic,))
     assert stranger.beat(epoch=3, owned=set()).error_code == ErrorCode.unknown_member_id
     assert Member(client, group_name(), (topic,)).beat(epoch=1, owned=set()).error_code == ErrorCode.group_id_not_found
@@ -136,7 +140,7 @@ def test_leave_gives_the_partitions_to_the_others(client, topic):
     r = m2.leave()
     assert (r.error_code, r.member_epoch, r.member_id) == (0, -1, m2.member_id)
     r = m1.beat()
-    assert m1.assigned == {(topic, p) for p in range(4)} and r.member_epoch == 3
+    assert m1.assigned == {(topic, p) for p in range(4)} and r.member_epoch == 4
     assert m2.leave().error_code == ErrorCode.unknown_member_id
 
 
@@ -174,11 +178,11 @@ def test_range_assignor_regex_subscription_and_new_partitions(cbroker, client):
     # a new topic matching the regex and new partitions each trigger a new group epoch
     b = create_topic(cbroker.bootstrap_servers, f"{prefix}-b", 1)
     r = m.beat()
-    assert r.member_epoch == 2 and m.assigned == {(a, 0), (a, 1), (b, 0)}
+    assert r.member_epoch == 3 and m.assigned == {(a, 0), (a, 1), (b, 0)}
     admin = AdminClient({"bootstrap.servers": cbroker.bootstrap_servers})
     admin.create_partitions([NewPartitions(a, 3)])[a].result(20)
     r = m.beat()
-    assert r.member_epoch == 3 and (a, 2) in m.assigned
+    assert r.member_epoch == 4 and (a, 2) in m.assigned
 
 
 @pytest.mark.parametrize("fields,epoch,error,message", [
@@ -204,7 +208,7 @@ def test_bad_heartbeats_get_kafkas_errors_and_change_nothing(client, topic, fiel
     assert r.error_code == error
     if message:
         assert r.error_message == message
-    assert (r.member_epoch, r.assignment) == (-1, None)
+    assert (r.member_epoch, r.assignment) == (0, None)
     (g,) = describe(client, group)
     assert g.error_code == ErrorCode.group_id_not_found  # nothing was created
 
@@ -213,7 +217,7 @@ def test_v0_generates_the_member_id(client, topic):
     r = client.request(HeartbeatV0(group_id=group_name(), member_id="", member_epoch=0, instance_id=None,
                                    rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30),
                                    subscribed_topic_names=(topic,), server_assignor=None, topic_partitions=()))
-    assert r.error_code == 0 and r.member_id and r.member_epoch == 1
+    assert r.error_code == 0 and r.member_id and r.member_epoch == 2
 
 
 def _commit(client, group, topic, epoch, member_id, request=OffsetCommitRequest, part=OffsetCommitRequestPartition,
@@ -314,7 +318,7 @@ def test_session_timeout_fences_a_silent_member(tmp_path, topic):
             m.join()
             wait_until(lambda: describe(c, group)[0].group_state == "Empty", "the silent member expired", 15)
             (g,) = describe(c, group)
-            assert g.group_epoch == 2 and g.members == ()
+            assert g.group_epoch == 3 and g.members == ()
             assert m.beat().error_code == ErrorCode.unknown_member_id
 
 
@@ -330,8 +334,24 @@ def test_restart_keeps_members_epochs_and_offsets(tmp_path):
     with EmbeddedBroker(data_dir=tmp_path, config=CONFIG) as b:
         with WireClient(b.bootstrap_servers) as c:
             (g,) = describe(c, group)
-            assert (g.group_state, g.group_epoch, [x.member_id for x in g.members]) == ("Stable", 1, [member_id])
+            assert (g.group_state, g.group_epoch, [x.member_id for x in g.members]) == ("Stable", 2, [member_id])
             m.client = c
             r = m.beat()
-            assert (r.error_code, r.member_epoch) == (0, 1) and m.assigned == assigned
+            assert (r.error_code, r.member_epoch) == (0, 2) and m.assigned == assigned
             assert _fetch(c, group, m.member_id, m.epoch) == (0, {(t, 0): 7})
+
+
+def test_the_assignment_interval_holds_the_group_in_assigning(tmp_path):
+    """KIP-1263 (Kafka 4.3): a new target assignment at most once per group.consumer.assignment.interval.ms."""
+    with EmbeddedBroker(data_dir=tmp_path, config={**CONFIG, "group.consumer.assignment.interval.ms": "600000"}) as b:
+        t = create_topic(b.bootstrap_servers, "paced", 2)
+        with WireClient(b.bootstrap_servers) as c:
+            group = group_name()
+            m1, m2 = Member(c, group, (t,)), Member(c, group, (t,))
+            assert m1.join().member_epoch == 2 and len(m1.assigned) == 2  # the first assignment is at once
+            r = m2.join()
+            # the second member waits at the current assignment epoch with nothing; m1 keeps everything
+            assert (r.error_code, r.member_epoch, m2.assigned) == (0, 2, set())
+            assert m1.beat().assignment is None and len(m1.assigned) == 2
+            (g,) = describe(c, group)
+            assert (g.group_state, g.group_epoch, g.assignment_epoch) == ("Assigning", 3, 2)

@@ -12,7 +12,11 @@ Epochs, as KIP-848 names them:
   assignor changes, or a subscribed topic appears or gains partitions;
 - the **target assignment** is computed by the group's server assignor (``uniform`` by default,
   ``range``; the one most members ask for) when the group epoch is ahead of the **assignment
-  epoch**, which then takes the group epoch;
+  epoch**, which then takes the group epoch — at most once per ``group.consumer.assignment.interval.ms``
+  (1000, Kafka 4.3's KIP-1263): a heartbeat that comes sooner leaves the group ``Assigning`` and a
+  joining member starts at the current assignment epoch with nothing; the first heartbeat after
+  the interval computes it. As Kafka 4.3.1 does (observed), a new group's first member lands at
+  group epoch 2;
 - each member's **member epoch** reaches the assignment epoch through reconciliation: partitions
   the member must give up are first put in ``pending revocation`` (the member keeps its epoch and
   is told its reduced assignment); once its heartbeat reports them no longer owned (or an empty
@@ -97,6 +101,8 @@ class ConsumerMember:
     state: str = M_STABLE
     assigned: set[TopicPartition] = field(default_factory=set)
     pending_revocation: set[TopicPartition] = field(default_factory=set)
+    #: KIP-1251: the member epoch at which each owned partition was given to the member
+    assignment_epochs: dict[TopicPartition, int] = field(default_factory=dict)
     session_timer: asyncio.TimerHandle | None = None
     revocation_timer: asyncio.TimerHandle | None = None
 
@@ -111,7 +117,8 @@ class ConsumerMember:
                 "topic_regex": self.topic_regex, "server_assignor": self.server_assignor,
                 "member_epoch": self.member_epoch, "previous_member_epoch": self.previous_member_epoch,
                 "state": self.state, "assigned": sorted(self.assigned),
-                "pending_revocation": sorted(self.pending_revocation)}
+                "pending_revocation": sorted(self.pending_revocation),
+                "assignment_epochs": sorted([t, p, e] for (t, p), e in self.assignment_epochs.items())}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ConsumerMember":
@@ -120,7 +127,8 @@ class ConsumerMember:
                    tuple(d.get("topic_names", ())), d.get("topic_regex"), d.get("server_assignor"),
                    int(d["member_epoch"]), int(d.get("previous_member_epoch", -1)), d.get("state", M_STABLE),
                    {(t, int(p)) for t, p in d.get("assigned", ())},
-                   {(t, int(p)) for t, p in d.get("pending_revocation", ())})
+                   {(t, int(p)) for t, p in d.get("pending_revocation", ())},
+                   {(t, int(p)): int(e) for t, p, e in d.get("assignment_epochs", ())})
 
 
 @dataclass
@@ -135,6 +143,7 @@ class ConsumerGroup:
     target: dict[str, set[TopicPartition]] = field(default_factory=dict)
     subscribed_partitions: dict[str, int] = field(default_factory=dict)  # topic -> count seen by the last epoch
     state_timestamp_ms: int = -1
+    last_assignment_ms: int = -1  # when the target assignment was last computed (not persisted)
     dead: bool = False
 
     @property
@@ -267,6 +276,10 @@ class ConsumerGroupCoordinator:
     def heartbeat_interval_ms(self) -> int:
         return self.config.get_int("group.consumer.heartbeat.interval.ms")
 
+    @property
+    def assignment_interval_ms(self) -> int:
+        return self.config.get_int("group.consumer.assignment.interval.ms")
+
     # -- loading ------------------------------------------------------------------------------
     def load(self, records: Mapping[str, dict]) -> None:
         """Restore the groups persisted in ``__consumer_offsets``; each member gets a fresh session timer."""
@@ -371,7 +384,9 @@ class ConsumerGroupCoordinator:
             self.classic.groups.pop(group_id, None)
             if self.classic.offsets.loaded_groups.get(group_id) is not None:
                 self.classic.offsets.store_group(group_id, None, now_ms())
-        group = self.groups[group_id] = ConsumerGroup(group_id, state_timestamp_ms=now_ms())
+        # Kafka 4.3.1's first member of a new group gets epoch 2 (observed; see the module docstring)
+        group = self.groups[group_id] = ConsumerGroup(group_id, group_epoch=1, assignment_epoch=1,
+                                                      state_timestamp_ms=now_ms())
         return group
 
     def heartbeat(self, version: int, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
@@ -395,7 +410,7 @@ class ConsumerGroupCoordinator:
             group = self._group_for(group_id, create=member_epoch == 0)
             member, joined = self._member_for(group, member_id, member_epoch, instance_id, owned)
         except HeartbeatError as e:
-            return HeartbeatResult(e.error_code, str(e), member_epoch=-1, heartbeat_interval_ms=0)
+            return HeartbeatResult(e.error_code, str(e), member_epoch=0, heartbeat_interval_ms=0)
         before = (set(member.assigned), member.member_epoch, member.state)
         changed = joined
         updates = {"client_id": client_id, "client_host": client_host}
@@ -417,7 +432,10 @@ class ConsumerGroupCoordinator:
             group.group_epoch += 1
             group.subscribed_partitions = partitions
             group.state_timestamp_ms = now_ms()
-        if group.group_epoch > group.assignment_epoch:
+        now = now_ms()
+        if group.group_epoch > group.assignment_epoch and (
+                group.last_assignment_ms < 0 or now - group.last_assignment_ms >= self.assignment_interval_ms):
+            group.last_assignment_ms = now
             previous = {m: set(tps) for m, tps in group.target.items()}
             group.target = assignors.assign(group.assignor(self.assignor_names[0]), members, partitions, previous)
             group.assignment_epoch = group.group_epoch
@@ -499,6 +517,7 @@ class ConsumerGroupCoordinator:
         """A member rejoining with epoch 0 owns nothing any more."""
         member.assigned.clear()
         member.pending_revocation.clear()
+        member.assignment_epochs.clear()
         member.state = M_STABLE
         member.previous_member_epoch, member.member_epoch = member.member_epoch, 0
         self._cancel_revocation(member)
@@ -529,6 +548,10 @@ class ConsumerGroupCoordinator:
             member.previous_member_epoch, member.member_epoch = member.member_epoch, group.assignment_epoch
         member.assigned = target - busy
         member.state = M_UNRELEASED if target - member.assigned else M_STABLE
+        for tp in member.assigned:
+            member.assignment_epochs.setdefault(tp, member.member_epoch)
+        for tp in set(member.assignment_epochs) - member.owned():
+            del member.assignment_epochs[tp]
 
     def _leave(self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None) -> HeartbeatResult:
         group = self._group_for(group_id, create=False)
@@ -556,20 +579,27 @@ class ConsumerGroupCoordinator:
 
     # -- shared APIs ----------------------------------------------------------------------------
     def validate_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int,
-                               api_version: int, transactional: bool = False) -> int:
-        """Kafka's ``ConsumerGroup.validateOffsetCommit``: NONE, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION
-        (a KIP-848 member must use OffsetCommit v9+) or STALE_MEMBER_EPOCH."""
+                               api_version: int, transactional: bool = False
+                               ) -> tuple[int, dict[TopicPartition, int] | None]:
+        """Kafka 4.3's ``ConsumerGroup.validateOffsetCommit``: ``(error, partition epochs)``; the error is
+        NONE, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION (a KIP-848 member must use OffsetCommit v9+) or
+        STALE_MEMBER_EPOCH (an epoch ahead of the member's). For an epoch behind the member's, the
+        partition epochs are returned: a partition may be committed only when the member still owns
+        it and got it at that epoch or before (KIP-1251), else STALE_MEMBER_EPOCH for that partition;
+        None means every partition may be committed."""
         if member_epoch < 0 and not group.members:
-            return ErrorCode.none  # admin / manual-assignment commits into an empty group
+            return ErrorCode.none, None  # admin / manual-assignment commits into an empty group
         member = group.members.get(member_id)
         if member is None:
-            return ErrorCode.unknown_member_id
+            return ErrorCode.unknown_member_id, None
         if not transactional and api_version < 9:
-            return ErrorCode.unsupported_version
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
+            return ErrorCode.unsupported_version, None
+        if member_epoch > member.member_epoch:
+            return ErrorCode.stale_member_epoch, None
         self._arm_session(group, member)
-        return ErrorCode.none
+        if member_epoch < member.member_epoch:
+            return ErrorCode.none, {tp: e for tp, e in member.assignment_epochs.items() if e <= member_epoch}
+        return ErrorCode.none, None
 
     def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
         """Kafka's ``ConsumerGroup.validateOffsetFetch`` (OffsetFetch v9+ with a member): NONE,

@@ -696,14 +696,17 @@ class GroupCoordinator:
         FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS, INVALID_COMMIT_OFFSET_SIZE,
         COORDINATOR_NOT_AVAILABLE. For a KIP-848 group ``generation`` is the member epoch
         (:meth:`ConsumerGroupCoordinator.validate_offset_commit`: UNKNOWN_MEMBER_ID,
-        UNSUPPORTED_VERSION below v9, STALE_MEMBER_EPOCH). Nothing of another group is touched in any case.
+        UNSUPPORTED_VERSION below v9, STALE_MEMBER_EPOCH; with an older epoch, per partition as KIP-1251).
+        Nothing of another group is touched in any case.
         """
         if not group_id:
             return {tp: ErrorCode.invalid_group_id for tp in offsets}
         consumer_group = self.consumer.groups.get(group_id)
         group = self.groups.get(group_id)
+        committable = None  # KIP-1251: the partitions a commit with an older member epoch may carry
         if consumer_group is not None:
-            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, api_version)
+            error, committable = self.consumer.validate_offset_commit(consumer_group, member_id, generation,
+                                                                      api_version)
         else:
             if group is None:
                 if generation >= 0:
@@ -718,6 +721,8 @@ class GroupCoordinator:
         for (topic, partition), value in offsets.items():
             if not self.replica_manager.has_partition(topic, partition):
                 errors[(topic, partition)] = ErrorCode.unknown_topic_or_partition
+            elif committable is not None and (topic, partition) not in committable:
+                errors[(topic, partition)] = ErrorCode.stale_member_epoch
             elif len((value.metadata or "").encode()) > max_metadata:
                 errors[(topic, partition)] = ErrorCode.offset_metadata_too_large
             else:

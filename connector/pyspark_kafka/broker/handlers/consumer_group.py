@@ -36,7 +36,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request) -> dict:
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available,
-                "error_message": "__consumer_offsets cannot be loaded", "member_id": None, "member_epoch": -1,
+                "error_message": "__consumer_offsets cannot be loaded", "member_id": None, "member_epoch": 0,
                 "heartbeat_interval": 0, "assignment": None}
     cgc = coordinator.consumer
     owned = None
