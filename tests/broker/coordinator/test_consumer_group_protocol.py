@@ -199,7 +199,9 @@ def test_range_assignor_regex_subscription_and_new_partitions(cbroker, client):
     ({}, -3, ErrorCode.invalid_request, "MemberEpoch is invalid."),
     ({"server_assignor": "sticky"}, 0, ErrorCode.unsupported_assignor,
      "ServerAssignor sticky is not supported. Supported assignors: uniform, range."),
-    ({"subscribed_topic_regex": "a(b"}, 0, ErrorCode.invalid_regular_expression, None),
+    ({"subscribed_topic_regex": "a(b"}, 0, ErrorCode.invalid_regular_expression,
+     "SubscribedTopicRegex 'a(b' is not a valid RE2 regular expression: missing ): a(b"),
+    ({"subscribed_topic_regex": r"(a)\1"}, 0, ErrorCode.invalid_regular_expression, None),  # no backreferences
 ])
 def test_bad_heartbeats_get_kafkas_errors_and_change_nothing(client, topic, fields, epoch, error, message):
     group = group_name()
@@ -211,6 +213,16 @@ def test_bad_heartbeats_get_kafkas_errors_and_change_nothing(client, topic, fiel
     assert (r.member_epoch, r.assignment) == (0, None)
     (g,) = describe(client, group)
     assert g.error_code == ErrorCode.group_id_not_found  # nothing was created
+
+
+def test_a_backtracking_regex_cannot_stall_the_broker(cbroker, client):
+    # (a+)+b over a 249-character name of a's takes exponential time in a backtracking engine;
+    # RE2 (as Kafka's RE2J) answers in linear time; a stalled broker fails the client's 20 s socket timeout
+    create_topic(cbroker.bootstrap_servers, "a" * 249, 1)
+    m = Member(client, group_name(), None, regex="(a+)+b")
+    assert m.join().error_code == 0 and m.assigned == set()
+    other = Member(client, group_name(), None, regex="a+")
+    assert other.join().error_code == 0 and other.assigned == {("a" * 249, 0)}
 
 
 def test_v0_generates_the_member_id(client, topic):

@@ -54,10 +54,12 @@ target assignment, current assignment, ...); see docs/consumer-groups-broker.md.
 from __future__ import annotations
 
 import asyncio
-import re
+import functools
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
+
+import re2
 
 from pyspark_kafka.broker.clock import now_ms
 from pyspark_kafka.broker.coordinator import assignors
@@ -77,6 +79,15 @@ STATIC_LEAVE_EPOCH = -2
 M_STABLE, M_UNREVOKED, M_UNRELEASED = "stable", "unrevoked_partitions", "unreleased_partitions"
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_topic_regex(pattern: str):
+    """``SubscribedTopicRegex`` compiled with RE2 (Kafka uses RE2J: linear time, so a member's regex can
+    never stall the broker; no backreferences or lookaround). Raises ``re2.error`` when invalid."""
+    return re2.compile(pattern, _RE2_OPTIONS)
 
 
 @dataclass
@@ -242,10 +253,12 @@ def validate_heartbeat(version: int, group_id: str, member_id: str, member_epoch
                              f"Supported assignors: {', '.join(supported)}.")
     if topic_regex is not None:
         try:
-            re.compile(topic_regex)
-        except re.error as e:
+            compile_topic_regex(topic_regex)
+        except re2.error as e:
+            cause = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
             raise HeartbeatError(ErrorCode.invalid_regular_expression,
-                                 f"SubscribedTopicRegex {topic_regex!r} is not a valid regular expression: {e}") from None
+                                 f"SubscribedTopicRegex {topic_regex!r} is not a valid RE2 regular expression: "
+                                 f"{cause}") from None
 
 
 class ConsumerGroupCoordinator:
@@ -303,7 +316,7 @@ class ConsumerGroupCoordinator:
             if info is not None:
                 out[name] = info.num_partitions
         if member.topic_regex is not None:
-            pattern = re.compile(member.topic_regex)
+            pattern = compile_topic_regex(member.topic_regex)
             for name, info in logs.topics().items():
                 if name not in INTERNAL_TOPICS and pattern.fullmatch(name):
                     out[name] = info.num_partitions
