@@ -79,6 +79,8 @@ STATIC_LEAVE_EPOCH = -2
 M_STABLE, M_UNREVOKED, M_UNRELEASED = "stable", "unrevoked_partitions", "unreleased_partitions"
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+#: a group id is an int16-length string in the ``__consumer_offsets`` record keys
+MAX_GROUP_ID_BYTES = 32767
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
 
@@ -231,6 +233,9 @@ def validate_heartbeat(version: int, group_id: str, member_id: str, member_epoch
         raise invalid("MemberId can't be empty.")
     if group_id == "":
         raise invalid("GroupId can't be empty.")
+    if len(group_id.encode()) > MAX_GROUP_ID_BYTES:
+        raise HeartbeatError(ErrorCode.invalid_group_id, f"GroupId is {len(group_id.encode())} bytes; "
+                             f"__consumer_offsets keys hold at most {MAX_GROUP_ID_BYTES}.")
     if instance_id == "":
         raise invalid("InstanceId can't be empty.")
     if rack_id == "":
