@@ -300,7 +300,8 @@ class ConsumerGroupCoordinator:
 
     # -- loading ------------------------------------------------------------------------------
     def load(self, records: Mapping[str, dict]) -> None:
-        """Restore the groups persisted in ``__consumer_offsets``; each member gets a fresh session timer."""
+        """Restore the groups persisted in ``__consumer_offsets``; each member gets a fresh session timer
+        (and a member still revoking a fresh rebalance timer)."""
         self.groups.clear()
         for group_id, data in records.items():
             try:
@@ -311,6 +312,8 @@ class ConsumerGroupCoordinator:
             self.groups[group_id] = group
             for member in group.members.values():
                 self._arm_session(group, member)
+                if member.state == M_UNREVOKED:
+                    self._arm_revocation(group, member)
 
     # -- topics -------------------------------------------------------------------------------
     def _topic_partitions(self, member: ConsumerMember) -> dict[str, int]:
