@@ -3,7 +3,7 @@ and on Apache Kafka (one node from Maven Central's jars), compared field by fiel
 
 A field that differs fails the test unless it is in :data:`PINNED` (field -> embedded value,
 Apache Kafka value, reason), the deliberate differences also listed in docs/testing.md
-("Differences found between the embedded broker and Apache Kafka"). About 40 s here.
+("Differences found between the embedded broker and Apache Kafka"). About a minute here.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def embedded_cluster(tmp_path_factory):
     from pyspark_kafka.broker import EmbeddedBroker
 
     # Apache Kafka's test settings (TEST_DEFAULTS) have no initial rebalance delay either
-    config = {**C.EMBEDDED_CONFIG, "group.initial.rebalance.delay.ms": "0"}
+    config = {**C.EMBEDDED_CONFIG, **D.EMBEDDED_CONFIG, "group.initial.rebalance.delay.ms": "0"}
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("differential"), config=config) as broker:
         bootstrap = broker.bootstrap_servers
         yield C.Cluster("embedded", bootstrap, C.api_versions(bootstrap), broker)

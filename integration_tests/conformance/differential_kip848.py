@@ -45,6 +45,29 @@ def _wait_coordinator(client, *groups: str) -> None:
             time.sleep(0.2)
 
 
+def _java_rebalance(cluster: C.Cluster, java) -> dict:
+    """Two Java members (``group.protocol=consumer``) of a 4-partition topic: the first owns all, the two
+    split them, the first gets all back when the second leaves; the split's invariants."""
+    from integration_tests.conformance.scenarios import wait_until
+    from support.wire import WireClient
+
+    topic, group, everything = cluster.create_topic(4, prefix="differential"), f"differential-{uuid.uuid4().hex[:8]}", {0, 1, 2, 3}
+    with WireClient(cluster.bootstrap) as c:
+        _wait_coordinator(c, group)
+    split: dict = {}
+    with java.group_member(topic, group) as a:
+        wait_until(lambda: a.assignment() == everything, "the first Java member to own all 4 partitions", WAIT_S)
+        with java.group_member(topic, group) as b:
+            def settled() -> bool:
+                pa, pb = a.assignment(), b.assignment()
+                return bool(pa) and bool(pb) and (pa | pb) == everything and not (pa & pb)
+            wait_until(settled, "the two Java members to split the partitions", WAIT_S)
+            split = _invariants([{(topic, p) for p in a.assignment()}, {(topic, p) for p in b.assignment()}],
+                                {(topic, p) for p in everything})
+        wait_until(lambda: a.assignment() == everything, "the first Java member to get all back", WAIT_S)
+    return {"split": split, "all_back": True}
+
+
 def consumer_groups(cluster: C.Cluster) -> dict:
     """Epochs, states, the revocation step, fencing, leave, static leave, offsets by member epoch, the
     shared group APIs on a consumer group, bad heartbeats' errors, and Java client consumption."""
@@ -186,6 +209,10 @@ def consumer_groups(cluster: C.Cluster) -> dict:
         static["old_member_id"] = s.beat().error_code
         static["unreleased"] = Member(c, static_group, (topic,), instance_id="instance-a").join().error_code
         static["after"] = state(static_group)[:2] + state(static_group)[4:]
+        (gd,) = describe(c, static_group)
+        static["members"] = sorted(([x.member_type, x.client_id, x.client_host, len(x.subscribed_topic_names),
+                                     x.subscribed_topic_regex, x.rack_id, x.instance_id] for x in gd.members),
+                                   key=lambda row: str(row))
         back.leave(), d.leave()
         out["static"] = static
 
@@ -224,4 +251,5 @@ def consumer_groups(cluster: C.Cluster) -> dict:
         out["java_client"] = {"records": len(got), "committed": sorted([p.partition_index, p.committed_offset]
                                                                        for t in g.topics for p in t.partitions),
                               "state_after_close": desc.group_state, "within_wait": time.monotonic() - t0 < WAIT_S}
+        out["java_client"]["rebalance"] = _java_rebalance(cluster, java)
     return out

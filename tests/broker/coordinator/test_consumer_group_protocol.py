@@ -266,6 +266,35 @@ def test_offsets_use_the_member_epoch(client, topic):
     assert _commit(client, group, topic, -1, "") == 0  # an empty group takes admin commits
 
 
+def test_an_older_epoch_commits_only_partitions_owned_since_then(client, topic):
+    """KIP-1251 (Kafka 4.3): a commit with an older member epoch is accepted per partition when the member
+    has owned the partition since that epoch; partitions it got later get STALE_MEMBER_EPOCH."""
+    group = group_name()
+    m1, m2 = Member(client, group, (topic,)), Member(client, group, (topic,))
+    m1.join()
+    m2.join()
+    owned = set(m1.assigned)
+    m1.beat(owned=owned)  # told to revoke
+    m1.beat(owned=m1.assigned)  # revoked: epoch 3, keeps 2 partitions it has had since epoch 2
+    m2.beat()  # m2 gets the freed partitions at epoch 3
+    assert (m1.epoch, m2.epoch, len(m2.assigned)) == (3, 3, 2)
+    kept, given = min(p for _, p in m1.assigned), min(p for _, p in m2.assigned)
+
+    def commit(member, epoch, partition):
+        r = client.request(OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=epoch, member_id=member.member_id, group_instance_id=None,
+            topics=(OffsetCommitRequestTopic(name=topic, partitions=tuple(OffsetCommitRequestPartition(
+                partition_index=p, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")
+                for p in partition)),)))
+        return [p.error_code for p in r.topics[0].partitions]
+
+    assert commit(m1, 2, [kept]) == [0]
+    assert commit(m2, 2, [given]) == [ErrorCode.stale_member_epoch]
+    assert commit(m1, 2, [kept, given]) == [0, ErrorCode.stale_member_epoch]  # per partition
+    assert commit(m1, 1, [kept]) == [ErrorCode.stale_member_epoch]
+    assert _fetch(client, group)[1] == {(topic, kept): 1}
+
+
 def test_shared_group_apis(client, topic):
     group = group_name()
     m = Member(client, group, (topic,))

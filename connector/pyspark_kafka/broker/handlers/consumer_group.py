@@ -81,7 +81,7 @@ def _describe(coordinator, group_id: str) -> dict:
             "members": [{
                 "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                 "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
-                "subscribed_topic_names": list(m.topic_names), "subscribed_topic_regex": m.topic_regex,
+                "subscribed_topic_names": list(m.topic_names), "subscribed_topic_regex": m.topic_regex or "",
                 "assignment": {"topic_partitions": _by_topic_id(cgc, m.assigned)},
                 "target_assignment": {"topic_partitions": _by_topic_id(cgc, group.target.get(m.member_id, ()))},
                 "member_type": CONSUMER_MEMBER_TYPE,
