@@ -26,6 +26,11 @@ from kio.schema.offset_commit.v9.request import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
+from kio.schema.offset_delete.v0.request import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
 from kio.schema.offset_fetch.v9.request import OffsetFetchRequest, OffsetFetchRequestGroup
 
 from pyspark_kafka.broker import EmbeddedBroker
@@ -316,6 +321,10 @@ def test_shared_group_apis(client, topic):
     (res,) = client.request(DeleteGroupsRequest(groups_names=(group,))).results
     assert res.error_code == ErrorCode.non_empty_group
     _commit(client, group, topic, m.epoch, m.member_id)
+    delete = OffsetDeleteRequest(group_id=group, topics=(OffsetDeleteRequestTopic(
+        name=topic, partitions=(OffsetDeleteRequestPartition(partition_index=0),)),))
+    r = client.request(delete)
+    assert (r.error_code, r.topics[0].partitions[0].error_code) == (0, ErrorCode.group_subscribed_to_topic)
     m.leave()
     (g,) = describe(client, group)
     assert (g.group_state, g.members) == ("Empty", ())

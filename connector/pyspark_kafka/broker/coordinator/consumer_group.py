@@ -330,7 +330,8 @@ class ConsumerGroupCoordinator:
                     out[name] = info.num_partitions
         return out
 
-    def _subscriptions(self, group: ConsumerGroup) -> tuple[dict[str, frozenset[str]], dict[str, int]]:
+    def subscriptions(self, group: ConsumerGroup) -> tuple[dict[str, frozenset[str]], dict[str, int]]:
+        """``({member_id: subscribed topics that exist}, {topic: partition count})``, regexes resolved now."""
         members: dict[str, frozenset[str]] = {}
         partitions: dict[str, int] = {}
         for m in group.members.values():
@@ -448,7 +449,7 @@ class ConsumerGroupCoordinator:
                 changed = True
         if topic_regex == "" and member.topic_regex == "":  # an empty regex clears the regex subscription
             member.topic_regex = None
-        members, partitions = self._subscriptions(group)
+        members, partitions = self.subscriptions(group)
         if changed or partitions != group.subscribed_partitions:
             group.group_epoch += 1
             group.subscribed_partitions = partitions

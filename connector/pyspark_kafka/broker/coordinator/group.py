@@ -774,7 +774,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         subscribed: set[str] = set()
         if consumer_group is not None:
-            subscribed = set().union(*self.consumer._subscriptions(consumer_group)[0].values())
+            subscribed = set().union(*self.consumer.subscriptions(consumer_group)[0].values())
         elif group is None or group.state == DEAD:
             return ErrorCode.group_id_not_found, {}
         elif group.state != EMPTY:
