@@ -102,7 +102,7 @@ def consumer_groups(cluster: C.Cluster) -> dict:
 
         group = f"differential-{uuid.uuid4().hex[:8]}"
         static_group = f"differential-{uuid.uuid4().hex[:8]}"
-        other_groups = [f"differential-{uuid.uuid4().hex[:8]}" for _ in range(10)]
+        other_groups = [f"differential-{uuid.uuid4().hex[:8]}" for _ in range(13)]
         _wait_coordinator(c, group, static_group, *other_groups)
         m1, m2 = Member(c, group, (topic,)), Member(c, group, (topic,))
         steps = {"m1_join": hb(m1, m1.join()), "m1_beat": hb(m1, m1.beat()), "after_m1": state(group)}
@@ -231,6 +231,21 @@ def consumer_groups(cluster: C.Cluster) -> dict:
             r = Member(c, other_groups[i], (topic,)).request(epoch, set(), first=True, **fields)
             bad[name] = [r.error_code, r.member_epoch]
         out["bad_heartbeats"] = bad
+
+        # the group epoch a first member lands at (Kafka 4.3.1: 2 with a subscription, 1 without; an
+        # existing Empty group: +1)
+        first = {}
+        r = Member(c, other_groups[10], ("no-such-topic",)).join()
+        first["missing_topic"] = [r.error_code, r.member_epoch, describe(c, other_groups[10])[0].group_epoch]
+        r = Member(c, other_groups[11], ()).join()
+        first["empty_subscription"] = [r.error_code, r.member_epoch]
+        gone = Member(c, other_groups[12], (topic,))
+        gone.join()
+        gone.leave()
+        (g,) = describe(c, other_groups[12])
+        r = Member(c, other_groups[12], (topic,)).join()
+        first["left_then_rejoined"] = [g.group_state, g.group_epoch, r.error_code, describe(c, other_groups[12])[0].group_epoch]
+        out["first_member_epochs"] = first
 
     from integration_tests.conformance.drivers.java_client import JavaClientDriver, unavailable
     from integration_tests.helpers import produce

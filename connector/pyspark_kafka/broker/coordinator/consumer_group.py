@@ -16,7 +16,7 @@ Epochs, as KIP-848 names them:
   (1000, Kafka 4.3's KIP-1263): a heartbeat that comes sooner leaves the group ``Assigning`` and a
   joining member starts at the current assignment epoch with nothing; the first heartbeat after
   the interval computes it. As Kafka 4.3.1 does (observed), a new group's first member lands at
-  group epoch 2;
+  group epoch 2 when it subscribes to something (1 with an empty subscription);
 - each member's **member epoch** reaches the assignment epoch through reconciliation: partitions
   the member must give up are first put in ``pending revocation`` (the member keeps its epoch and
   is told its reduced assignment); once its heartbeat reports them no longer owned (or an empty
@@ -406,9 +406,7 @@ class ConsumerGroupCoordinator:
             self.classic.groups.pop(group_id, None)
             if self.classic.offsets.loaded_groups.get(group_id) is not None:
                 self.classic.offsets.store_group(group_id, None, now_ms())
-        # Kafka 4.3.1's first member of a new group gets epoch 2 (observed; see the module docstring)
-        group = self.groups[group_id] = ConsumerGroup(group_id, group_epoch=1, assignment_epoch=1,
-                                                      state_timestamp_ms=now_ms())
+        group = self.groups[group_id] = ConsumerGroup(group_id, state_timestamp_ms=now_ms())
         return group
 
     def heartbeat(self, version: int, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
@@ -430,6 +428,7 @@ class ConsumerGroupCoordinator:
             if version == 0 and member_epoch == 0 and not member_id:
                 member_id = str(uuid.uuid4())
             group = self._group_for(group_id, create=member_epoch == 0)
+            new_group = group.group_epoch == 0 and not group.members
             member, joined = self._member_for(group, member_id, member_epoch, instance_id, owned)
         except HeartbeatError as e:
             return HeartbeatResult(e.error_code, str(e), member_epoch=0, heartbeat_interval_ms=0)
@@ -451,7 +450,9 @@ class ConsumerGroupCoordinator:
             member.topic_regex = None
         members, partitions = self.subscriptions(group)
         if changed or partitions != group.subscribed_partitions:
-            group.group_epoch += 1
+            # Kafka 4.3.1 (observed): the first member of a new group that subscribes to something lands at
+            # group epoch 2, one with an empty subscription at 1; later changes bump by one
+            group.group_epoch += 2 if new_group and (member.topic_names or member.topic_regex) else 1
             group.subscribed_partitions = partitions
             group.state_timestamp_ms = now_ms()
         now = now_ms()
