@@ -102,7 +102,7 @@ def consumer_groups(cluster: C.Cluster) -> dict:
 
         group = f"differential-{uuid.uuid4().hex[:8]}"
         static_group = f"differential-{uuid.uuid4().hex[:8]}"
-        other_groups = [f"differential-{uuid.uuid4().hex[:8]}" for _ in range(13)]
+        other_groups = [f"differential-{uuid.uuid4().hex[:8]}" for _ in range(14)]
         _wait_coordinator(c, group, static_group, *other_groups)
         m1, m2 = Member(c, group, (topic,)), Member(c, group, (topic,))
         steps = {"m1_join": hb(m1, m1.join()), "m1_beat": hb(m1, m1.beat()), "after_m1": state(group)}
@@ -246,6 +246,26 @@ def consumer_groups(cluster: C.Cluster) -> dict:
         r = Member(c, other_groups[12], (topic,)).join()
         first["left_then_rejoined"] = [g.group_state, g.group_epoch, r.error_code, describe(c, other_groups[12])[0].group_epoch]
         out["first_member_epochs"] = first
+
+        # a regex subscription: its partitions, then those of a new matching topic (Kafka resolves
+        # regexes in the background and sees new topics within ~10 s: polled, bounded; sizes compared)
+        prefix = f"rx{uuid.uuid4().hex[:6]}"
+        regex_topic = cluster.create_topic(2, prefix=prefix)
+        rm = Member(c, other_groups[13], None, regex=f"{prefix}-.*")
+        rm.join()
+
+        def poll(count: int) -> int:
+            deadline = time.monotonic() + WAIT_S
+            while len(rm.assigned) < count and time.monotonic() < deadline:
+                time.sleep(0.2)
+                rm.beat()
+            return len(rm.assigned)
+
+        regex = {"first_topic": poll(2)}
+        cluster.create_topic(1, prefix=prefix)
+        regex["new_topic"] = poll(3)
+        regex["topics"] = len({t for t, _ in rm.assigned}), regex_topic in {t for t, _ in rm.assigned}
+        out["regex"] = regex
 
     from integration_tests.conformance.drivers.java_client import JavaClientDriver, unavailable
     from integration_tests.helpers import produce
