@@ -103,3 +103,62 @@ def test_regex_subscription_picks_up_a_new_topic(kbroker):
         poll_into([c], seen, lambda: {tp.topic for tp in c.assignment()} == {first, second}, "the new topic assigned")
     finally:
         c.close()
+
+
+def test_member_survives_a_broker_sigkill(tmp_path):
+    """The group's state is in __consumer_offsets: after a SIGKILL (no snapshot: the log is replayed) and a
+    restart on the same port, a group is back with its members and epochs (a raw member that sends
+    nothing shows it), a live librdkafka member goes on with its partitions (nothing re-read), and the
+    commits are kept."""
+    import socket
+
+    from confluent_kafka import TopicPartition
+
+    from support.broker_process import BrokerProcess
+    from support.consumer_groups import Member, describe
+    from support.wire import WireClient
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = {"group.consumer.heartbeat.interval.ms": "300"}
+    first = BrokerProcess(tmp_path / "data", port=port, config=config)
+    c = None
+    try:
+        bs = first.bootstrap
+        topic = create_topic(bs, "kip848-restart", PARTITIONS)
+        produce(bs, topic, [f"a{i}" for i in range(60)])
+        c = consumer(bs, "kip848-restart", **{"reconnect.backoff.max.ms": 500})
+        c.subscribe([topic])
+        seen: list = []
+        poll_into([c], seen, lambda: len(seen) >= 60, "the first 60 records")
+        admin = AdminClient({"bootstrap.servers": bs})
+        before = admin.describe_consumer_groups(["kip848-restart"])["kip848-restart"].result(20)
+        with WireClient(bs) as w:
+            silent = Member(w, "kip848-silent", (topic,))
+            silent.join()
+        first.kill()
+        second = BrokerProcess(tmp_path / "data", port=port, config=config)
+        try:
+            with WireClient(bs) as w:
+                (g,) = describe(w, "kip848-silent")
+                assert (g.group_state, [(m.member_id, m.member_epoch) for m in g.members]) == (
+                    "Stable", [(silent.member_id, silent.epoch)])
+            produce(bs, topic, [f"b{i}" for i in range(12)])
+            poll_into([c], seen, lambda: len(seen) >= 72, "the 12 records written after the restart")
+            for _ in range(3):
+                assert c.poll(0.2) is None
+            assert sorted(v for _, _, v in seen) == sorted([f"a{i}" for i in range(60)] + [f"b{i}" for i in range(12)])
+            admin = AdminClient({"bootstrap.servers": bs})  # referenced until the future resolves
+            after = admin.describe_consumer_groups(["kip848-restart"])["kip848-restart"].result(20)
+            assert [m.member_id for m in after.members] == [m.member_id for m in before.members]
+            committed = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=20)
+            assert sum(tp.offset for tp in committed) == 72
+            c.close()
+            c = None
+        finally:
+            second.kill()
+    finally:
+        if c is not None:
+            c.close()
+        first.kill()
