@@ -120,6 +120,7 @@ class ConsumerMember:
     revocation_timer: asyncio.TimerHandle | None = None
 
     def owned(self) -> set[TopicPartition]:
+        """Partitions the member may still hold: assigned plus pending revocation."""
         return self.assigned | self.pending_revocation
 
     def as_dict(self) -> dict:
@@ -135,6 +136,7 @@ class ConsumerMember:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ConsumerMember":
+        """The member of an :meth:`as_dict` dict (KeyError/TypeError/ValueError when malformed)."""
         return cls(d["member_id"], d.get("instance_id"), d.get("rack_id"), d.get("client_id", ""),
                    d.get("client_host", ""), int(d.get("rebalance_timeout_ms", 300_000)),
                    tuple(d.get("topic_names", ())), d.get("topic_regex"), d.get("server_assignor"),
@@ -161,6 +163,7 @@ class ConsumerGroup:
 
     @property
     def state(self) -> str:
+        """Kafka's ``ConsumerGroupState`` name: Empty, Assigning, Reconciling, Stable or Dead."""
         if self.dead:
             return DEAD
         if not self.members:
@@ -183,6 +186,7 @@ class ConsumerGroup:
         return max(sorted(counts), key=lambda a: counts[a])
 
     def as_dict(self) -> dict:
+        """The persisted, JSON-able form (without timers and the assignment interval's clock)."""
         return {"group_epoch": self.group_epoch, "assignment_epoch": self.assignment_epoch,
                 "members": [m.as_dict() for m in self.members.values()],
                 "target": {m: sorted(tps) for m, tps in self.target.items()},
@@ -190,6 +194,7 @@ class ConsumerGroup:
 
     @classmethod
     def from_dict(cls, group_id: str, d: dict) -> "ConsumerGroup":
+        """The group of an :meth:`as_dict` dict (KeyError/TypeError/ValueError when malformed)."""
         group = cls(group_id, int(d["group_epoch"]), int(d["assignment_epoch"]),
                     target={m: {(t, int(p)) for t, p in tps} for m, tps in d.get("target", {}).items()},
                     subscribed_partitions={t: int(n) for t, n in d.get("subscribed_partitions", {}).items()},
@@ -288,14 +293,17 @@ class ConsumerGroupCoordinator:
 
     @property
     def session_timeout_ms(self) -> int:
+        """``group.consumer.session.timeout.ms`` (ms; Kafka's default 45000)."""
         return self.config.get_int("group.consumer.session.timeout.ms")
 
     @property
     def heartbeat_interval_ms(self) -> int:
+        """``group.consumer.heartbeat.interval.ms`` (ms; Kafka's default 5000), sent in every answer."""
         return self.config.get_int("group.consumer.heartbeat.interval.ms")
 
     @property
     def assignment_interval_ms(self) -> int:
+        """``group.consumer.assignment.interval.ms`` (ms; Kafka 4.3's default 1000, KIP-1263)."""
         return self.config.get_int("group.consumer.assignment.interval.ms")
 
     # -- loading ------------------------------------------------------------------------------
@@ -341,10 +349,12 @@ class ConsumerGroupCoordinator:
         return members, partitions
 
     def topic_id(self, topic: str) -> uuid.UUID | None:
+        """The id of ``topic`` (None when it does not exist)."""
         info = self.replica_manager.logs.topic(topic)
         return None if info is None else info.topic_id
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with ``topic_id`` (None when unknown)."""
         return self.replica_manager.topic_name(topic_id)
 
     # -- timers ---------------------------------------------------------------------------------
