@@ -95,6 +95,13 @@ def test_range_contiguous_ranges_sorted_by_member_id():
     assert result == {"a": {("t", 0), ("t", 1), ("t", 2)}, "b": {("t", 3), ("t", 4)}, "c": {("t", 5), ("t", 6)}}
 
 
+def test_range_puts_static_members_first_by_instance_id():
+    # Kafka's RangeAssignor.sortMemberIds: static members (by instance id) before dynamic ones (by member id)
+    members = {"a": frozenset({"t"}), "b": frozenset({"t"}), "z": frozenset({"t"})}
+    result = range_assign(members, {"t": 5}, {"a": None, "b": "instance-2", "z": "instance-1"})
+    assert result == {"z": {("t", 0), ("t", 1)}, "b": {("t", 2), ("t", 3)}, "a": {("t", 4)}}
+
+
 def test_range_co_partitions_topics_of_the_same_size():
     members = {"m1": frozenset({"a", "b"}), "m2": frozenset({"a", "b"})}
     result = range_assign(members, {"a": 4, "b": 4})

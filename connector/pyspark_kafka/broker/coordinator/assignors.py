@@ -20,14 +20,14 @@ Rules kept (the invariants Kafka's assignors guarantee, checked by ``tests/broke
   allow it (always when all members subscribe to the same topics); a partition stays with its
   previous owner when that keeps the balance (sticky, as Kafka's ``OptimizedUniformAssignmentBuilder``
   and ``GeneralUniformAssignmentBuilder``);
-- **range**: per topic, the partitions are cut into contiguous ranges over the subscribed members
-  sorted by member id; the first ``count % members`` members get one more (the client
-  ``RangeAssignor``'s rule, which Kafka's server-side ``RangeAssignor`` follows for co-partitioning:
-  members subscribed to the same topics get the same partition numbers of each).
+- **range** (Kafka's server-side ``RangeAssignor``): per topic, the partitions are cut into
+  contiguous ranges over the subscribed members in Kafka's order — static members first, by
+  instance id, then the others by member id; the first ``count % members`` of them get one more, so
+  members subscribed to the same topics get the same partition numbers of each (co-partitioning).
+  Like Kafka's, it is not sticky.
 
 Differences from Kafka: the exact choice of which partitions move in a uniform rebalance may differ
-(Kafka orders by topic id and rack; racks are ignored here), and ``range`` is not sticky
-(Kafka 3.8+ keeps previously owned partitions within a member's quota).
+(Kafka orders by topic id and rack); racks are ignored by both assignors here.
 """
 
 from __future__ import annotations
@@ -45,23 +45,33 @@ DEFAULT_ASSIGNOR = UNIFORM
 
 
 def assign(name: str, members: Mapping[str, frozenset[str]], partitions: Mapping[str, int],
-           previous: Mapping[str, set[TopicPartition]] | None = None) -> Assignment:
+           previous: Mapping[str, set[TopicPartition]] | None = None,
+           instance_ids: Mapping[str, str | None] | None = None) -> Assignment:
     """The target assignment by assignor ``name`` (``uniform`` or ``range``); see the module docstring.
+    ``instance_ids``: ``{member_id: group.instance.id or None}`` (the range assignor's member order).
 
     Raises ValueError for an unknown assignor name (the handler answers UNSUPPORTED_ASSIGNOR before).
     """
     if name == UNIFORM:
         return uniform(members, partitions, previous or {})
     if name == RANGE:
-        return range_assign(members, partitions)
+        return range_assign(members, partitions, instance_ids)
     raise ValueError(f"unknown assignor {name!r}; supported: {', '.join(ASSIGNORS)}")
 
 
-def range_assign(members: Mapping[str, frozenset[str]], partitions: Mapping[str, int]) -> Assignment:
-    """Per topic: contiguous partition ranges over the subscribed members sorted by member id."""
+def member_order(member_ids, instance_ids: Mapping[str, str | None] | None = None) -> list[str]:
+    """Kafka's ``RangeAssignor.sortMemberIds``: static members first by instance id, then the others by member id."""
+    instance_ids = instance_ids or {}
+    return sorted(member_ids, key=lambda m: (0, instance_ids[m], m) if instance_ids.get(m) else (1, "", m))
+
+
+def range_assign(members: Mapping[str, frozenset[str]], partitions: Mapping[str, int],
+                 instance_ids: Mapping[str, str | None] | None = None) -> Assignment:
+    """Per topic: contiguous partition ranges over the subscribed members in :func:`member_order`."""
     result: Assignment = {m: set() for m in members}
+    order = member_order(members, instance_ids)
     for topic in sorted(partitions):
-        subscribed = sorted(m for m, topics in members.items() if topic in topics)
+        subscribed = [m for m in order if topic in members[m]]
         if not subscribed:
             continue
         count = partitions[topic]

@@ -470,7 +470,8 @@ class ConsumerGroupCoordinator:
                 group.last_assignment_ms < 0 or now - group.last_assignment_ms >= self.assignment_interval_ms):
             group.last_assignment_ms = now
             previous = {m: set(tps) for m, tps in group.target.items()}
-            group.target = assignors.assign(group.assignor(self.assignor_names[0]), members, partitions, previous)
+            group.target = assignors.assign(group.assignor(self.assignor_names[0]), members, partitions, previous,
+                                            {m.member_id: m.instance_id for m in group.members.values()})
             group.assignment_epoch = group.group_epoch
             log.info("consumer group %s: target assignment at epoch %d: %s", group_id, group.assignment_epoch,
                      {m: len(t) for m, t in group.target.items()})
