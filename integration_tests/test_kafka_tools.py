@@ -144,6 +144,31 @@ def test_console_producer_consumer_groups_and_offsets(tool):
     assert group not in tool(GROUPS, "--list").split()
 
 
+def test_consumer_groups_tool_on_a_kip848_group(tool):
+    """The console consumer with ``group.protocol=consumer`` (KIP-848), then kafka-consumer-groups on that
+    group: listed with its type, described with its offsets and lag (through ConsumerGroupDescribe),
+    its state and members, then deleted."""
+    cluster = tool.cluster
+    topic = cluster.create_topic(2, prefix="tools848")
+    group = f"tools848-group-{time.monotonic_ns()}"
+    lines = [f"v{i}" for i in range(8)]
+    tool(PRODUCER, "--topic", topic, stdin="\n".join(lines) + "\n")
+    consumed = tool(CONSUMER, "--topic", topic, "--from-beginning", "--max-messages", "8", "--group", group,
+                    "--consumer-property", "group.protocol=consumer", "--timeout-ms", "60000")
+    assert sorted(ln for ln in consumed.splitlines() if re.fullmatch(r"v\d+", ln)) == sorted(lines)
+    listed = tool(GROUPS, "--list", "--type")
+    assert re.search(rf"^{group}\s+Consumer\s*$", listed, re.M | re.I), listed
+    described = tool(GROUPS, "--describe", "--group", group)
+    rows = re.findall(rf"^{group}\s+{topic}\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", described, re.M)
+    assert sorted(p for p, *_ in rows) == ["0", "1"] and all(cur == end and lag == "0" for _, cur, end, lag in rows), \
+        described
+    state = tool(GROUPS, "--describe", "--group", group, "--state")
+    assert re.search(rf"^{group}\s+\S+\s+\(\d+\)\s+(range|uniform)\s+Empty\s+0\s*$", state, re.M), state
+    assert f"Deletion of requested consumer groups ('{group}') was successful." in tool(
+        GROUPS, "--delete", "--group", group)
+    assert group not in tool(GROUPS, "--list").split()
+
+
 def test_transactions_list_shows_a_committed_transaction(tool):
     from confluent_kafka import Producer
 

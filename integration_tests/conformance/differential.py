@@ -22,16 +22,21 @@ from typing import Callable
 
 from integration_tests import clusters as C
 from integration_tests import helpers
+from integration_tests.conformance.differential_kip848 import consumer_groups
 
 BASE_TS = 1_700_000_000_000
 """Base CreateTime (ms) of the explicit timestamps (2023: topics that use it have ``retention.ms=-1``)."""
 WAIT_S = 30.0
 COMPACTION_WAIT_S = 40.0
 """Bound of the wait for the log cleaner (Kafka's cleaner backs off ``log.cleaner.backoff.ms``)."""
-APACHE_CONFIG = {"log.retention.check.interval.ms": "500", "log.cleaner.backoff.ms": "500"}
+APACHE_CONFIG = {"log.retention.check.interval.ms": "500", "log.cleaner.backoff.ms": "500",
+                 "group.consumer.heartbeat.interval.ms": "1000", "group.consumer.min.heartbeat.interval.ms": "1000"}
 """Broker settings of the Apache Kafka node of the differential run: the cleaner checks every
 0.5 s (Kafka's default backoff is 15 s); the embedded broker cleans at its retention check,
-``log.retention.check.interval.ms=500`` as well."""
+``log.retention.check.interval.ms=500`` as well. KIP-848 members heartbeat every second (Kafka's
+default and minimum are 5 s) so the Java client's rebalances take seconds, not tens of them."""
+EMBEDDED_CONFIG = {"group.consumer.heartbeat.interval.ms": "1000"}
+"""The embedded broker's settings of the differential run beside ``clusters.EMBEDDED_CONFIG``."""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -551,6 +556,7 @@ OBSERVATIONS: dict[str, Callable[[C.Cluster], dict]] = {
     "compaction_transactions": compaction_transactions,
     "topic_compression": topic_compression,
     "describe_topic_partitions": describe_topic_partitions,
+    "consumer_groups": consumer_groups,
 }
 """Every observation by name (the test runs each on both brokers)."""
 

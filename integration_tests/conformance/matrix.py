@@ -139,6 +139,7 @@ from the Maven Central jars of the `apache-kafka` backend; see [testing.md](test
 | kafka-topics (`TopicCommand`): create with a config, describe, alter partitions, list, delete; duplicate create and shrinking refused | ✅ as Apache Kafka |
 | kafka-console-producer / kafka-console-consumer (keys, `--group`) | ✅ as Apache Kafka |
 | kafka-consumer-groups (`ConsumerGroupCommand`): list, describe with lag, reset-offsets `--to-earliest --execute`, delete | ✅ as Apache Kafka |
+| kafka-consumer-groups on a KIP-848 group (console consumer with `group.protocol=consumer`): `--list --type`, describe with lag, `--state`, delete | ✅ as Apache Kafka |
 | kafka-get-offsets (`GetOffsetShell`): latest, earliest | ✅ as Apache Kafka |
 | kafka-transactions: list, describe | ✅ as Apache Kafka |
 | kafka-configs (`ConfigCommand`): describe a topic's overrides; `--alter` add and delete configs, then describe; an invalid value refused | ✅ as Apache Kafka |

@@ -19,12 +19,14 @@ LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
 
 class BrokerProcess:
-    """``python -m pyspark_kafka broker`` on a free port; always killed by :meth:`kill`."""
+    """``python -m pyspark_kafka broker`` on ``port`` (0: a free one) with extra broker ``config``; always
+    killed by :meth:`kill`."""
 
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, port: int = 0, config: dict[str, str] | None = None):
+        extra = [arg for k, v in (config or {}).items() for arg in ("--config", f"{k}={v}")]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pyspark_kafka", "broker", "--data-dir", str(data_dir), "--port", "0",
-             "--config", "log.segment.bytes=4096", "--config", "log.index.interval.bytes=256"],
+            [sys.executable, "-m", "pyspark_kafka", "broker", "--data-dir", str(data_dir), "--port", str(port),
+             "--config", "log.segment.bytes=4096", "--config", "log.index.interval.bytes=256", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         self.lines: queue.Queue[str] = queue.Queue()

@@ -3,7 +3,7 @@
 Runs the conformance scenarios (produce with every codec, fetch, offsets by time, groups with
 rebalances, idempotent and transactional producers, read_committed) with confluent-kafka,
 kafka-python, aiokafka and kcat, plus admin calls (topics, partitions, configs, groups,
-offsets), all through a recording :class:`kafka_proxy.KafkaProxy` in front of an embedded
+offsets) and KIP-848 consumer groups (librdkafka ``group.protocol=consumer`` and raw heartbeats), all through a recording :class:`kafka_proxy.KafkaProxy` in front of an embedded
 broker, and keeps up to :data:`PER_API_VERSION` frames per (api key, version), the most
 different sizes first. The result is ``fuzz_corpus/seeds.bin`` (see :mod:`fuzz_corpus`),
 committed so fuzz runs are reproducible and need no clients.
@@ -77,6 +77,50 @@ def _admin_calls(bootstrap: str) -> None:
         f.result(30)
 
 
+def _consumer_group_calls(bootstrap: str) -> None:
+    """KIP-848 requests: librdkafka members with ``group.protocol=consumer`` (ConsumerGroupHeartbeat v1,
+    OffsetCommit/OffsetFetch v9, leave), ConsumerGroupDescribe through the admin client, and raw
+    heartbeats with a regex, a static member and owned partitions (v0 and v1)."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from support.consumer_groups import Member
+    from support.wire import WireClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic("fuzz-kip848", 2, 1)]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(20):
+        producer.produce("fuzz-kip848", value=b"v%d" % i, partition=i % 2)
+    producer.flush(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fuzz-kip848", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["fuzz-kip848", "^fuzz-kip.*"])
+    seen = 0
+    for _ in range(200):
+        msg = consumer.poll(0.1)
+        if msg is not None and msg.error() is None:
+            seen += 1
+            consumer.commit(message=msg, asynchronous=False)
+        if seen >= 20:
+            break
+    consumer.committed([tp for tp in consumer.assignment()], timeout=10)
+    for f in admin.describe_consumer_groups(["fuzz-kip848"]).values():
+        f.result(30)
+    consumer.close()
+    with WireClient(bootstrap) as c:
+        regex = Member(c, "fuzz-kip848-raw", None, regex="fuzz-.*", assignor="range")
+        regex.join()
+        regex.beat()
+        static = Member(c, "fuzz-kip848-raw", ("fuzz-kip848",), instance_id="fuzz-instance")
+        static.join()
+        static.beat()
+        regex.beat()
+        static.leave(epoch=-2)
+        regex.leave()
+
+
 def _select(frames: list[bytes]) -> list[bytes]:
     """Up to PER_API_VERSION frames per (api key, version): the smallest, the largest, and sizes between."""
     by_key: dict[tuple[int, int], dict[int, bytes]] = {}
@@ -105,6 +149,7 @@ def capture() -> list[bytes]:
         cluster = C.Cluster("embedded", proxy.bootstrap, C.api_versions(broker.bootstrap_servers), broker)
         run_matrix(cluster, log=lambda line: print(line, flush=True))
         _admin_calls(proxy.bootstrap)
+        _consumer_group_calls(proxy.bootstrap)
     return _select(frames)
 
 

@@ -114,11 +114,14 @@ class _Member(ProcessMember):
 
 
 class JavaClientDriver(Driver):
+    """The Java client; ``group_protocol`` is its ``group.protocol`` (``classic``, or ``consumer`` for KIP-848)."""
+
     name = "java"
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, group_protocol: str = "classic"):
         super().__init__(bootstrap)
         self._cp: str | None = None
+        self.group_protocol = group_protocol
 
     def _java(self) -> list[str]:
         if self._cp is None:
@@ -195,14 +198,16 @@ class JavaClientDriver(Driver):
         return {int(p): o for p, o in doc.items()}
 
     def group_consume(self, topic: str, group: str, count: int) -> list[Fetched]:
-        return [_fetched(d) for d in self._run("group_consume", self.bootstrap, topic, group, str(count))]
+        return [_fetched(d) for d in self._run("group_consume", self.bootstrap, topic, group, str(count),
+                                               self.group_protocol)]
 
     @contextlib.contextmanager
     def group_member(self, topic: str, group: str, assignor: str | None = None):
         """A group member JVM (``assignor``: range, roundrobin, cooperative-sticky, sticky; None:
-        the Java client's default ``[range, cooperative-sticky]``)."""
-        proc = subprocess.Popen([*self._java(), "group_member", self.bootstrap, topic, group,
-                                 *([assignor] if assignor else [])],
+        the Java client's default ``[range, cooperative-sticky]``; must be None under
+        ``group_protocol="consumer"``, where the broker assigns)."""
+        proc = subprocess.Popen([*self._java(), "group_member", self.bootstrap, topic, group, assignor or "-",
+                                 self.group_protocol],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             yield _Member(proc, proc.stdout)

@@ -12,18 +12,20 @@
  *   fetch     BOOTSTRAP TOPIC ISOLATION COUNT  {partition: offset}
  *                                              -> [{partition, offset, key, value, headers, timestamp, timestamp_type}]
  *   offsets_for_times BOOTSTRAP TOPIC          {partition: timestamp ms} -> {partition: offset or null}
- *   group_consume BOOTSTRAP TOPIC GROUP COUNT  -> records; commitSync, then close (LeaveGroup)
+ *   group_consume BOOTSTRAP TOPIC GROUP COUNT [PROTOCOL]  -> records; commitSync, then close (LeaveGroup)
  *   produce_runs BOOTSTRAP TOPIC              [{codec, idempotent, acks, records}] -> [reports of each run]
  *   consume_transform_produce BOOTSTRAP TOPIC GROUP OUT COUNT
  *                                              COUNT records of TOPIC (group GROUP) copied to OUT in one
  *                                              transaction, offsets via sendOffsetsToTransaction, commit
- *   group_member  BOOTSTRAP TOPIC GROUP [ASSIGNOR]
+ *   group_member  BOOTSTRAP TOPIC GROUP [ASSIGNOR|-] [PROTOCOL]
  *                                              prints "assignment: 0,1,..." whenever its assignment
  *                                              changes, and "event <ms> assigned|revoked|lost 0,1" from its
  *                                              rebalance listener, "record <p> <offset>" per record; commits
  *                                              synchronously on revoke; until stdin closes, then commit and
  *                                              close (LeaveGroup). ASSIGNOR: range, roundrobin,
- *                                              cooperative-sticky (default: Kafka's default list)
+ *                                              cooperative-sticky ("-" or absent: Kafka's default list)
+ *   PROTOCOL is group.protocol: classic (default) or consumer (KIP-848; the session and heartbeat
+ *   settings then come from the broker, and the client refuses an assignor class)
  *   admin     BOOTSTRAP -  [{op, ...}, ...]    the admin client operations of AdminOps, in order
  *                                              -> [result per op] ({"error": Kafka error name} on failure)
  *
@@ -95,8 +97,10 @@ public final class ConformanceDriver {
             case "transactions": out = transactions(bootstrap, topic, input); break;
             case "fetch": out = fetch(bootstrap, topic, args[3], Integer.parseInt(args[4]), input); break;
             case "offsets_for_times": out = offsetsForTimes(bootstrap, topic, input); break;
-            case "group_consume": out = groupConsume(bootstrap, topic, args[3], Integer.parseInt(args[4])); break;
-            case "group_member": groupMember(bootstrap, topic, args[3], args.length > 4 ? args[4] : null); return;
+            case "group_consume": out = groupConsume(bootstrap, topic, args[3], Integer.parseInt(args[4]),
+                args.length > 5 ? args[5] : "classic"); break;
+            case "group_member": groupMember(bootstrap, topic, args[3],
+                args.length > 4 && !args[4].equals("-") ? args[4] : null, args.length > 5 ? args[5] : "classic"); return;
             default: throw new IllegalArgumentException("unknown command " + command);
         }
         System.out.println(JSON.writeValueAsString(out));
@@ -271,12 +275,19 @@ public final class ConformanceDriver {
     }
 
     static Map<String, String> groupConf(String group) {
+        return groupConf(group, "classic");
+    }
+
+    static Map<String, String> groupConf(String group, String protocol) {
+        if (protocol.equals("consumer")) {
+            return Map.of("group.id", group, "auto.offset.reset", "earliest", "group.protocol", "consumer");
+        }
         return Map.of("group.id", group, "auto.offset.reset", "earliest", "session.timeout.ms", "10000",
             "heartbeat.interval.ms", "1000");
     }
 
-    static Object groupConsume(String bootstrap, String topic, String group, int count) {
-        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, groupConf(group))) {
+    static Object groupConsume(String bootstrap, String topic, String group, int count, String protocol) {
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, groupConf(group, protocol))) {
             consumer.subscribe(List.of(topic));
             ArrayNode got = pollUntil(consumer, count, "group " + group);
             consumer.commitSync(Duration.ofMillis(WAIT_MS));
@@ -311,8 +322,8 @@ public final class ConformanceDriver {
         }
     }
 
-    static Map<String, String> assignorConf(String group, String assignor) {
-        Map<String, String> conf = new HashMap<>(groupConf(group));
+    static Map<String, String> assignorConf(String group, String assignor, String protocol) {
+        Map<String, String> conf = new HashMap<>(groupConf(group, protocol));
         if (assignor != null) {
             String cls;
             switch (assignor) {
@@ -340,7 +351,8 @@ public final class ConformanceDriver {
         System.out.flush();
     }
 
-    static void groupMember(String bootstrap, String topic, String group, String assignor) throws Exception {
+    static void groupMember(String bootstrap, String topic, String group, String assignor, String protocol)
+            throws Exception {
         AtomicBoolean done = new AtomicBoolean(false);
         Thread stdin = new Thread(() -> {
             try {
@@ -352,7 +364,7 @@ public final class ConformanceDriver {
         });
         stdin.setDaemon(true);
         stdin.start();
-        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, assignorConf(group, assignor))) {
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, assignorConf(group, assignor, protocol))) {
             consumer.subscribe(List.of(topic), new org.apache.kafka.clients.consumer.ConsumerRebalanceListener() {
                 public void onPartitionsRevoked(java.util.Collection<TopicPartition> revoked) {
                     if (!revoked.isEmpty()) {

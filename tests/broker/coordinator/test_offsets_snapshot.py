@@ -87,3 +87,21 @@ def test_unusable_snapshots_fall_back_to_a_full_replay(history, damage):
     reloaded = _store(data_dir)
     assert _state(reloaded) == expected
     assert reloaded.replayed_records >= COMMITS
+
+
+def test_consumer_group_records_replay_with_and_without_snapshots(tmp_path):
+    """KIP-848 group state (key version 3) comes back from a full replay (a crash: no snapshot), from a
+    snapshot, and a tombstone removes it; an unreadable value is skipped, the rest still loads."""
+    store = _store(tmp_path / "data")
+    state = {"group_epoch": 3, "assignment_epoch": 3, "members": [], "target": {}}
+    store.store_consumer_group("kip848-a", state, 1)
+    store.store_consumer_group("kip848-b", {**state, "group_epoch": 4}, 2)
+    store.store_consumer_group("kip848-b", None, 3)
+    store.store_consumer_group("kip848-c", state, 4)
+    plog = store.logs.get_log(O.OFFSETS_TOPIC, store.partition_of("kip848-c"))
+    plog.append(O.encode_batch([(O.consumer_group_key("kip848-bad"), b"\x00\x00\x00\x00\x00\x03{x}")], 5), now_ms=5)
+    replayed = _store(tmp_path / "data")  # no snapshot was written: a full replay
+    assert replayed.consumer_groups == {"kip848-a": state, "kip848-c": state}
+    replayed.write_snapshots()
+    from_snapshot = _store(tmp_path / "data")
+    assert from_snapshot.replayed_records == 0 and from_snapshot.consumer_groups == replayed.consumer_groups

@@ -58,6 +58,7 @@ from kio.serial import entity_reader
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.clock import now_ms
 from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.coordinator.consumer_group import ConsumerGroupCoordinator
 from pyspark_kafka.broker.coordinator.offsets import (
     GroupRecord,
     MemberRecord,
@@ -219,6 +220,8 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: KIP-848 groups (ConsumerGroupHeartbeat); they share the group ids and offsets with the classic ones
+        self.consumer = ConsumerGroupCoordinator(self)
 
     def ensure_loaded(self) -> "GroupCoordinator":
         """This coordinator, loaded (:meth:`load`) on the first call: the server calls it at start;
@@ -254,7 +257,10 @@ class GroupCoordinator:
                 self._schedule_heartbeat(group, member)
             group.state = STABLE if group.members else EMPTY
             self.groups[group_id] = group
-        for group_id in self.offsets.group_ids() - set(self.groups):
+        self.consumer.load(self.offsets.consumer_groups)
+        for group_id in set(self.consumer.groups) & set(self.groups):  # the later record type wins
+            del self.groups[group_id]
+        for group_id in self.offsets.group_ids() - set(self.groups) - set(self.consumer.groups):
             self.groups[group_id] = Group(group_id, state_timestamp_ms=now)
         self._schedule_retention()
 
@@ -306,6 +312,12 @@ class GroupCoordinator:
         high = self.config.get_int("group.max.session.timeout.ms")
         if not low <= session_timeout_ms <= high:
             return JoinResult(ErrorCode.invalid_session_timeout, member_id)
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.members:  # a classic member cannot join a KIP-848 group here (no mixed groups)
+                return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
+            del self.consumer.groups[group_id]  # an empty consumer group becomes a classic one (offsets kept)
+            self.offsets.store_consumer_group(group_id, None, now_ms())
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
@@ -674,23 +686,33 @@ class GroupCoordinator:
         return ErrorCode.none
 
     def commit_offsets(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                       offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+                       offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                       api_version: int = 9) -> dict[TopicPartition, int]:
         """OffsetCommit: ``{(topic, partition): error code}``; the accepted ones are written in one batch.
 
         Per partition: UNKNOWN_TOPIC_OR_PARTITION (no such partition), OFFSET_METADATA_TOO_LARGE
         (metadata over ``offset.metadata.max.bytes``). For all: INVALID_GROUP_ID, ILLEGAL_GENERATION
         (unknown group with generation >= 0, or a stale generation), UNKNOWN_MEMBER_ID,
         FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS, INVALID_COMMIT_OFFSET_SIZE,
-        COORDINATOR_NOT_AVAILABLE. Nothing of another group is touched in any case.
+        COORDINATOR_NOT_AVAILABLE. For a KIP-848 group ``generation`` is the member epoch
+        (:meth:`ConsumerGroupCoordinator.validate_offset_commit`: UNKNOWN_MEMBER_ID,
+        UNSUPPORTED_VERSION below v9, STALE_MEMBER_EPOCH; with an older epoch, per partition as KIP-1251).
+        Nothing of another group is touched in any case.
         """
         if not group_id:
             return {tp: ErrorCode.invalid_group_id for tp in offsets}
+        consumer_group = self.consumer.groups.get(group_id)
         group = self.groups.get(group_id)
-        if group is None:
-            if generation >= 0:
-                return {tp: ErrorCode.illegal_generation for tp in offsets}
-            group = Group(group_id, state_timestamp_ms=now_ms())
-        error = self._commit_error(group, generation, member_id, group_instance_id)
+        committable = None  # KIP-1251: the partitions a commit with an older member epoch may carry
+        if consumer_group is not None:
+            error, committable = self.consumer.validate_offset_commit(consumer_group, member_id, generation,
+                                                                      api_version)
+        else:
+            if group is None:
+                if generation >= 0:
+                    return {tp: ErrorCode.illegal_generation for tp in offsets}
+                group = Group(group_id, state_timestamp_ms=now_ms())
+            error = self._commit_error(group, generation, member_id, group_instance_id)
         if error:
             return {tp: error for tp in offsets}
         max_metadata = self.config.get_int("offset.metadata.max.bytes")
@@ -699,6 +721,8 @@ class GroupCoordinator:
         for (topic, partition), value in offsets.items():
             if not self.replica_manager.has_partition(topic, partition):
                 errors[(topic, partition)] = ErrorCode.unknown_topic_or_partition
+            elif committable is not None and (topic, partition) not in committable:
+                errors[(topic, partition)] = ErrorCode.stale_member_epoch
             elif len((value.metadata or "").encode()) > max_metadata:
                 errors[(topic, partition)] = ErrorCode.offset_metadata_too_large
             else:
@@ -709,9 +733,17 @@ class GroupCoordinator:
         except KafkaError as e:
             errors.update({tp: e.error_code for tp in accepted})
             return errors
-        if accepted:
+        if accepted and consumer_group is None:
             self.groups.setdefault(group_id, group)
         return errors
+
+    def fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
+        """OffsetFetch v9+ member check: for a KIP-848 group, UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH when the
+        request names a member (epoch >= 0); NONE otherwise."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is None:
+            return ErrorCode.none
+        return self.consumer.validate_offset_fetch(consumer_group, member_id, member_epoch)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
                       require_stable: bool) -> list[tuple[TopicPartition, OffsetAndMetadata | None, int]]:
@@ -738,11 +770,14 @@ class GroupCoordinator:
         use the consumer protocol; GROUP_SUBSCRIBED_TO_TOPIC for topics an active consumer group
         subscribes to (the others are deleted).
         """
+        consumer_group = self.consumer.groups.get(group_id)
         group = self.groups.get(group_id)
-        if group is None or group.state == DEAD:
-            return ErrorCode.group_id_not_found, {}
         subscribed: set[str] = set()
-        if group.state != EMPTY:
+        if consumer_group is not None:
+            subscribed = set().union(*self.consumer.subscriptions(consumer_group)[0].values())
+        elif group is None or group.state == DEAD:
+            return ErrorCode.group_id_not_found, {}
+        elif group.state != EMPTY:
             if group.protocol_type != CONSUMER_PROTOCOL:
                 return ErrorCode.non_empty_group, {}
             for m in group.members.values():
@@ -774,22 +809,40 @@ class GroupCoordinator:
                 self.offsets.delete_group(group.group_id, now)
                 group.state = DEAD
                 del self.groups[group.group_id]
+        for cgroup in list(self.consumer.groups.values()):
+            if cgroup.members:
+                continue
+            doomed = self.offsets.expired(cgroup.group_id, now, retention_ms, cgroup.state_timestamp_ms)
+            if doomed:
+                self.offsets.delete_offsets(cgroup.group_id, doomed, now)
+                expired += len(doomed)
+            if not self.offsets.committed(cgroup.group_id) and cgroup.state_timestamp_ms + retention_ms <= now:
+                self.consumer.delete(cgroup.group_id)
         return expired
 
     # -- admin --------------------------------------------------------------------------------
-    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[Group]:
-        """Groups not Dead, filtered by state names and group types (case-insensitive; all are ``classic``)."""
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[tuple[str, str, str, str]]:
+        """``[(group_id, protocol_type, state, group_type)]`` of the groups not Dead, filtered by state names and
+        group types (``classic``, ``consumer``; case-insensitive). A KIP-848 group's protocol type is ``consumer``."""
         states = {s.lower() for s in states}
         types = {t.lower() for t in types}
-        if types and "classic" not in types:
-            return []
-        return [g for g in self.groups.values() if g.state != DEAD and (not states or g.state.lower() in states)]
+        out = []
+        if not types or "classic" in types:
+            out += [(g.group_id, g.protocol_type or "", g.state, "classic") for g in self.groups.values()
+                    if g.state != DEAD and (not states or g.state.lower() in states)]
+        if not types or "consumer" in types:
+            out += [(g.group_id, CONSUMER_PROTOCOL, g.state, "consumer") for g in self.consumer.groups.values()
+                    if not states or g.state.lower() in states]
+        return sorted(out)
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
         """DeleteGroups: ``{group_id: error}``; GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP or NONE (offsets and
         metadata tombstoned)."""
         results = {}
         for group_id in group_ids:
+            if group_id in self.consumer.groups:
+                results[group_id] = self.consumer.delete(group_id)
+                continue
             group = self.groups.get(group_id)
             if group is None or group.state == DEAD:
                 results[group_id] = ErrorCode.group_id_not_found

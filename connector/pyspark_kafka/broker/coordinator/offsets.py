@@ -22,6 +22,11 @@ int16-length UTF-8, bytes are int32-length; a null value is a tombstone)::
                                          members [member_id string, group_instance_id string?,
                                          client_id string, client_host string, rebalance_timeout int32,
                                          session_timeout int32, subscription bytes, assignment bytes]
+    ConsumerGroupMetadataKey (key version 3): group string (KIP-848 groups, Kafka's key layout)
+                      value (ours, not Kafka's: Kafka splits a consumer group over seven record types):
+                                         version int16 (0), state bytes (UTF-8 JSON of the whole group:
+                                         epochs, members, assignments, target assignment; see
+                                         ``coordinator/consumer_group.py``)
 
 Transactional offset commits (KIP-98), for the transaction coordinator (``coordinator/txn.py``):
 
@@ -49,6 +54,7 @@ correct).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -96,6 +102,8 @@ GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_VALUE_VERSION = 3
+CONSUMER_GROUP_KEY_VERSION = 3
+CONSUMER_GROUP_VALUE_VERSION = 0
 
 
 @dataclass(frozen=True)
@@ -180,14 +188,40 @@ def group_value(group: GroupRecord) -> bytes:
     return encode_fields(*parts)
 
 
+def consumer_group_key(group_id: str) -> bytes:
+    """ConsumerGroupMetadataKey (key version 3) bytes for ``group_id``."""
+    return encode_fields((write_int16, CONSUMER_GROUP_KEY_VERSION), (write_legacy_string, group_id))
+
+
+def consumer_group_value(state: dict) -> bytes:
+    """Our value of a KIP-848 group's record: version int16 0, then the group's state as JSON bytes."""
+    return encode_fields((write_int16, CONSUMER_GROUP_VALUE_VERSION),
+                         (write_legacy_bytes, json.dumps(state, sort_keys=True).encode()))
+
+
+def parse_consumer_group_value(data: bytes) -> dict:
+    """The state dict of :func:`consumer_group_value` bytes; ValueError for another version or bad JSON."""
+    c = Cursor(data)
+    version = c.read(read_int16)
+    if version != CONSUMER_GROUP_VALUE_VERSION:
+        raise ValueError(f"unsupported consumer group value version {version}")
+    state = json.loads(c.read(read_legacy_bytes).decode())
+    if not isinstance(state, dict):
+        raise ValueError("consumer group value is not a JSON object")
+    return state
+
+
 def parse_key(data: bytes) -> tuple:
-    """``("offset", group, topic, partition)`` or ``("group", group)``; ValueError for other versions."""
+    """``("offset", group, topic, partition)``, ``("group", group)`` or ``("consumer_group", group)``;
+    ValueError for other versions."""
     c = Cursor(data)
     version = c.read(read_int16)
     if version in (0, 1):
         return "offset", c.read(read_legacy_string), c.read(read_legacy_string), c.read(read_int32)
     if version == GROUP_KEY_VERSION:
         return "group", c.read(read_legacy_string)
+    if version == CONSUMER_GROUP_KEY_VERSION:
+        return "consumer_group", c.read(read_legacy_string)
     raise ValueError(f"unknown __consumer_offsets key version {version}")
 
 
@@ -260,6 +294,8 @@ class OffsetStore:
         self.config = config
         # latest persisted metadata of each group: found by load(), then kept up to date by store_group()
         self.loaded_groups: dict[str, GroupRecord] = {}
+        # latest persisted state of each KIP-848 consumer group (consumer_group_value's dict)
+        self.consumer_groups: dict[str, dict] = {}
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._pending: dict[int, _PendingTxn] = {}
         self._since_snapshot = 0  # records appended since the last snapshot
@@ -272,6 +308,7 @@ class OffsetStore:
         self._offsets.clear()
         self._pending.clear()
         self.loaded_groups.clear()
+        self.consumer_groups.clear()
         info = self.logs.topic(OFFSETS_TOPIC)
         count = snapshots = 0
         for partition in range(info.num_partitions if info is not None else 0):
@@ -322,9 +359,12 @@ class OffsetStore:
             if plog is None or any(partition_for(g, info.num_partitions) == p
                                    for pending in self._pending.values() for g in pending.offsets):
                 continue
-            groups = {g for g in (*self._offsets, *self.loaded_groups) if partition_for(g, info.num_partitions) == p}
+            groups = {g for g in (*self._offsets, *self.loaded_groups, *self.consumer_groups)
+                      if partition_for(g, info.num_partitions) == p}
             records = [(group_key(g), group_value(self.loaded_groups[g])) for g in sorted(groups)
                        if g in self.loaded_groups]
+            records += [(consumer_group_key(g), consumer_group_value(self.consumer_groups[g])) for g in sorted(groups)
+                        if g in self.consumer_groups]
             records += [(offset_key(g, t, part), offset_value(v)) for g in sorted(groups)
                         for (t, part), v in sorted(self._offsets.get(g, {}).items())]
             next_offset = plog.log_end_offset
@@ -352,6 +392,15 @@ class OffsetStore:
                 key = parse_key(record.key)
             except (ValueError, TypeError, DecodeError) as e:
                 log.warning("skipping unreadable %s record at offset %d: %s", OFFSETS_TOPIC, record.offset, e)
+                continue
+            if key[0] == "consumer_group":
+                if record.value is None:
+                    self.consumer_groups.pop(key[1], None)
+                else:
+                    try:
+                        self.consumer_groups[key[1]] = parse_consumer_group_value(record.value)
+                    except (ValueError, DecodeError) as e:
+                        log.warning("skipping unreadable consumer group record of %s: %s", key[1], e)
                 continue
             if key[0] == "group":
                 if record.value is None:
@@ -433,6 +482,15 @@ class OffsetStore:
             self.loaded_groups.pop(group_id, None)
         else:
             self.loaded_groups[group_id] = group
+
+    def store_consumer_group(self, group_id: str, state: dict | None, now_ms: int) -> None:
+        """Persist a KIP-848 group's state (None: a tombstone, the group is gone)."""
+        value = None if state is None else consumer_group_value(state)
+        self._append(group_id, encode_batch([(consumer_group_key(group_id), value)], now_ms), now_ms)
+        if state is None:
+            self.consumer_groups.pop(group_id, None)
+        else:
+            self.consumer_groups[group_id] = state
 
     def delete_group(self, group_id: str, now_ms: int) -> None:
         """Tombstones for all of the group's offsets and its metadata, in one batch."""

@@ -151,7 +151,8 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
         errors = {tp: ErrorCode.coordinator_not_available for tp in offsets}
     else:
         errors = coordinator.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
-                                            request.member_id, getattr(request, "group_instance_id", None), offsets)
+                                            request.member_id, getattr(request, "group_instance_id", None), offsets,
+                                            ctx.api_version)
     return {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
@@ -159,12 +160,17 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
         for t in request.topics]}
 
 
-def _fetch_group(coordinator, group_id: str, topics, require_stable: bool) -> tuple[int, list[dict]]:
-    """``(group error, topics)`` of one OffsetFetch group; ``topics`` None means all committed partitions."""
+def _fetch_group(coordinator, group_id: str, topics, require_stable: bool, member_id: str | None = None,
+                 member_epoch: int = -1) -> tuple[int, list[dict]]:
+    """``(group error, topics)`` of one OffsetFetch group; ``topics`` None means all committed partitions.
+    ``member_id``/``member_epoch`` (v9+) are checked against a KIP-848 group's members."""
     if coordinator is None:
         return ErrorCode.coordinator_not_available, []
     if not group_id:
         return ErrorCode.invalid_group_id, []
+    error = coordinator.fetch_error(group_id, member_id, member_epoch)
+    if error:
+        return error, []
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in (getattr(t, "partition_indexes", None) or ())]
@@ -188,7 +194,8 @@ async def offset_fetch(ctx: RequestContext, request) -> dict:
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
-            error, topics = _fetch_group(coordinator, g.group_id, g.topics, require_stable)
+            error, topics = _fetch_group(coordinator, g.group_id, g.topics, require_stable,
+                                         getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time": 0, "groups": groups}
     error, topics = _fetch_group(coordinator, request.group_id, request.topics, require_stable)
@@ -227,8 +234,8 @@ async def list_groups(ctx: RequestContext, request) -> dict:
     groups = coordinator.list_groups(getattr(request, "states_filter", ()) or (),
                                      getattr(request, "types_filter", ()) or ())
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": [
-        {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state,
-         "group_type": "classic"} for g in sorted(groups, key=lambda g: g.group_id)]}
+        {"group_id": group_id, "protocol_type": protocol_type, "group_state": state, "group_type": group_type}
+        for group_id, protocol_type, state, group_type in groups]}
 
 
 def _describe(coordinator, group_id: str, version: int) -> dict:
@@ -238,6 +245,11 @@ def _describe(coordinator, group_id: str, version: int) -> dict:
     if coordinator is None:
         return {**entry, "error_code": ErrorCode.coordinator_not_available}
     group = coordinator.groups.get(group_id)
+    if group is None and group_id in coordinator.consumer.groups:  # a KIP-848 group is not a classic group
+        if version >= 6:
+            return {**entry, "error_code": ErrorCode.group_id_not_found,
+                    "error_message": f"Group {group_id} is not a classic group."}
+        return entry
     if group is None:
         if version >= 6:  # KIP-1043: unknown groups are an error from v6 on
             return {**entry, "error_code": ErrorCode.group_id_not_found, "error_message": f"Group {group_id} not found."}

@@ -1,0 +1,96 @@
+"""KIP-848 consumer-group APIs: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69), v0-v1 as Kafka 4.3.1.
+
+This module maps the versions' fields (topic ids on the wire, names inside) to
+:class:`~pyspark_kafka.broker.coordinator.consumer_group.ConsumerGroupCoordinator`; the rules and
+their error codes live there. v1 of ConsumerGroupHeartbeat requires a client-generated member id
+and adds ``SubscribedTopicRegex``; v1 of ConsumerGroupDescribe adds ``MemberType`` (1: consumer).
+"""
+
+from __future__ import annotations
+
+from pyspark_kafka.broker.errors import ErrorCode
+from pyspark_kafka.broker.handlers import RequestContext, register
+from pyspark_kafka.broker.handlers.group import _coordinator
+from pyspark_kafka.broker.handlers.metadata import NO_AUTHORIZED_OPERATIONS
+from pyspark_kafka.broker.protocol import ms
+
+CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType: 0 classic, 1 consumer
+
+
+def _by_topic_id(cgc, partitions) -> list[dict]:
+    """``[{topic_id, partitions}]`` of ``(topic, partition)`` pairs (topics that no longer exist are left out)."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    out = []
+    for topic, parts in by_topic.items():
+        topic_id = cgc.topic_id(topic)
+        if topic_id is not None:
+            out.append({"topic_id": topic_id, "topic_name": topic, "partitions": parts})
+    return out
+
+
+@register(api_key=68, min_version=0, max_version=1)
+async def consumer_group_heartbeat(ctx: RequestContext, request) -> dict:
+    """ConsumerGroupHeartbeat: join, heartbeat, leave; the member's epoch and (when changed) its assignment."""
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available,
+                "error_message": "__consumer_offsets cannot be loaded", "member_id": None, "member_epoch": 0,
+                "heartbeat_interval": 0, "assignment": None}
+    cgc = coordinator.consumer
+    owned = None
+    if request.topic_partitions is not None:
+        owned = []
+        for tp in request.topic_partitions:
+            name = cgc.topic_name(tp.topic_id) if tp.topic_id is not None else None
+            if name is not None:  # partitions of deleted topics are no longer owned
+                owned += [(name, p) for p in tp.partitions]
+    timeout = request.rebalance_timeout
+    result = cgc.heartbeat(
+        ctx.api_version, request.group_id, request.member_id, request.member_epoch, request.instance_id,
+        request.rack_id, -1 if timeout is None else ms(timeout), request.subscribed_topic_names,
+        getattr(request, "subscribed_topic_regex", None), request.server_assignor, owned, ctx.client_id or "",
+        ctx.client_host,
+    )
+    assignment = None
+    if result.assignment is not None:
+        assignment = {"topic_partitions": [{"topic_id": t["topic_id"], "partitions": t["partitions"]}
+                                           for t in _by_topic_id(cgc, result.assignment)]}
+    return {"throttle_time": 0, "error_code": result.error_code, "error_message": result.error_message,
+            "member_id": result.member_id, "member_epoch": result.member_epoch,
+            "heartbeat_interval": result.heartbeat_interval_ms, "assignment": assignment}
+
+
+def _describe(coordinator, group_id: str) -> dict:
+    entry = {"error_code": ErrorCode.none, "error_message": None, "group_id": group_id, "group_state": "",
+             "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+             "authorized_operations": NO_AUTHORIZED_OPERATIONS}
+    if coordinator is None:
+        return {**entry, "error_code": ErrorCode.coordinator_not_available}
+    if not group_id:
+        return {**entry, "error_code": ErrorCode.invalid_group_id, "error_message": "Group id can't be empty."}
+    cgc = coordinator.consumer
+    group = cgc.groups.get(group_id)
+    if group is None:
+        message = f"Group {group_id} is not a consumer group." if group_id in coordinator.groups else \
+            f"Group {group_id} not found."
+        return {**entry, "error_code": ErrorCode.group_id_not_found, "error_message": message}
+    return {**entry, "group_state": group.state, "group_epoch": group.group_epoch,
+            "assignment_epoch": group.assignment_epoch, "assignor_name": group.assignor(cgc.assignor_names[0]),
+            "members": [{
+                "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_topic_names": list(m.topic_names), "subscribed_topic_regex": m.topic_regex or "",
+                "assignment": {"topic_partitions": _by_topic_id(cgc, m.assigned)},
+                "target_assignment": {"topic_partitions": _by_topic_id(cgc, group.target.get(m.member_id, ()))},
+                "member_type": CONSUMER_MEMBER_TYPE,
+            } for m in group.members.values()]}
+
+
+@register(api_key=69, min_version=0, max_version=1)
+async def consumer_group_describe(ctx: RequestContext, request) -> dict:
+    """ConsumerGroupDescribe: epochs, assignor, members with current and target assignments; unknown or
+    classic groups get GROUP_ID_NOT_FOUND."""
+    coordinator = _coordinator(ctx)
+    return {"throttle_time": 0, "groups": [_describe(coordinator, g) for g in request.group_ids]}
