@@ -16,9 +16,11 @@ from pyspark_kafka.broker.protocol import ProtocolError
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested" in Kafka's protocol
 
 
-def broker_entry(broker) -> dict:
-    """This broker as a Metadata/DescribeCluster broker entry (host, port advertised)."""
-    return {"node_id": broker.node_id, "broker_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}
+def broker_entry(broker, ctx: RequestContext | None = None) -> dict:
+    """This broker as a Metadata/DescribeCluster broker entry: host and port advertised on the
+    listener the request came in on (Kafka answers with the endpoint of the same listener name)."""
+    host, port = broker.advertised(ctx.listener if ctx is not None else None)
+    return {"node_id": broker.node_id, "broker_id": broker.node_id, "host": host, "port": port, "rack": None}
 
 
 def topic_entry(broker, name: str) -> dict:
@@ -91,7 +93,7 @@ async def metadata(ctx: RequestContext, request) -> dict:
                 topics.append(_lookup(broker, t.name, allow_create))
     return {
         "throttle_time": 0,
-        "brokers": [broker_entry(broker)],
+        "brokers": [broker_entry(broker, ctx)],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
@@ -110,6 +112,6 @@ async def describe_cluster(ctx: RequestContext, request) -> dict:
         "endpoint_type": getattr(request, "endpoint_type", 1),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "brokers": [broker_entry(broker)],
+        "brokers": [broker_entry(broker, ctx)],
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
