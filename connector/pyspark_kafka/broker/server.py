@@ -166,8 +166,10 @@ async def _write_chunks(writer: asyncio.StreamWriter, chunks: list) -> None:
                 chunk[0].close()
 
 
-#: Requests served before a SASL connection has authenticated (Kafka's SaslServerAuthenticator).
-_PRE_AUTH_KEYS = frozenset({protocol.API_VERSIONS_KEY, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
+#: Requests served before a SASL connection has authenticated (Kafka's SaslServerAuthenticator):
+#: ApiVersions and SaslHandshake; SaslAuthenticate only once a handshake chose a mechanism.
+_PRE_AUTH_KEYS = frozenset({protocol.API_VERSIONS_KEY, 17})
+_SASL_AUTHENTICATE_KEY = 36
 
 
 def _gate(session, frame: bytes, peer) -> None:
@@ -175,7 +177,8 @@ def _gate(session, frame: bytes, peer) -> None:
     if session is None:
         return
     api_key = int.from_bytes(frame[:2], "big", signed=True)
-    if not session.authenticated and api_key not in _PRE_AUTH_KEYS:
+    if not session.authenticated and api_key not in _PRE_AUTH_KEYS and not (
+            api_key == _SASL_AUTHENTICATE_KEY and session.state == sec.AUTHENTICATE):
         # Kafka: IllegalSaslStateException "Unexpected Kafka request of type ... during SASL handshake"
         raise protocol.ProtocolError(f"unexpected request with api key {api_key} during SASL handshake "
                                      f"(ILLEGAL_SASL_STATE): authenticate first")
@@ -338,6 +341,8 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         task = asyncio.current_task()
         connections.add(task)
         principal = certificate_principal(writer.get_extra_info("ssl_object")) if listener.tls else None
+        if principal is not None:
+            log.debug("TLS client %s on listener %s authenticated as %s", peer, listener.name, principal)
         try:
             await serve_connection(broker, reader, writer, sec.Session(listener, principal))
         except asyncio.CancelledError:

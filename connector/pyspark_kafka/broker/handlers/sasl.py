@@ -65,5 +65,8 @@ async def sasl_authenticate(ctx: RequestContext, request) -> dict:
         session.close_after_response = True
         return {"error_code": ErrorCode.sasl_authentication_failed, "error_message": str(exc), "auth_bytes": b"",
                 "session_lifetime": 0}
+    if session.authenticated:
+        log.debug("%s on listener %s authenticated as %s with %s", ctx.client_host, session.listener.name,
+                  session.principal, session.mechanism)
     lifetime = reauth_ms if session.authenticated and reauth_ms > 0 else 0
     return {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": answer, "session_lifetime": lifetime}

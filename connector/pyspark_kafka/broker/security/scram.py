@@ -74,12 +74,13 @@ def _attrs(message: str) -> dict[str, str]:
 class ScramServer:
     """Server side of one SCRAM exchange for ``mechanism`` (``SCRAM-SHA-256``/``-512``).
 
-    ``lookup(user) -> ScramCredential | None``. :meth:`evaluate` takes each client token and
+    ``lookup(user) -> ScramCredential | None``; ``server_nonce`` fixes the server's nonce (tests). :meth:`evaluate` takes each client token and
     returns the server's token; :attr:`complete` and :attr:`username` once done. Raises
     SaslFailure (the client is told only that authentication failed).
     """
 
-    def __init__(self, mechanism: str, lookup):
+    def __init__(self, mechanism: str, lookup, server_nonce: str | None = None):
+        self._server_nonce = server_nonce  # tests only (RFC 7677's example); else 24 random bytes
         self.mechanism = mechanism
         self.algo = MECHANISMS[mechanism][0]
         self._lookup = lookup
@@ -122,7 +123,7 @@ class ScramServer:
         self._credential = credential
         self._user = user
         self._gs2 = f"{parts[0]},{parts[1]},"
-        self._nonce = nonce + base64.b64encode(os.urandom(24)).decode()
+        self._nonce = nonce + (self._server_nonce or base64.b64encode(os.urandom(24)).decode())
         server_first = f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},i={credential.iterations}"
         self._auth_prefix = f"{bare},{server_first}"
         self._step = 1
