@@ -19,12 +19,17 @@ LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
 
 class BrokerProcess:
-    """``python -m pyspark_kafka broker`` on a free port; always killed by :meth:`kill`."""
+    """``python -m pyspark_kafka broker`` on a free port; always killed by :meth:`kill`.
 
-    def __init__(self, data_dir: Path):
+    ``config``: more broker configs (``--config NAME=VALUE``); ``bootstrap`` is the first
+    listener's address, ``lines`` the output (the broker's log) as it comes.
+    """
+
+    def __init__(self, data_dir: Path, config: dict[str, str] | None = None):
+        extra = [arg for name, value in (config or {}).items() for arg in ("--config", f"{name}={value}")]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pyspark_kafka", "broker", "--data-dir", str(data_dir), "--port", "0",
-             "--config", "log.segment.bytes=4096", "--config", "log.index.interval.bytes=256"],
+             "--config", "log.segment.bytes=4096", "--config", "log.index.interval.bytes=256", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         self.lines: queue.Queue[str] = queue.Queue()
