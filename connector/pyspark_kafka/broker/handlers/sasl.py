@@ -69,4 +69,4 @@ async def sasl_authenticate(ctx: RequestContext, request) -> dict:
         log.debug("%s on listener %s authenticated as %s with %s", ctx.client_host, session.listener.name,
                   session.principal, session.mechanism)
     lifetime = reauth_ms if session.authenticated and reauth_ms > 0 else 0
-    return {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": answer, "session_lifetime": lifetime}
+    return {"error_code": ErrorCode.none, "error_message": "", "auth_bytes": answer, "session_lifetime": lifetime}

@@ -38,9 +38,9 @@ async def describe_user_scram_credentials(ctx: RequestContext, request) -> dict:
                             "error_message": f"Attempt to describe a user credential that does not exist: {name}",
                             "credential_infos": []})
         else:
-            results.append({"user": name, "error_code": ErrorCode.none, "error_message": None, "credential_infos": [
+            results.append({"user": name, "error_code": ErrorCode.none, "error_message": "", "credential_infos": [
                 {"mechanism": MECHANISMS[m][1], "iterations": c.iterations} for m, c in sorted(users[name].items())]})
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "results": results}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": "", "results": results}
 
 
 @register(api_key=51, min_version=0, max_version=0)
@@ -88,6 +88,6 @@ async def alter_user_scram_credentials(ctx: RequestContext, request) -> dict:
         store.apply(upserts, deletes)
     results = []
     for name in users_in_order:
-        code, message = errors.get(name, (ErrorCode.none, None))
+        code, message = errors.get(name, (ErrorCode.none, None))  # Kafka answers null on success
         results.append({"user": name, "error_code": code, "error_message": message})
     return {"throttle_time": 0, "results": results}

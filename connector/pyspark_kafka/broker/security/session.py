@@ -49,11 +49,8 @@ class PlainServer:
         """``authzid NUL user NUL password`` → empty answer. Raises SaslFailure with Kafka's text."""
         parts = token.split(b"\0")
         if len(parts) != 3:
-            raise SaslFailure("Authentication failed during authentication due to invalid credentials with SASL mechanism PLAIN")
-        try:
-            authzid, user, password = (p.decode("utf-8") for p in parts)
-        except UnicodeDecodeError:
-            raise SaslFailure("Authentication failed during authentication due to invalid credentials with SASL mechanism PLAIN") from None
+            raise SaslFailure(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
+        authzid, user, password = (p.decode("utf-8", errors="replace") for p in parts)
         if not user:
             raise SaslFailure("Authentication failed: username not specified")
         if not password:
