@@ -43,6 +43,18 @@ async def describe_user_scram_credentials(ctx: RequestContext, request) -> dict:
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": "", "results": results}
 
 
+def _target(entry, errors: dict) -> str | None:
+    """The mechanism name of a deletion/upsertion, or None after recording why it is refused."""
+    mech = MECHANISM_BY_ID.get(entry.mechanism)
+    if not entry.name:
+        errors.setdefault(entry.name, (ErrorCode.unacceptable_credential, "Username must not be empty"))
+    elif mech is None:
+        errors.setdefault(entry.name, (ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"))
+    else:
+        return mech
+    return None
+
+
 @register(api_key=51, min_version=0, max_version=0)
 async def alter_user_scram_credentials(ctx: RequestContext, request) -> dict:
     """Upsert (from salt + salted password, as the client sends) and delete credentials; one durable write."""
@@ -57,23 +69,19 @@ async def alter_user_scram_credentials(ctx: RequestContext, request) -> dict:
                                      "A user credential cannot be altered twice in the same request"))
     upserts, deletes = {}, set()
     for d in request.deletions:
-        mech = MECHANISM_BY_ID.get(d.mechanism)
-        if not d.name:
-            errors.setdefault(d.name, (ErrorCode.unacceptable_credential, "Username must not be empty"))
-        elif mech is None:
-            errors.setdefault(d.name, (ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"))
-        elif store.get(d.name, mech) is None:
+        mech = _target(d, errors)
+        if mech is None:
+            continue
+        if store.get(d.name, mech) is None:
             errors.setdefault(d.name, (ErrorCode.resource_not_found,
                                        "Attempt to delete a user credential that does not exist"))
         else:
             deletes.add((d.name, mech))
     for u in request.upsertions:
-        mech = MECHANISM_BY_ID.get(u.mechanism)
-        if not u.name:
-            errors.setdefault(u.name, (ErrorCode.unacceptable_credential, "Username must not be empty"))
-        elif mech is None:
-            errors.setdefault(u.name, (ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"))
-        elif u.iterations < MIN_ITERATIONS:
+        mech = _target(u, errors)
+        if mech is None:
+            continue
+        if u.iterations < MIN_ITERATIONS:
             errors.setdefault(u.name, (ErrorCode.unacceptable_credential, "Too few iterations"))
         elif u.iterations > MAX_ITERATIONS:
             errors.setdefault(u.name, (ErrorCode.unacceptable_credential, "Too many iterations"))
