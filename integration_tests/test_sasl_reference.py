@@ -127,6 +127,54 @@ def apache():
         kafka.stop()
 
 
+def test_java_client_over_sasl_ssl_scram(tmp_path, monkeypatch):
+    """Kafka's Java client (the conformance driver) produces and fetches over SASL_SSL with
+    SCRAM-SHA-512 and a PEM trust store; a wrong password fails with Kafka's exception and text."""
+    from integration_tests.conformance.drivers import java_client
+    from integration_tests.conformance.scenarios import Rec
+    from pyspark_kafka.broker import EmbeddedBroker
+    from support.certs import make_pki
+
+    why = java_client.unavailable()
+    if why:
+        pytest.skip(f"Java driver unavailable: {why}")
+    pki = make_pki(tmp_path / "pki")
+    config = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
+              "ssl.keystore.location": str(pki.server_pem), "sasl.enabled.mechanisms": "SCRAM-SHA-512"}
+
+    def client_properties(password: str):
+        path = tmp_path / f"client-{password}.properties"
+        path.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+            f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca_pem}\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="bob" password="{password}";\n')
+        monkeypatch.setenv("KAFKA_CLIENT_PROPERTIES", str(path))
+
+    with EmbeddedBroker(config=config) as broker:
+        ports = {lst.name: f"127.0.0.1:{lst.port}" for lst in broker.broker.security.listeners}
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+        admin = AdminClient({"bootstrap.servers": ports["PLAINTEXT"]})
+        admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("bob", info, PASSWORD.encode())])["bob"].result(30)
+        driver = java_client.JavaClientDriver(ports["SASL_SSL"])
+        client_properties(PASSWORD)
+        driver.produce("java-sasl", [Rec(value=b"j1", partition=0), Rec(value=b"j2", partition=0)])
+        assert [f.value for f in driver.fetch("java-sasl", {0: 0}, 2)] == [b"j1", b"j2"]
+        client_properties("not-" + PASSWORD)
+        with pytest.raises(AssertionError) as failure:
+            driver.produce("java-sasl", [Rec(value=b"no", partition=0)])
+        assert ("SaslAuthenticationException: Authentication failed during authentication due to invalid "
+                "credentials with SASL mechanism SCRAM-SHA-512") in str(failure.value)
+        from confluent_kafka import Consumer, TopicPartition
+
+        watcher = Consumer({"bootstrap.servers": ports["PLAINTEXT"], "group.id": "w"})
+        try:
+            assert watcher.get_watermark_offsets(TopicPartition("java-sasl", 0), timeout=30) == (0, 2)
+        finally:
+            watcher.close()
+
+
 def test_sasl_answers_match_apache_kafka(embedded, apache):
     ours, theirs = observe(*embedded), observe(*apache)
     for key in theirs:
