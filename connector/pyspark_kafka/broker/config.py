@@ -54,6 +54,7 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "sasl.mechanism.inter.broker.protocol": "GSSAPI",
     "sasl.jaas.config": None,
     "connections.max.reauth.ms": "0",
+    "sasl.server.max.receive.size": "524288",
     # topics
     "num.partitions": "1",
     "default.replication.factor": "1",
@@ -207,6 +208,7 @@ _TYPES: dict[str, tuple[str, int | float | None]] = {
     "max.connections.per.ip": (_INT, 0),
     "connections.max.idle.ms": (_LONG, 1),
     "connections.max.reauth.ms": (_LONG, 0),
+    "sasl.server.max.receive.size": (_INT, 1),
     "message.max.bytes": (_INT, 0),
     "fetch.max.bytes": (_INT, 1024),
     "log.segment.bytes": (_INT, 14),

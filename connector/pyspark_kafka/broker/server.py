@@ -210,12 +210,14 @@ async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer:
     at most ``queued.max.requests`` requests are handled at once (others wait); no complete
     request for ``connections.max.idle.ms`` closes the connection. ``session`` (None:
     PLAINTEXT as ``User:ANONYMOUS``) carries the listener and the SASL state: before
-    authentication only ApiVersions/SaslHandshake/SaslAuthenticate of at most 512 KiB are
+    authentication only ApiVersions/SaslHandshake/SaslAuthenticate of at most
+    ``sasl.server.max.receive.size`` bytes are
     served, anything else closes the connection (:mod:`~pyspark_kafka.broker.security.session`).
     """
     peer = writer.get_extra_info("peername")
     client_host = f"/{peer[0]}" if peer else ""
     max_request = broker.config.get_int("socket.request.max.bytes")
+    max_sasl = broker.config.get_int("sasl.server.max.receive.size")
     idle_s = broker.config.get_int("connections.max.idle.ms") / 1000
     try:
         while True:
@@ -225,18 +227,18 @@ async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer:
                 log.info("closing connection from %s: idle for connections.max.idle.ms=%d", peer, idle_s * 1000)
                 return
             if session is not None and session.state == sec.RAW:
-                if not 0 <= size <= sec.MAX_UNAUTHENTICATED_BYTES:
-                    log.warning("closing connection from %s: SASL token size %d is outside 0..%d", peer, size,
-                                sec.MAX_UNAUTHENTICATED_BYTES)
+                if not 0 <= size <= max_sasl:
+                    log.warning("closing connection from %s: SASL token size %d is outside 0..%d "
+                                "(sasl.server.max.receive.size)", peer, size, max_sasl)
                     return
                 await _raw_token(broker, session, reader, writer, size, idle_s)
                 continue
-            limit = max_request if session is None or session.authenticated else sec.MAX_UNAUTHENTICATED_BYTES
+            limit = max_request if session is None or session.authenticated else max_sasl
             if size < 8 or size > limit:
                 log.warning(
                     "closing connection from %s: request size %d is outside 8..%d (%s)",
                     peer, size, limit, "socket.request.max.bytes" if limit == max_request else
-                    "before SASL authentication, sasl.server.max.receive.size",
+                    "sasl.server.max.receive.size, before SASL authentication",
                 )
                 return
             try:

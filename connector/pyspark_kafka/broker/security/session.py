@@ -31,8 +31,6 @@ from pyspark_kafka.broker.security.scram import MECHANISMS, SaslFailure, ScramSe
 
 ANONYMOUS = "User:ANONYMOUS"
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-#: Largest SASL token or request before authentication (Kafka's sasl.server.max.receive.size default).
-MAX_UNAUTHENTICATED_BYTES = 524288
 
 HANDSHAKE, AUTHENTICATE, RAW, AUTHENTICATED = "HANDSHAKE", "AUTHENTICATE", "RAW", "AUTHENTICATED"
 
