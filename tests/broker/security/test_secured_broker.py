@@ -305,3 +305,16 @@ def test_nothing_secret_in_the_broker_log(secured):
     for secret in [*SECRETS, *salts, *keys, *key_lines, base64.b64decode(salts[0]).hex()]:
         assert secret not in text
     assert not any(s in json.dumps(stored) for s in SECRETS)
+
+
+def test_describe_configs_hides_passwords_and_jaas(secured):
+    from confluent_kafka.admin import ConfigResource
+
+    admin = AdminClient(conf(secured, "PLAINTEXT"))
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+    entries = admin.describe_configs([resource])[resource].result(DEADLINE_S)
+    for name in ("listener.name.mtls.ssl.keystore.password", "sasl.jaas.config",
+                 "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config"):
+        assert entries[name].is_sensitive and entries[name].value is None, name
+    assert entries["listener.name.mtls.ssl.client.auth"].value == "required"
+    assert not any(s in str(e.value) for e in entries.values() for s in SECRETS)
