@@ -318,3 +318,38 @@ def test_describe_configs_hides_passwords_and_jaas(secured):
         assert entries[name].is_sensitive and entries[name].value is None, name
     assert entries["listener.name.mtls.ssl.client.auth"].value == "required"
     assert not any(s in str(e.value) for e in entries.values() for s in SECRETS)
+
+
+def test_librdkafka_reauthenticates_before_the_session_expires(tmp_path):
+    """KIP-368: with connections.max.reauth.ms the client re-authenticates on its open connections;
+    no connection is closed for an expired session and every record is delivered."""
+    capture = _Capture()
+    logger = logging.getLogger("pyspark_kafka")
+    old = logger.level
+    logger.addHandler(capture)
+    logger.setLevel(logging.DEBUG)
+    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+              "sasl.jaas.config": SCRAM_JAAS, "connections.max.reauth.ms": "1000"}
+    try:
+        with EmbeddedBroker(data_dir=tmp_path, config=config) as broker:
+            client = {"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                      **sasl("SCRAM-SHA-256", "bob", SCRAM_PW)}
+            outcome = {"ok": 0, "failed": 0}
+
+            def delivered(err, _msg):
+                outcome["failed" if err else "ok"] += 1
+
+            producer = Producer(client)
+            deadline, sent = time.monotonic() + DEADLINE_S, 0
+            # bounded: until three more authentications than the two first connections, at most 30 s
+            while sum("authenticated as" in line for line in capture.lines) < 5 and time.monotonic() < deadline:
+                producer.produce("reauth", b"r", callback=delivered)
+                sent += 1
+                producer.poll(0.05)
+            assert producer.flush(DEADLINE_S) == 0
+    finally:
+        logger.removeHandler(capture)
+        logger.setLevel(old)
+    assert sum("authenticated as User:bob" in line for line in capture.lines) >= 5
+    assert not any("expired" in line for line in capture.lines)
+    assert outcome == {"ok": sent, "failed": 0}
