@@ -53,9 +53,9 @@ def secured(tmp_path_factory):
         lg.setLevel(logging.DEBUG)
     config = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
-                     "SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
+                     "SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0,REQ://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                                          "SASL_SSL:SASL_SSL,MTLS:SSL",
+                                          "SASL_SSL:SASL_SSL,MTLS:SSL,REQ:SSL",
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_pem),
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
@@ -70,6 +70,10 @@ def secured(tmp_path_factory):
         "listener.name.mtls.ssl.truststore.location": str(pki.ca_p12),
         "listener.name.mtls.ssl.truststore.password": STORE_PASSWORD,
         "listener.name.mtls.ssl.client.auth": "required",
+        # a listener that asks for a certificate but does not need one; PEM trust store
+        "listener.name.req.ssl.truststore.type": "PEM",
+        "listener.name.req.ssl.truststore.location": str(pki.ca_pem),
+        "listener.name.req.ssl.client.auth": "requested",
         "group.initial.rebalance.delay.ms": "0",
     }
     broker = EmbeddedBroker(config=config).start()
@@ -86,7 +90,7 @@ def secured(tmp_path_factory):
 def conf(secured, listener: str, **extra) -> dict:
     _, ports, pki, _ = secured
     out = {"bootstrap.servers": f"127.0.0.1:{ports[listener]}", "socket.timeout.ms": 10000}
-    if listener in ("SSL", "SASL_SSL", "MTLS"):
+    if listener in ("SSL", "SASL_SSL", "MTLS", "REQ"):
         out.update({"security.protocol": "SSL" if listener != "SASL_SSL" else "SASL_SSL",
                     "ssl.ca.location": str(pki.ca_pem)})
     if listener == "SASL_PLAINTEXT":
@@ -353,3 +357,13 @@ def test_librdkafka_reauthenticates_before_the_session_expires(tmp_path):
     assert sum("authenticated as User:bob" in line for line in capture.lines) >= 5
     assert not any("expired" in line for line in capture.lines)
     assert outcome == {"ok": sent, "failed": 0}
+
+
+def test_requested_client_certificate_is_optional(secured):
+    _, _, pki, lines = secured
+    assert roundtrip(conf(secured, "REQ"), unique("req-anon"), 1) == [b"v0"]
+    before = sum("on listener REQ authenticated as" in line for line in lines)
+    client = conf(secured, "REQ", **{"ssl.certificate.location": str(pki.client_cert),
+                                     "ssl.key.location": str(pki.client_key)})
+    assert roundtrip(client, unique("req-cert"), 1) == [b"v0"]
+    assert sum("on listener REQ authenticated as User:CN=client,O=pyspark-kafka" in line for line in lines) > before
