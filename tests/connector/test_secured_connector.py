@@ -3,9 +3,8 @@
 The job's options are the ones a Spark ``format("kafka")`` job over SASL_SSL/SCRAM-SHA-512 uses
 (``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``,
 ``kafka.ssl.truststore.*`` as PKCS12): the connector translates them for librdkafka, writes a
-DataFrame and reads it back. (A wrong password: the job fails after the connector's metadata
-retries with "Broker transport failure", not with the authentication error librdkafka logged;
-a connector-side follow-up.)
+DataFrame and reads it back. A wrong password fails the job after the first metadata attempt
+(``kafka.default.api.timeout.ms``) with librdkafka's authentication error, never the password.
 """
 
 from __future__ import annotations
@@ -52,3 +51,16 @@ def test_spark_job_writes_and_reads_over_sasl_ssl(spark, sasl_ssl):
     got = (spark.read.format("pykafka").options(**opts, subscribe="secured-orders").load()
            .selectExpr("CAST(key AS STRING)", "CAST(value AS STRING)").collect())
     assert sorted(tuple(r) for r in got) == sorted(rows)
+
+
+@pytest.mark.slow
+def test_spark_job_with_a_wrong_password_says_authentication_failed(spark, sasl_ssl):
+    bootstrap, pki = sasl_ssl
+    opts = options(bootstrap, pki, "wrong-" + PASSWORD)
+    with pytest.raises(Exception) as failure:
+        spark.read.format("pykafka").options(**opts, subscribe="secured-orders",
+                                             **{"kafka.default.api.timeout.ms": "5000"}).load().collect()
+    text = str(failure.value)
+    assert "wrong-" + PASSWORD not in text
+    assert ("refused the authentication" in text and "Authentication failed during authentication due to "
+            "invalid credentials with SASL mechanism SCRAM-SHA-512" in text), text[-2000:]
