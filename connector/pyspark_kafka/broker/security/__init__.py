@@ -4,6 +4,7 @@
   parsed with Kafka's rules into :class:`~.listeners.Listener` endpoints.
 - :mod:`.tls`: the ``ssl.SSLContext`` of an SSL or SASL_SSL listener from Kafka's ``ssl.*`` configs.
 - :mod:`.jaas`: the ``user_<name>="<password>"`` entries of a PlainLoginModule JAAS config.
+- :mod:`.plain`: the server side of SASL/PLAIN.
 - :mod:`.scram`: SCRAM-SHA-256/512 credentials and the server side of RFC 5802 / RFC 7677.
 - :mod:`.credentials`: the durable SCRAM credential store (salt, StoredKey, ServerKey only).
 - :mod:`.session`: one connection's security state: listener, SASL state machine, principal.

@@ -27,41 +27,13 @@ from pyspark_kafka.broker.errors import ConfigError
 from pyspark_kafka.broker.security import jaas, tls
 from pyspark_kafka.broker.security.credentials import CredentialStore
 from pyspark_kafka.broker.security.listeners import Listener, parse_listeners
+from pyspark_kafka.broker.security.plain import PlainServer
 from pyspark_kafka.broker.security.scram import MECHANISMS, SaslFailure, ScramServer, new_credential
 
 ANONYMOUS = "User:ANONYMOUS"
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 HANDSHAKE, AUTHENTICATE, RAW, AUTHENTICATED = "HANDSHAKE", "AUTHENTICATE", "RAW", "AUTHENTICATED"
-
-
-class PlainServer:
-    """Server side of SASL/PLAIN (RFC 4616) against ``users`` ``{name: password}`` (Kafka's PlainSaslServer)."""
-
-    def __init__(self, users: dict[str, str]):
-        self._users = users
-        self.complete = False
-        self.username: str | None = None
-
-    def evaluate(self, token: bytes) -> bytes:
-        """``authzid NUL user NUL password`` → empty answer. Raises SaslFailure with Kafka's text."""
-        parts = token.split(b"\0")
-        if len(parts) != 3:
-            raise SaslFailure(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
-        authzid, user, password = (p.decode("utf-8", errors="replace") for p in parts)
-        if not user:
-            raise SaslFailure("Authentication failed: username not specified")
-        if not password:
-            raise SaslFailure("Authentication failed: password not specified")
-        expected = self._users.get(user)
-        import hmac
-
-        if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
-            raise SaslFailure("Authentication failed: Invalid username or password")
-        if authzid and authzid != user:
-            raise SaslFailure("Authentication failed: Client requested an authorization id that is different from username")
-        self.complete, self.username = True, user
-        return b""
 
 
 class Security:
