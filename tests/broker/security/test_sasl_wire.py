@@ -7,6 +7,7 @@ raw tokens, malformed tokens fail cleanly and the broker keeps serving, KIP-368 
 
 from __future__ import annotations
 
+import logging
 import struct
 import time
 
@@ -167,3 +168,57 @@ def test_expired_session_is_closed(tmp_path):
                 if time.monotonic() > deadline:
                     break
             assert closed
+
+
+FUZZ_FRAMES = 300
+FUZZ_SEED = 18
+
+
+def test_mutated_sasl_frames_never_break_the_broker(sasl_broker):
+    """Seeded mutations (support.fuzz_mutate) of real SASL frames, each on a fresh connection after
+    a valid handshake (so SaslAuthenticate reaches the mechanism); the broker answers or closes,
+    and afterwards still authenticates and serves. Bounded: 300 frames, 5 s per read."""
+    import socket
+
+    from support.fuzz_mutate import Mutator
+    from support.wire import encode_request
+
+    _, addr = sasl_broker
+    host, port = addr["SASL_PLAINTEXT"].rsplit(":", 1)
+    seeds = [
+        ("PLAIN", encode_request(SaslAuthenticateRequest(auth_bytes=PLAIN_TOKEN), 2)[4:]),
+        ("SCRAM-SHA-256", encode_request(SaslAuthenticateRequest(auth_bytes=b"n,,n=alice,r=0123456789abcdef"), 2)[4:]),
+        ("PLAIN", encode_request(SaslHandshakeRequest(mechanism="PLAIN"), 2)[4:]),
+        ("PLAIN", encode_request(SaslAuthenticateV0(auth_bytes=PLAIN_TOKEN), 2)[4:]),
+    ]
+    handshakes = {m: encode_request(SaslHandshakeRequest(mechanism=m), 1) for m in ("PLAIN", "SCRAM-SHA-256")}
+    mutator = Mutator(FUZZ_SEED, [f for _, f in seeds])
+    kinds, answered = set(), 0
+    errors: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = errors.append
+    logging.getLogger("pyspark_kafka").addHandler(handler)
+    def exchange(data: bytes) -> bytes:
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)  # EOF: a frame that claims more bytes ends here
+            got = b""
+            try:
+                while chunk := sock.recv(65536):
+                    got += chunk
+            except (ConnectionResetError, socket.timeout):
+                pass
+            return got
+
+    handshake_answer = {m: len(exchange(h)) for m, h in handshakes.items()}
+    for i in range(FUZZ_FRAMES):
+        mechanism, frame = seeds[i % len(seeds)]
+        kind, wire = mutator.mutate(frame)
+        kinds.add(kind)
+        answered += len(exchange(handshakes[mechanism] + wire)) > handshake_answer[mechanism]
+    logging.getLogger("pyspark_kafka").removeHandler(handler)
+    assert len(kinds) >= 5, kinds
+    assert 0 < answered < FUZZ_FRAMES  # some mutations were answered (error codes), others closed
+    assert not errors, [e.getMessage() for e in errors]  # no handler crash, no unexpected error
+    with authenticated(addr["SASL_PLAINTEXT"]) as c:
+        assert metadata_ok(c)
