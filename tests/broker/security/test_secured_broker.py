@@ -367,3 +367,20 @@ def test_requested_client_certificate_is_optional(secured):
                                      "ssl.key.location": str(pki.client_key)})
     assert roundtrip(client, unique("req-cert"), 1) == [b"v0"]
     assert sum("on listener REQ authenticated as User:CN=client,O=pyspark-kafka" in line for line in lines) > before
+
+
+def test_enabled_protocols_refuse_an_older_tls_client(tmp_path):
+    pki = make_pki(tmp_path / "pki")
+    config = {"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
+              "ssl.keystore.location": str(pki.server_pem), "ssl.enabled.protocols": "TLSv1.3"}
+    with EmbeddedBroker(data_dir=tmp_path / "data", config=config) as broker:
+        def handshake(version: ssl.TLSVersion) -> str:
+            context = ssl.create_default_context(cafile=str(pki.ca_pem))
+            context.minimum_version = context.maximum_version = version
+            with socket.create_connection(("127.0.0.1", broker.port), timeout=DEADLINE_S) as raw:
+                with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                    return tls.version()
+
+        assert handshake(ssl.TLSVersion.TLSv1_3) == "TLSv1.3"
+        with pytest.raises(ssl.SSLError):
+            handshake(ssl.TLSVersion.TLSv1_2)
