@@ -33,7 +33,7 @@ def sasl_broker():
               "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "sasl.jaas.config": JAAS,
               "connections.max.reauth.ms": "60000"}
     with EmbeddedBroker(config=config) as broker:
-        yield broker, {lst.name: f"127.0.0.1:{lst.port}" for lst in broker.broker.security.listeners}
+        yield broker, broker.listeners
 
 
 def authenticated(address: str) -> WireClient:
