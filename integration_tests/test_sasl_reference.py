@@ -8,6 +8,8 @@ Apache Kafka runs from Maven Central's jars (skipped when unavailable). About 25
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 from kio.schema.alter_user_scram_credentials.v0.request import (AlterUserScramCredentialsRequest,
@@ -15,6 +17,7 @@ from kio.schema.alter_user_scram_credentials.v0.request import (AlterUserScramCr
 from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest, UserName
 from kio.schema.metadata.v9.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from support.wire import WireClient
@@ -68,6 +71,13 @@ def observe(sasl: str, plaintext: str) -> dict[str, tuple]:
     got["plain malformed"] = _exchange(sasl, "PLAIN", [b"only-one-part"])
     got["scram unknown user"] = _exchange(sasl, "SCRAM-SHA-256", [b"n,,n=mallory,r=abcdefgh"])
     got["scram garbage"] = _exchange(sasl, "SCRAM-SHA-256", [b"garbage"])
+    for name, token in (("v0 raw plain ok", b"\0alice\0" + PASSWORD.encode()), ("v0 raw plain wrong", b"\0alice\0no")):
+        with WireClient(sasl) as c:
+            hs = c.request(SaslHandshakeV0(mechanism="PLAIN"))
+            c.send_raw(struct.pack(">i", len(token)) + token)
+            answer = c.recv_frame()
+            served = answer is not None and c.request(METADATA).brokers != ()
+            got[name] = (int(hs.error_code), answer, served)
     with WireClient(plaintext) as c:
         hs = c.request(SaslHandshakeRequest(mechanism="PLAIN"))
         got["handshake on plaintext"] = (int(hs.error_code), tuple(hs.mechanisms))
