@@ -59,6 +59,21 @@ class OffsetReader:
         """Drop the admin client (librdkafka closes it when it is released)."""
         self._admin = None
 
+    def _list_topics(self, timeout_s: float):
+        """Metadata within ``timeout_s``, asked in slices of at most 1 s so that an authentication
+        failure (reported through ``error_cb``) ends the wait at once instead of after the timeout."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return self._client.list_topics(timeout=max(0.001, min(1.0, remaining)))
+            except KafkaException:
+                self._client.poll(0)
+                if self._auth_error is not None or time.monotonic() >= deadline:
+                    raise
+
     def _retry(self, what: str, fn):
         """Call ``fn`` up to ``fetchOffset.numRetries`` times. After a failed attempt the admin
         client is dropped and made anew (Spark's KafkaOffsetReaderAdmin ``resetAdmin``): during
@@ -95,7 +110,7 @@ class OffsetReader:
         timeout = self._opts.api_timeout_ms / 1000
 
         def fetch():
-            md = self._client.list_topics(timeout=timeout)
+            md = self._list_topics(timeout)
             return {name: sorted(t.partitions) for name, t in md.topics.items() if t.partitions}
 
         cluster = self._retry("list topics", fetch)
