@@ -53,6 +53,8 @@ def test_custom_listener_names_need_a_protocol_map_entry():
     ({"listeners": "A://127.0.0.1:1", "listener.security.protocol.map": "A:TLS"}, "entry 'A:TLS' is invalid"),
     ({"advertised.listeners": "SSL://h:1"}, "names listener SSL, which is not in listeners"),
     ({"inter.broker.listener.name": "EXTERNAL"}, "inter.broker.listener.name='EXTERNAL' is not a listener"),
+    ({"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "PLAINTEXT"},
+     "Only one of inter.broker.listener.name and security.inter.broker.protocol"),
 ])
 def test_bad_listener_configs_name_the_entry(cfg, message):
     with pytest.raises(ConfigError, match=message):

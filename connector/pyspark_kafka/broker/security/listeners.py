@@ -108,6 +108,9 @@ def parse_listeners(config) -> list[Listener]:
                               f"({', '.join(by_name)}): advertise only listeners the broker has")
         by_name[name].advertised_host, by_name[name].advertised_port = host or None, port or None
     inter = config.get("inter.broker.listener.name")
+    if inter is not None and not config.is_default("security.inter.broker.protocol"):
+        raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set "
+                          "(Kafka's rule): remove one")
     if inter is not None and inter.upper() not in by_name:
         raise ConfigError(f"inter.broker.listener.name={inter!r} is not a listener ({', '.join(by_name)})")
     return listeners
