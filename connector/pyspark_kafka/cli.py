@@ -544,10 +544,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("broker", help="run the embedded Kafka-compatible broker")
     p.add_argument("--data-dir", required=True, help="directory holding the log segments (created if missing)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
-    p.add_argument("--port", type=int, default=9092, help="port to bind, 0 for a free one (default 9092)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only); not used with --config listeners=...")
+    p.add_argument("--port", type=int, default=9092, help="port to bind, 0 for a free one (default 9092); not used with --config listeners=...")
     p.add_argument("--config", type=broker_config_pair, action="append", default=[], metavar="KEY=VALUE",
-                   help="broker setting with Kafka's name, e.g. log.segment.bytes=1048576 (repeatable)")
+                   help="broker setting with Kafka's name, e.g. log.segment.bytes=1048576 or "
+                        "listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9094 (repeatable)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=cmd_broker)
 

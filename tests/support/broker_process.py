@@ -19,11 +19,14 @@ LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
 
 class BrokerProcess:
-    """``python -m pyspark_kafka broker`` on ``port`` (0: a free one) with extra broker ``config``; always
-    killed by :meth:`kill`."""
+    """``python -m pyspark_kafka broker`` on ``port`` (0: a free one); always killed by :meth:`kill`.
+
+    ``config``: more broker configs (``--config NAME=VALUE``); ``bootstrap`` is the first
+    listener's address, ``lines`` the output (the broker's log) as it comes.
+    """
 
     def __init__(self, data_dir: Path, port: int = 0, config: dict[str, str] | None = None):
-        extra = [arg for k, v in (config or {}).items() for arg in ("--config", f"{k}={v}")]
+        extra = [arg for name, value in (config or {}).items() for arg in ("--config", f"{name}={value}")]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pyspark_kafka", "broker", "--data-dir", str(data_dir), "--port", str(port),
              "--config", "log.segment.bytes=4096", "--config", "log.index.interval.bytes=256", *extra],

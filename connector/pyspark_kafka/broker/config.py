@@ -28,7 +28,33 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "node.id": "0",
     "listeners": "PLAINTEXT://127.0.0.1:9092",
     "advertised.listeners": None,
+    "listener.security.protocol.map": "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+    "inter.broker.listener.name": None,  # accepted (single broker: no inter-broker traffic)
+    "security.inter.broker.protocol": "PLAINTEXT",
     "log.dirs": None,
+    # TLS (Kafka's SslConfigs; listener.name.<name>.ssl.* overrides per listener)
+    "ssl.keystore.type": "JKS",
+    "ssl.keystore.location": None,
+    "ssl.keystore.password": None,
+    "ssl.key.password": None,
+    "ssl.keystore.certificate.chain": None,
+    "ssl.keystore.key": None,
+    "ssl.truststore.type": "JKS",
+    "ssl.truststore.location": None,
+    "ssl.truststore.password": None,
+    "ssl.truststore.certificates": None,
+    "ssl.client.auth": "none",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "ssl.protocol": "TLSv1.3",
+    "ssl.cipher.suites": "",
+    "ssl.endpoint.identification.algorithm": "https",  # a client-side check; accepted
+    "ssl.principal.mapping.rules": "DEFAULT",
+    # SASL (Kafka's SaslConfigs / BrokerSecurityConfigs)
+    "sasl.enabled.mechanisms": "GSSAPI",
+    "sasl.mechanism.inter.broker.protocol": "GSSAPI",
+    "sasl.jaas.config": None,
+    "connections.max.reauth.ms": "0",
+    "sasl.server.max.receive.size": "524288",
     # topics
     "num.partitions": "1",
     "default.replication.factor": "1",
@@ -191,6 +217,8 @@ _TYPES: dict[str, tuple[str, int | float | None]] = {
     "max.connections": (_INT, 0),
     "max.connections.per.ip": (_INT, 0),
     "connections.max.idle.ms": (_LONG, 1),
+    "connections.max.reauth.ms": (_LONG, 0),
+    "sasl.server.max.receive.size": (_INT, 1),
     "message.max.bytes": (_INT, 0),
     "fetch.max.bytes": (_INT, 1024),
     "log.segment.bytes": (_INT, 14),
@@ -268,7 +296,40 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "log.message.timestamp.type": ("CreateTime", "LogAppendTime"),
     # Kafka's BrokerCompressionType: producer keeps the producer's codec, the others recompress on append
     "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "ssl.client.auth": ("none", "requested", "required"),
+    "ssl.keystore.type": ("JKS", "PKCS12", "PEM"),
+    "ssl.truststore.type": ("JKS", "PKCS12", "PEM"),
+    "ssl.principal.mapping.rules": ("DEFAULT",),
+    "security.inter.broker.protocol": ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
 }
+
+#: Configs a listener may override as ``listener.name.<listener>.<config>`` (Kafka's per-listener
+#: security configs); besides these, ``listener.name.<listener>.<mechanism>.sasl.jaas.config``.
+LISTENER_OVERRIDABLE = frozenset(n for n in BROKER_DEFAULTS if n.startswith(("ssl.", "sasl.")) and
+                                 n not in ("sasl.mechanism.inter.broker.protocol",)) | {"connections.max.reauth.ms"}
+_LISTENER_PREFIXED = re.compile(r"listener\.name\.([a-z0-9_]+)\.(.+)")
+_MECHANISM_JAAS = re.compile(r"[a-z0-9-]+\.sasl\.jaas\.config")
+
+
+def is_sensitive(name: str) -> bool:
+    """True for Kafka's PASSWORD-type configs (key store passwords, inline keys, JAAS configs):
+    DescribeConfigs shows them as ``is_sensitive`` with no value, and they are never logged."""
+    return name.endswith((".password", "ssl.keystore.key", "sasl.jaas.config"))
+
+
+def listener_config_name(name: str) -> str | None:
+    """The plain config a ``listener.name.<l>.<config>`` name overrides (``ssl.keystore.location``),
+    or None when ``name`` is not a valid listener-prefixed name. Listener names are lower-case
+    here, as in Kafka (``listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config``)."""
+    m = _LISTENER_PREFIXED.fullmatch(name)
+    if m is None:
+        return None
+    rest = m.group(2)
+    if rest in LISTENER_OVERRIDABLE:
+        return rest
+    if _MECHANISM_JAAS.fullmatch(rest):
+        return "sasl.jaas.config"
+    return None
 
 _INT_RANGE = (-(2**31), INT_MAX)
 _LONG_RANGE = (-(2**63), LONG_MAX)
@@ -352,7 +413,12 @@ class BrokerConfig:
                 if target not in unit_rewrites or factor < unit_rewrites[target][0]:
                     unit_rewrites[target] = (factor, str(amount * factor))
                 continue
-            if name not in BROKER_DEFAULTS:
+            if name not in BROKER_DEFAULTS and listener_config_name(name) is None:
+                if name.startswith("listener.name."):
+                    raise ConfigError(
+                        f"broker config {name!r} is not a per-listener config: use listener.name.<listener in "
+                        "lower case>.<ssl.* or sasl.* config>, or listener.name.<listener>.<mechanism>.sasl.jaas.config"
+                    )
                 raise ConfigError(
                     f"unknown broker config {name!r}: use a Kafka broker config name "
                     f"(e.g. {', '.join(sorted(BROKER_DEFAULTS)[:4])}, ...; see BROKER_DEFAULTS)"
@@ -364,7 +430,8 @@ class BrokerConfig:
             if name in _UNIT_SYNONYMS:
                 continue
             try:
-                values[name] = _check_value(name, None if raw is None else raw, where="broker config")
+                values[name] = _check_value(listener_config_name(name) or name, None if raw is None else raw,
+                                            where="broker config")
             except InvalidConfigError as e:
                 raise ConfigError(str(e)) from None
         for alias, other in (("node.id", "broker.id"), ("broker.id", "node.id")):
@@ -377,6 +444,17 @@ class BrokerConfig:
         self._values = values
         self._overridden = frozenset(given) | frozenset(unit_rewrites)
         self._given = frozenset(given)
+
+    def for_listener(self, listener: str, name: str) -> str | None:
+        """``listener.name.<listener>.<name>`` when set, else ``name`` (Kafka's per-listener override)."""
+        prefixed = f"listener.name.{listener.lower()}.{name}"
+        if prefixed in self._values:
+            return self._values[prefixed]
+        return self.get(name)
+
+    def get_if_set(self, name: str) -> str | None:
+        """The value of ``name`` (also a ``listener.name.*`` config), None when neither set nor defaulted."""
+        return self._values.get(name)
 
     def get(self, name: str) -> str | None:
         """The value of broker config ``name`` (a string, or ``None`` when unset with no default)."""

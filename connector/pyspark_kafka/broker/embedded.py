@@ -19,7 +19,8 @@ class EmbeddedBroker:
     → a temporary directory, removed on :meth:`stop`; ``port`` 0 → a free port; ``config`` uses
     Kafka's broker config names (``{"message.max.bytes": "2097152"}``).
 
-    Attributes once started: ``bootstrap_servers`` ("127.0.0.1:PORT"), ``port``, ``data_dir``
+    Attributes once started: ``bootstrap_servers`` ("127.0.0.1:PORT", the first listener),
+    ``listeners`` (``{"SASL_SSL": "127.0.0.1:PORT", ...}`` with a ``listeners`` config), ``port``, ``data_dir``
     (Path), ``broker`` (the :class:`~pyspark_kafka.broker.server.Broker`; read-only use from
     other threads, e.g. ``replica_manager.waiting_fetches`` in tests). :meth:`start` raises what the broker raised while starting (ConfigError for a bad
     config, OSError for a taken port) or TimeoutError; :meth:`stop` closes the logs cleanly.
@@ -39,6 +40,11 @@ class EmbeddedBroker:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self.broker = None
+
+    @property
+    def listeners(self) -> dict[str, str]:
+        """``{listener name: "host:port"}`` of every bound listener (``listeners`` config), advertised."""
+        return {lst.name: "%s:%d" % lst.advertised() for lst in self.broker.security.listeners}
 
     @property
     def bootstrap_servers(self) -> str:

@@ -30,6 +30,10 @@ from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestCont
 from pyspark_kafka.broker.handlers.api_versions import api_versions_body
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.replica_manager import ReplicaManager
+from pyspark_kafka.broker.security import session as sec
+from pyspark_kafka.broker.security.listeners import Listener
+from pyspark_kafka.broker.security.scram import SaslFailure
+from pyspark_kafka.broker.security.tls import certificate_principal
 
 log = get_logger("pyspark_kafka.broker")
 
@@ -37,7 +41,9 @@ class Broker:
     """One broker: config, advertised address, the storage seam and the coordinators.
 
     ``Broker(data_dir, config: dict[str, str] | None, host)``; ``port`` and ``host`` are the
-    advertised listener, set once the socket is bound. ``replica_manager`` owns the logs (the
+    first listener's advertised address, set once the sockets are bound; ``security``
+    (:class:`~pyspark_kafka.broker.security.session.Security`) holds the listeners, their TLS
+    contexts, SASL mechanisms and the SCRAM credential store. ``replica_manager`` owns the logs (the
     handlers' only way to them); ``group_coordinator`` and ``txn_coordinator`` are created here
     and loaded by :func:`serve` (or on first use). Raises ConfigError for a bad config.
     """
@@ -49,12 +55,20 @@ class Broker:
         self.group_coordinator = GroupCoordinator(self.replica_manager, self.config)
         self.txn_coordinator = TransactionCoordinator(self.replica_manager, self.config, self.data_dir,
                                                       self.group_coordinator)
+        self.security = sec.Security(self.config, self.data_dir)
         self.host = host
         self.port = 0
         self.node_id = self.config.get_int("node.id")
         # A stable cluster id per data directory (Kafka keeps it in meta.properties).
         raw = uuid.uuid5(uuid.NAMESPACE_URL, str(self.data_dir.resolve())).bytes
         self.cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def advertised(self, listener: str | None = None) -> tuple[str, int]:
+        """``(host, port)`` advertised on ``listener`` (name; None or unknown: the first listener)."""
+        for lst in self.security.listeners:
+            if lst.name == listener:
+                return lst.advertised()
+        return self.security.listeners[0].advertised() if self.security.listeners else (self.host, self.port)
 
     def _verify_transaction(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> None:
         """The replica manager's check of a transactional batch (KIP-890 part 1), by the transaction coordinator."""
@@ -65,10 +79,11 @@ class Broker:
 # --- connections ----------------------------------------------------------------------------
 
 
-async def _dispatch(broker: Broker, frame: bytes, client_host: str = "") -> list | None:
+async def _dispatch(broker: Broker, frame: bytes, client_host: str = "", session=None) -> list | None:
     """Decode ``frame``, run its handler and return the encoded response chunks (None: no response).
 
-    ``client_host`` is the peer as Kafka shows it (``/127.0.0.1``).
+    ``client_host`` is the peer as Kafka shows it (``/127.0.0.1``); ``session`` the
+    connection's :class:`~pyspark_kafka.broker.security.session.Session` (None: anonymous).
 
     Raises ProtocolError or CloseConnection when the connection must be closed.
     """
@@ -88,7 +103,7 @@ async def _dispatch(broker: Broker, frame: bytes, client_host: str = "") -> list
             )
         return chunks
     header, request = protocol.decode_request(frame, api_key, version)
-    ctx = RequestContext(broker, api_key, version, correlation_id, header.client_id, client_host)
+    ctx = RequestContext(broker, api_key, version, correlation_id, header.client_id, client_host, session)
     try:
         result = await api.handler(ctx, request)
     except (CloseConnection, protocol.ProtocolError):
@@ -151,17 +166,58 @@ async def _write_chunks(writer: asyncio.StreamWriter, chunks: list) -> None:
                 chunk[0].close()
 
 
-async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+#: Requests served before a SASL connection has authenticated (Kafka's SaslServerAuthenticator):
+#: ApiVersions and SaslHandshake; SaslAuthenticate only once a handshake chose a mechanism.
+_PRE_AUTH_KEYS = frozenset({protocol.API_VERSIONS_KEY, 17})
+_SASL_AUTHENTICATE_KEY = 36
+
+
+def _gate(session, frame: bytes, peer) -> None:
+    """Close (ProtocolError) a connection whose request is not allowed in its SASL state."""
+    if session is None:
+        return
+    api_key = int.from_bytes(frame[:2], "big", signed=True)
+    if not session.authenticated and api_key not in _PRE_AUTH_KEYS and not (
+            api_key == _SASL_AUTHENTICATE_KEY and session.state == sec.AUTHENTICATE):
+        # Kafka: IllegalSaslStateException "Unexpected Kafka request of type ... during SASL handshake"
+        raise protocol.ProtocolError(f"unexpected request with api key {api_key} during SASL handshake "
+                                     f"(ILLEGAL_SASL_STATE): authenticate first")
+    if session.expired() and api_key != 17:
+        raise protocol.ProtocolError("the SASL session expired (connections.max.reauth.ms, KIP-368) and the "
+                                     "client did not re-authenticate")
+
+
+async def _raw_token(broker: Broker, session, reader, writer, size: int, idle_s: float) -> None:
+    """A SaslHandshake v0 token: ``size`` bytes with no Kafka header; answered size-prefixed.
+
+    A failure closes the connection with no answer (Kafka does the same for v0 clients).
+    """
+    token = await within(idle_s, reader.readexactly(size))
+    try:
+        answer = session.evaluate(token, broker.config.get_int("connections.max.reauth.ms"))
+    except SaslFailure as exc:
+        raise protocol.ProtocolError(f"SASL authentication failed ({session.mechanism}, handshake v0): {exc}") from None
+    writer.write(len(answer).to_bytes(4, "big") + answer)
+    await writer.drain()
+
+
+async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                           session=None) -> None:
     """Serve one client connection until it closes, idles, or sends something unparseable.
 
     Limits (:mod:`~pyspark_kafka.broker.connections`): a frame over ``socket.request.max.bytes``
     closes the connection; its body is read in chunks reserved in ``queued.max.request.bytes``;
     at most ``queued.max.requests`` requests are handled at once (others wait); no complete
-    request for ``connections.max.idle.ms`` closes the connection.
+    request for ``connections.max.idle.ms`` closes the connection. ``session`` (None:
+    PLAINTEXT as ``User:ANONYMOUS``) carries the listener and the SASL state: before
+    authentication only ApiVersions/SaslHandshake/SaslAuthenticate of at most
+    ``sasl.server.max.receive.size`` bytes are
+    served, anything else closes the connection (:mod:`~pyspark_kafka.broker.security.session`).
     """
     peer = writer.get_extra_info("peername")
     client_host = f"/{peer[0]}" if peer else ""
     max_request = broker.config.get_int("socket.request.max.bytes")
+    max_sasl = broker.config.get_int("sasl.server.max.receive.size")
     idle_s = broker.config.get_int("connections.max.idle.ms") / 1000
     try:
         while True:
@@ -170,10 +226,19 @@ async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer:
             except asyncio.TimeoutError:
                 log.info("closing connection from %s: idle for connections.max.idle.ms=%d", peer, idle_s * 1000)
                 return
-            if size < 8 or size > max_request:
+            if session is not None and session.state == sec.RAW:
+                if not 0 <= size <= max_sasl:
+                    log.warning("closing connection from %s: SASL token size %d is outside 0..%d "
+                                "(sasl.server.max.receive.size)", peer, size, max_sasl)
+                    return
+                await _raw_token(broker, session, reader, writer, size, idle_s)
+                continue
+            limit = max_request if session is None or session.authenticated else max_sasl
+            if size < 8 or size > limit:
                 log.warning(
-                    "closing connection from %s: request size %d is outside 8..%d (socket.request.max.bytes)",
-                    peer, size, max_request,
+                    "closing connection from %s: request size %d is outside 8..%d (%s)",
+                    peer, size, limit, "socket.request.max.bytes" if limit == max_request else
+                    "sasl.server.max.receive.size, before SASL authentication",
                 )
                 return
             try:
@@ -183,14 +248,17 @@ async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer:
                          peer, size, idle_s * 1000)
                 return
             try:
+                _gate(session, frame, peer)
                 async with broker.request_slots:
-                    chunks = await _dispatch(broker, frame, client_host)
+                    chunks = await _dispatch(broker, frame, client_host, session)
                 del frame
                 if chunks is not None:
                     await _write_chunks(writer, _open_file_chunks(chunks))
+                if session is not None and session.close_after_response:
+                    return
             finally:
                 await broker.request_memory.release(reserved)
-    except (asyncio.IncompleteReadError, ConnectionError):
+    except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
         pass
     except protocol.ProtocolError as exc:
         log.warning("closing connection from %s: %s", peer, exc)
@@ -238,11 +306,13 @@ async def _every(interval_ms: int, action: Callable[[], Any], what: str) -> None
 
 
 async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[[str], None] | None = None) -> None:
-    """Load the logs, listen on ``broker.host:port`` until ``stop`` is set, then close the logs.
+    """Load the logs, listen until ``stop`` is set, then close the logs.
 
-    ``ready("host:port")`` is called once listening (port 0 → the bound port). The retention
-    check runs every ``log.retention.check.interval.ms``, the log cleaner (when
-    ``log.cleaner.enable``) every ``log.cleaner.backoff.ms``; logs whose ``flush.ms`` has passed
+    Listens on every listener of the ``listeners`` config (TLS on SSL/SASL_SSL ones); when
+    ``listeners`` is not configured, on one PLAINTEXT listener ``broker.host:port``.
+    ``ready("host:port")`` (the first listener, advertised) is called once listening (port 0 →
+    the bound port). The retention check runs every ``log.retention.check.interval.ms``, the log
+    cleaner (when ``log.cleaner.enable``) every ``log.cleaner.backoff.ms``; logs whose ``flush.ms`` has passed
     are flushed on the period of :func:`flush_check_interval_ms`.
     """
     load_handlers()
@@ -253,8 +323,16 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     connections: set[asyncio.Task] = set()
 
     quotas = ConnectionQuotas(broker.config)
+    security = broker.security
+    if broker.config.is_default("listeners"):
+        # No listeners config: one PLAINTEXT listener on host:port (port 0 = a free port), as before.
+        plain = Listener("PLAINTEXT", "PLAINTEXT", broker.host, port)
+        for lst in security.listeners:
+            if lst.name == "PLAINTEXT":
+                plain.advertised_host, plain.advertised_port = lst.advertised_host, lst.advertised_port
+        security.listeners = [plain]
 
-    async def on_connect(reader, writer):
+    async def on_connect(reader, writer, listener: Listener):
         peer = writer.get_extra_info("peername")
         ip = peer[0] if peer else ""
         refused = quotas.admit(ip, len(logs.open_partitions()))
@@ -264,17 +342,32 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
             return
         task = asyncio.current_task()
         connections.add(task)
+        principal = certificate_principal(writer.get_extra_info("ssl_object")) if listener.tls else None
+        if principal is not None:
+            log.debug("TLS client %s on listener %s authenticated as %s", peer, listener.name, principal)
         try:
-            await serve_connection(broker, reader, writer)
+            await serve_connection(broker, reader, writer, sec.Session(listener, principal))
         except asyncio.CancelledError:
             pass  # broker shutting down: the connection is closed by serve_connection
         finally:
             connections.discard(task)
             quotas.release(ip)
 
-    # limit: asyncio pauses reading a connection whose unread bytes pass 2 x limit
-    server = await asyncio.start_server(on_connect, broker.host, port, limit=CHUNK_BYTES)
-    broker.port = server.sockets[0].getsockname()[1]
+    servers = []
+    try:
+        for lst in security.listeners:
+            # limit: asyncio pauses reading a connection whose unread bytes pass 2 x limit
+            server = await asyncio.start_server(
+                lambda r, w, lst=lst: on_connect(r, w, lst), lst.host or None, lst.port, limit=CHUNK_BYTES,
+                ssl=security.ssl_contexts.get(lst.name))
+            servers.append(server)
+            lst.port = server.sockets[0].getsockname()[1]
+    except BaseException:
+        for server in servers:
+            server.close()
+        raise
+    first = security.listeners[0]
+    broker.host, broker.port = first.advertised()
     timers = [
         asyncio.create_task(
             _every(broker.config.get_int("log.retention.check.interval.ms"), lambda: logs.run_retention(now_ms()), "retention check")
@@ -299,16 +392,21 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     )))
     bootstrap = f"{broker.host}:{broker.port}"
     log.info("pyspark-kafka broker listening on %s (data dir %s)", bootstrap, broker.data_dir)
+    for lst in security.listeners:
+        log.info("listener %s (%s) on %s:%d, advertised as %s:%d", lst.name, lst.protocol, lst.host or "0.0.0.0",
+                 lst.port, *lst.advertised())
     try:
         if ready is not None:
             ready(bootstrap)
         await stop.wait()
     finally:
-        server.close()
+        for server in servers:
+            server.close()
         for task in [*timers, *connections]:
             task.cancel()
         await asyncio.gather(*timers, *connections, return_exceptions=True)
-        await server.wait_closed()
+        for server in servers:
+            await server.wait_closed()
         if broker.group_coordinator.loaded:
             broker.group_coordinator.offsets.write_snapshots()  # the next start replays nothing before this point
         logs.close()

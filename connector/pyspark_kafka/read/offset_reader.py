@@ -37,6 +37,7 @@ class OffsetReader:
         self._conf = client_params(opts.options)
         self._read_committed = str(self._conf.get("isolation.level", "read_uncommitted")).lower() == "read_committed"
         self._admin = None
+        self._auth_error: str | None = None
 
     def __getstate__(self):
         return {**self.__dict__, "_admin": None}
@@ -44,12 +45,34 @@ class OffsetReader:
     @property
     def _client(self):
         if self._admin is None:
-            self._admin = new_admin(self._conf)
+            self._admin = new_admin({**self._conf, "error_cb": self._on_client_error})
         return self._admin
+
+    def _on_client_error(self, err) -> None:
+        """librdkafka ``error_cb``: keep an authentication failure (SASL or TLS) to report it."""
+        from confluent_kafka import KafkaError
+
+        if err.code() == KafkaError._AUTHENTICATION:
+            self._auth_error = err.str()
 
     def close(self) -> None:
         """Drop the admin client (librdkafka closes it when it is released)."""
         self._admin = None
+
+    def _list_topics(self, timeout_s: float):
+        """Metadata within ``timeout_s``, asked in slices of at most 1 s so that an authentication
+        failure (reported through ``error_cb``) ends the wait at once instead of after the timeout."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return self._client.list_topics(timeout=max(0.001, min(1.0, remaining)))
+            except KafkaException:
+                self._client.poll(0)
+                if self._auth_error is not None or time.monotonic() >= deadline:
+                    raise
 
     def _retry(self, what: str, fn):
         """Call ``fn`` up to ``fetchOffset.numRetries`` times. After a failed attempt the admin
@@ -64,6 +87,14 @@ class OffsetReader:
                 raise
             except Exception as exc:  # confluent-kafka raises KafkaException, futures may raise others
                 last = exc
+                if self._admin is not None:
+                    self._admin.poll(0)  # serves error_cb: an authentication failure is reported as such
+                if self._auth_error is not None:
+                    # wrong credentials do not heal with retries (Kafka's clients fail at once too)
+                    raise PySparkKafkaError(
+                        f"could not {what}: kafka.bootstrap.servers={self._conf.get('bootstrap.servers')!r} refused "
+                        f"the authentication: {self._auth_error}. Check kafka.sasl.mechanism and the user and "
+                        "password in kafka.sasl.jaas.config (or the client certificate)") from None
                 log.warning("attempt %d to %s failed: %s", attempt + 1, what, exc)
                 self.close()
                 if attempt + 1 < self._opts.fetch_attempts:
@@ -79,7 +110,7 @@ class OffsetReader:
         timeout = self._opts.api_timeout_ms / 1000
 
         def fetch():
-            md = self._client.list_topics(timeout=timeout)
+            md = self._list_topics(timeout)
             return {name: sorted(t.partitions) for name, t in md.topics.items() if t.partitions}
 
         cluster = self._retry("list topics", fetch)

@@ -29,6 +29,9 @@
  *   admin     BOOTSTRAP -  [{op, ...}, ...]    the admin client operations of AdminOps, in order
  *                                              -> [result per op] ({"error": Kafka error name} on failure)
  *
+ * Environment: KAFKA_CLIENT_PROPERTIES names a properties file of extra client settings
+ * (security.protocol, sasl.*, ssl.*), like the Kafka tools' --command-config.
+ *
  * Every wait is bounded (WAIT_MS); any client error ends the run with a non-zero exit and the
  * exception on stderr.
  */
@@ -123,6 +126,15 @@ public final class ConformanceDriver {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("request.timeout.ms", "20000");
+        // security settings (security.protocol, sasl.*, ssl.*) from a properties file, as the tools' --command-config
+        String extra = System.getenv("KAFKA_CLIENT_PROPERTIES");
+        if (extra != null) {
+            try (java.io.FileInputStream in = new java.io.FileInputStream(extra)) {
+                p.load(in);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
         return p;
     }
 

@@ -52,6 +52,9 @@ class RequestContext:
     host/port, ``replica_manager`` (the handlers' only way to the logs: appends, reads, offsets,
     append notifications, topic catalog) and the ``group_coordinator`` and ``txn_coordinator``;
     ``client_host`` is the client's address as Kafka shows it (``/127.0.0.1``; empty when unknown).
+    ``session`` is the connection's :class:`~pyspark_kafka.broker.security.session.Session`
+    (listener, SASL state); :attr:`principal` is who the connection authenticated as
+    (``User:<name>``, ``User:ANONYMOUS``, ``User:CN=...``): the seam for authorization (ACLs).
     """
 
     broker: "Broker"
@@ -60,6 +63,17 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str = ""
+    session: Any = None
+
+    @property
+    def principal(self) -> str:
+        """The authenticated principal (``User:ANONYMOUS`` when the connection has no session)."""
+        return self.session.principal if self.session is not None else "User:ANONYMOUS"
+
+    @property
+    def listener(self) -> str | None:
+        """The name of the listener the request came in on (``PLAINTEXT``, ``SASL_SSL``...), None when unknown."""
+        return self.session.listener.name if self.session is not None else None
 
 
 class CloseConnection(Exception):

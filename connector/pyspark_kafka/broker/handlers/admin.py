@@ -27,7 +27,7 @@ start) or another resource type; UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEP
 
 from __future__ import annotations
 
-from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, config_type, validate_topic_name
+from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
     ErrorCode,
@@ -157,8 +157,12 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
 
 
 def _config_entry(name, value, source, read_only, synonyms) -> dict:
+    sensitive = is_sensitive(name)  # Kafka's PASSWORD configs: described without their value
+    if sensitive:
+        value = None
+        synonyms = [dict(s, value=None) for s in synonyms]
     return {"name": name, "value": value, "read_only": read_only, "config_source": source,
-            "is_sensitive": False, "synonyms": synonyms,
+            "is_sensitive": sensitive, "synonyms": synonyms,
             "config_type": config_type(name), "documentation": None}
 
 

@@ -42,7 +42,8 @@ def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
     if key_type == GROUP_KEY and _coordinator(ctx) is None:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": "__consumer_offsets cannot be loaded"}
-    return {"key": key, "node_id": broker.node_id, "host": broker.host, "port": broker.port, "error_code": ErrorCode.none,
+    host, port = broker.advertised(ctx.listener)
+    return {"key": key, "node_id": broker.node_id, "host": host, "port": port, "error_code": ErrorCode.none,
             "error_message": None}
 
 

@@ -24,9 +24,11 @@ MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 """Kafka's ``max.request.partition.size.limit`` default: most partitions one DescribeTopicPartitions answers."""
 
 
-def broker_entry(broker) -> dict:
-    """This broker as a Metadata/DescribeCluster broker entry (host, port advertised)."""
-    return {"node_id": broker.node_id, "broker_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}
+def broker_entry(broker, ctx: RequestContext | None = None) -> dict:
+    """This broker as a Metadata/DescribeCluster broker entry: host and port advertised on the
+    listener the request came in on (Kafka answers with the endpoint of the same listener name)."""
+    host, port = broker.advertised(ctx.listener if ctx is not None else None)
+    return {"node_id": broker.node_id, "broker_id": broker.node_id, "host": host, "port": port, "rack": None}
 
 
 def topic_entry(broker, name: str) -> dict:
@@ -99,7 +101,7 @@ async def metadata(ctx: RequestContext, request) -> dict:
                 topics.append(_lookup(broker, t.name, allow_create))
     return {
         "throttle_time": 0,
-        "brokers": [broker_entry(broker)],
+        "brokers": [broker_entry(broker, ctx)],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
@@ -118,7 +120,7 @@ async def describe_cluster(ctx: RequestContext, request) -> dict:
         "endpoint_type": getattr(request, "endpoint_type", 1),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "brokers": [broker_entry(broker)],
+        "brokers": [broker_entry(broker, ctx)],
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 
