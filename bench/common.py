@@ -28,6 +28,12 @@ from typing import Callable
 REPETITIONS = 3
 
 
+class Skipped(Exception):
+    """Raised by a module's ``run`` (or a part of it) when what it measures cannot run here
+    (no Java, no Maven, no reference connector); the message is the reason, which
+    ``bench/run.py`` prints and records in ``results.json`` under ``skipped``."""
+
+
 def repeat(fn: Callable[[], float], times: int = REPETITIONS) -> list[float]:
     """Call ``fn`` ``times`` times and return its figures in call order."""
     return [float(fn()) for _ in range(times)]
