@@ -12,6 +12,13 @@ How it is measured (and why it is fair):
   records in memory and checks nothing (no CRC, no files), so it is an upper bound for a
   broker on this machine, not a peer. Every produce run is checked: the partition's end
   offset must advance by exactly the number of records sent.
+- **Apache Kafka** (4.3.1 from the cached Maven Central jars, one KRaft node, started by
+  :class:`pyspark_kafka.testing.apache_kafka.ApacheKafka` with the JVM options and request
+  threads of Kafka's own start script, :data:`APACHE_KAFKA_JVM`) is the second anchor of the
+  same produce and fetch runs: same client, settings, sizes, and its turn in every repetition
+  after ours and the mock cluster's. Every server first takes one 3 MB produce (connections,
+  metadata, the JVM's JIT) outside the timing. Without java or the jars (and no mvn to get
+  them) its rows are left out and :data:`SKIPPED` says why.
 - **Sequential write bandwidth** (the physical limit): the same number of bytes written to a
   plain file in 1 MiB chunks, then ``fsync``, in each repetition; it is the anchor of the
   rows ``produce ... vs file write`` (our produce MB/s over it). (The broker does not fsync
@@ -159,10 +166,14 @@ class _Server:
         self.bootstrap, self.label = bootstrap, label
 
 
-def throughput(quick: bool, workdir: str) -> list[dict]:
+def throughput(quick: bool, workdir: str, total_bytes: int | None = None, fetch_bytes: int = FETCH_BYTES) -> list[dict]:
     """Produce (100 B and 1 KiB, acks=1 and all) and fetch throughput vs the mock cluster and,
-    when it can run here, Apache Kafka; the servers take turns in every repetition."""
-    total = (16 if quick else 128) * MB  # value bytes per produce run and per fetch run
+    when it can run here, Apache Kafka; the servers take turns in every repetition.
+
+    ``total_bytes``: value bytes per produce run and per fetch run (default 16 MB quick, 128 MB
+    full); ``fetch_bytes``: size of the partition the fetch runs read over and over (bytes).
+    Raises RuntimeError when a run stored or read a wrong number of records."""
+    total = total_bytes or (16 if quick else 128) * MB
     rows = []
     with contextlib.ExitStack() as stack:
         ours = stack.enter_context(ServerProcess.embedded_broker(os.path.join(workdir, "broker")))
@@ -173,7 +184,7 @@ def throughput(quick: bool, workdir: str) -> list[dict]:
             servers.append(("apache", _Server(apache[1].bootstrap_servers, apache[0])))
         anchors = [(who, server.label) for who, server in servers if who != "ours"]
         for who, server in servers:  # connections, metadata, and the JVM's JIT, before any timing
-            _produce(server.bootstrap, "warm-up", FETCH_BYTES // 1024, 1024, "1")
+            _produce(server.bootstrap, "warm-up", fetch_bytes // 1024, 1024, "1")
         for size in (100, 1024):
             count = total // size
             label = f"{size} B" if size < 1024 else "1 KiB"
@@ -183,8 +194,8 @@ def throughput(quick: bool, workdir: str) -> list[dict]:
             # The mock cluster keeps only the last ~5 MB of a partition: fetch runs read a
             # 3 MB partition several times over, on every server.
             for who, server in servers:
-                _produce(server.bootstrap, f"fetch-{size}", FETCH_BYTES // size, size, "1")
-            passes = max(1, total // FETCH_BYTES)
+                _produce(server.bootstrap, f"fetch-{size}", fetch_bytes // size, size, "1")
+            passes = max(1, total // fetch_bytes)
             for rep in range(REPETITIONS):
                 for acks in ("1", "all"):
                     for who, server in servers:
@@ -195,7 +206,7 @@ def throughput(quick: bool, workdir: str) -> list[dict]:
                     fetched[who].append((seconds, records))
                 disk.append(_disk_write(workdir, count * size))
             note = f"{count:,} records of {label} per run, one partition"
-            fetch_note = f"{passes} passes over {FETCH_BYTES // size:,} records of {label}, one partition"
+            fetch_note = f"{passes} passes over {fetch_bytes // size:,} records of {label}, one partition"
             for anchor, anchor_label in anchors:
                 for acks in ("1", "all"):
                     ours_s, them_s = produced[("ours", acks)], produced[(anchor, acks)]
