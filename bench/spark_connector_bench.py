@@ -17,6 +17,8 @@ How it is measured (and why it is fair):
   all 336,776 full; 8 partitions, the job's own load code) for the flights job.
 - **Read**: ``readStream.format(fmt)``, ``startingOffsets=earliest``, ``Trigger.AvailableNow``,
   ``noop`` sink, from ``start()`` to the query's end; exactly ``n`` input rows or the run fails.
+- **Batch read**: ``spark.read.format(fmt)`` of the same topic and ``count()`` (neither
+  connector pushes the count down: both read every record); exactly ``n`` or the run fails.
 - **Write**: ``spark.range(n)`` as a 100-byte string ``value``, ``df.write.format(fmt)`` with the
   same ``kafka.*`` producer options for both (``acks=all``, idempotence, ``linger.ms=5``, no
   compression; each client's other defaults apply: librdkafka's for pykafka, the Java
@@ -162,6 +164,7 @@ def rows(result: dict, ref, read_count: int, write_count: int, flights_rows: int
         return ([rate(count, s) for s in result[kind]["pykafka"]], [rate(count, s) for s in result[kind]["kafka"]])
 
     read_p, read_k = speed("read", read_count)
+    batch_p, batch_k = speed("batch_read", read_count)
     write_p, write_k = speed("write", write_count)
     read_note = f"{read_count:,} records of {VALUE_BYTES} B, no key, {PARTITIONS} partitions, AvailableNow -> noop"
     write_note = (f"{write_count:,} records of {VALUE_BYTES} B, no key, {PARTITIONS} partitions, "
@@ -171,6 +174,9 @@ def rows(result: dict, ref, read_count: int, write_count: int, flights_rows: int
                note=f"{read_note}; {where}"),
         metric("read vs Spark's connector, per core", "records/s/core", [v / SPARK_CORES for v in read_p],
                [v / SPARK_CORES for v in read_k], label, note="records/s over Spark's 2 local cores, both sides"),
+        metric("batch read vs Spark's connector, count() (local[2])", "records/s", batch_p, batch_k, label,
+               note=f"{read_count:,} records of {VALUE_BYTES} B, no key, {PARTITIONS} partitions, "
+                    f"spark.read ... .count() (every record read by both); {where}"),
         metric("write vs Spark's connector (local[2])", "records/s", write_p, write_k, label,
                note=f"{write_note}; {where}"),
         metric("write vs Spark's connector, per core", "records/s/core", [v / SPARK_CORES for v in write_p],

@@ -21,6 +21,7 @@ Measured per format and repetition (every figure is checked, else the job exits 
 - ``read``: ``readStream.format(fmt)`` (``subscribe``, ``startingOffsets=earliest``),
   ``Trigger.AvailableNow`` into the ``noop`` sink; seconds from ``start()`` to the end of the
   query; the query's progress must count exactly ``count`` input rows.
+- ``batch_read``: ``spark.read.format(fmt)`` of the same topic and ``count()``; exactly ``count``.
 - ``write``: ``spark.range(count)`` as a ``value_bytes`` string, ``df.write.format(fmt)`` with
   the ``producer`` settings as ``kafka.*`` options; seconds to the return of ``save()``; the
   topic's end offsets (read with confluent-kafka) must grow by exactly ``count``.
@@ -31,7 +32,7 @@ Measured per format and repetition (every figure is checked, else the job exits 
 
 Before the timing each format reads, writes and (with ``flights``) runs the flights query once
 on small topics of their own. The order of the two formats flips every repetition. Prints one JSON line:
-``{"spark", "python", "pykafka_module", "seconds", "read": {fmt: [s, ...]}, "write": {...},
+``{"spark", "python", "pykafka_module", "seconds", "read": {fmt: [s, ...]}, "batch_read": {...}, "write": {...},
 "flights": {fmt: [{"stream": s, "batches": s}, ...]}}``.
 """
 
@@ -79,6 +80,19 @@ def read_seconds(spark, fmt: str, bootstrap: str, topic: str, expected: int) -> 
         rows = sum(p.numInputRows for p in query.recentProgress)
     if rows != expected:
         raise RuntimeError(f"format({fmt!r}) read {rows} rows of {topic}, expected {expected}")
+    return seconds
+
+
+def batch_read_seconds(spark, fmt: str, bootstrap: str, topic: str, expected: int) -> float:
+    """``spark.read.format(fmt)`` of the whole topic (default ``earliest`` to ``latest``) and
+    ``count()``; seconds from ``load()`` to the count. Raises RuntimeError unless it is ``expected``.
+    (Neither connector pushes the count down: both read every record.)"""
+    started = time.perf_counter()
+    rows = (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+            .load().count())
+    seconds = time.perf_counter() - started
+    if rows != expected:
+        raise RuntimeError(f"format({fmt!r}) batch read {rows} rows of {topic}, expected {expected}")
     return seconds
 
 
@@ -146,11 +160,12 @@ def main(argv: list[str] | None = None) -> int:
                       conf={"spark.jars": ",".join(spec["jars"]), "spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     bootstrap, read, write, flights = spec["bootstrap"], spec["read"], spec["write"], spec.get("flights")
-    out = {"read": {f: [] for f in FORMATS}, "write": {f: [] for f in FORMATS},
+    out = {"read": {f: [] for f in FORMATS}, "batch_read": {f: [] for f in FORMATS}, "write": {f: [] for f in FORMATS},
            "flights": {f: [] for f in FORMATS} if flights else None}
     try:
         for fmt in FORMATS:  # start the Python workers and load each connector's classes
             read_seconds(spark, fmt, bootstrap, read["warmup_topic"], read["warmup_count"])
+            batch_read_seconds(spark, fmt, bootstrap, read["warmup_topic"], read["warmup_count"])
             write_seconds(spark, fmt, bootstrap, write, write["topics"][fmt], min(write["count"], 20_000))
             if flights:  # and the flights query's sink, join and JSON parsing
                 flights_seconds(spark, fmt, bootstrap, {**flights, **flights["warmup"]}, "warmup")
@@ -158,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             for fmt in order:
                 print(f"[spark_connector] repetition {rep + 1}: {fmt}", file=sys.stderr, flush=True)
                 out["read"][fmt].append(read_seconds(spark, fmt, bootstrap, read["topic"], read["count"]))
+                out["batch_read"][fmt].append(batch_read_seconds(spark, fmt, bootstrap, read["topic"], read["count"]))
                 out["write"][fmt].append(write_seconds(spark, fmt, bootstrap, write, write["topics"][fmt],
                                                        write["count"]))
                 if flights:

@@ -32,11 +32,12 @@ def test_rows_from_a_job_result_name_the_reference_and_put_pykafka_over_spark():
     class Ref:
         version, installed, python, note = "4.2.0", "4.3.0", "/venv/bin/python", "reference: Spark 4.2.0 ..."
 
-    result = {"read": {"pykafka": [2.0], "kafka": [1.0]}, "write": {"pykafka": [1.0], "kafka": [4.0]},
+    result = {"read": {"pykafka": [2.0], "kafka": [1.0]}, "batch_read": {"pykafka": [1.0], "kafka": [1.0]},
+              "write": {"pykafka": [1.0], "kafka": [4.0]},
               "flights": {"pykafka": [{"stream": 10.0, "batches": 8.0}], "kafka": [{"stream": 5.0, "batches": 4.0}]}}
     rows = spark_connector_bench.rows(result, Ref, 1000, 1000, 100)
     by_name = {(r["metric"], r["unit"]): r for r in rows}
-    assert len(by_name) == len(rows) == 7
+    assert len(by_name) == len(rows) == 8
     read = by_name[("read vs Spark's connector, AvailableNow (local[2])", "records/s")]
     assert (read["project"], read["anchor"]) == ([500.0], [1000.0])
     assert by_name[("write vs Spark's connector, per core", "records/s/core")]["project"] == [500.0]
@@ -54,7 +55,7 @@ def test_spark_connector_bench_runs_both_connectors_on_tiny_data():
         rows = spark_connector_bench.measure(2000, 2000, 300, repetitions=1)
     except common.Skipped as e:
         pytest.skip(str(e))
-    assert len(rows) == 7
+    assert len(rows) == 8
     ref = rows[0]["reference"]
     assert ref["spark"] in rows[0]["anchor_label"] and ref["spark"] in rows[0]["note"]
     if ref["spark"] != ref["installed_pyspark"]:
