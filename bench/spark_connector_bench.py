@@ -39,6 +39,7 @@ missing, the module is skipped with the reason (:class:`common.Skipped`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -115,18 +116,20 @@ def run_job(ref, spec: dict, workdir: str) -> dict:
     return result
 
 
-def measure(read_count: int, write_count: int, flights_rows: int | None, repetitions: int = REPETITIONS) -> list[dict]:
+def measure(read_count: int, write_count: int, flights_rows: int | None, repetitions: int = REPETITIONS,
+            bootstrap: str | None = None) -> list[dict]:
     """Fill the topics, run the job once, return the rows (:func:`common.metric` shape, plus
     ``reference``: ``{"spark", "installed_pyspark", "python", "note"}``). ``flights_rows=None``
-    leaves the flights job out. Raises Skipped (no reference here) or RuntimeError (a wrong result)."""
+    leaves the flights job out; ``bootstrap``: an existing cluster instead of an embedded broker
+    in its own process. Raises Skipped (no reference here) or RuntimeError (a wrong result)."""
     ref = reference()
     print(f"[spark_connector] {ref.note}", file=sys.stderr, flush=True)
     from read_bench import _fill_topic
     from write_bench import _create_topic
 
-    with tempfile.TemporaryDirectory(prefix="spark-connector-bench-") as workdir, \
-            ServerProcess.embedded_broker(os.path.join(workdir, "broker")) as broker:
-        bootstrap = broker.bootstrap
+    with tempfile.TemporaryDirectory(prefix="spark-connector-bench-") as workdir, contextlib.ExitStack() as stack:
+        if bootstrap is None:
+            bootstrap = stack.enter_context(ServerProcess.embedded_broker(os.path.join(workdir, "broker"))).bootstrap
         spec = {
             "bootstrap": bootstrap, "jars": [str(j) for j in ref.jars], "master": f"local[{SPARK_CORES}]",
             "repetitions": repetitions,
