@@ -8,7 +8,8 @@ Modules: ``bench/<name>_bench.py`` for name in :data:`MODULES`, each exposing
 that is not there is skipped, one that raises :class:`common.Skipped` is recorded with the
 reason (``skipped`` in the JSON), as is each part a module leaves out and lists in its
 ``SKIPPED`` dict (``{part: reason}``); one that fails is reported and the others still run.
-``--quick`` uses small data (target: under 3 minutes on 2 cores in total). The JSON also
+``--quick`` uses small data (about 5-6 minutes on the shared 2 cores: the Apache Kafka and
+Spark-connector anchors start JVMs and a second Spark driver; under 3 without them). The JSON also
 records the run's duration and the 1/5/15-minute load averages before and after it (a
 shared machine makes every figure slower and noisier).
 """
@@ -112,7 +113,7 @@ def _git_modified() -> list[str] | None:
 def main(argv: list[str] | None = None) -> int:
     """Run the selected modules; exit code 1 when one of them failed (its error is in the JSON)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small data, finishes in about 3 minutes")
+    parser.add_argument("--quick", action="store_true", help="small data, finishes in about 5-6 minutes")
     parser.add_argument("--only", help=f"comma-separated subset of {','.join(MODULES)}")
     parser.add_argument("--output", default=os.path.join(HERE, "results.json"))
     parser.add_argument("--markdown", metavar="RESULTS_JSON",
