@@ -8,7 +8,7 @@ Modules: ``bench/<name>_bench.py`` for name in :data:`MODULES`, each exposing
 that is not there is skipped, one that raises :class:`common.Skipped` is recorded with the
 reason (``skipped`` in the JSON), as is each part a module leaves out and lists in its
 ``SKIPPED`` dict (``{part: reason}``); one that fails is reported and the others still run.
-``--quick`` uses small data (about 5-6 minutes on the shared 2 cores: the Apache Kafka and
+``--quick`` uses small data (5 min 16 s at load 4-8 on the shared 2 cores: the Apache Kafka and
 Spark-connector anchors start JVMs and a second Spark driver; under 3 without them). The JSON also
 records the run's duration and the 1/5/15-minute load averages before and after it (a
 shared machine makes every figure slower and noisier).
