@@ -12,6 +12,13 @@ How it is measured (and why it is fair):
   records in memory and checks nothing (no CRC, no files), so it is an upper bound for a
   broker on this machine, not a peer. Every produce run is checked: the partition's end
   offset must advance by exactly the number of records sent.
+- **Apache Kafka** (4.3.1 from the cached Maven Central jars, one KRaft node, started by
+  :class:`pyspark_kafka.testing.apache_kafka.ApacheKafka` with the JVM options and request
+  threads of Kafka's own start script, :data:`APACHE_KAFKA_JVM`) is the second anchor of the
+  same produce and fetch runs: same client, settings, sizes, and its turn in every repetition
+  after ours and the mock cluster's. Every server first takes one 3 MB produce (connections,
+  metadata, the JVM's JIT) outside the timing. Without java or the jars (and no mvn to get
+  them) its rows are left out and :data:`SKIPPED` says why.
 - **Sequential write bandwidth** (the physical limit): the same number of bytes written to a
   plain file in 1 MiB chunks, then ``fsync``, in each repetition; it is the anchor of the
   rows ``produce ... vs file write`` (our produce MB/s over it). (The broker does not fsync
@@ -27,6 +34,7 @@ How it is measured (and why it is fair):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import statistics
@@ -124,12 +132,59 @@ def _disk_write(directory: str, nbytes: int) -> float:
         os.unlink(path)
 
 
-def throughput(quick: bool, workdir: str) -> list[dict]:
-    """Produce (100 B and 1 KiB, acks=1 and all) and fetch throughput vs the mock cluster."""
-    total = (16 if quick else 128) * MB  # value bytes per produce run and per fetch run
+APACHE_KAFKA_JVM = ("-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                    "-Djava.awt.headless=true")
+"""The JVM options Kafka's own ``kafka-server-start.sh`` / ``kafka-run-class.sh`` use by default
+(``KAFKA_HEAP_OPTS``, ``KAFKA_JVM_PERFORMANCE_OPTS``), not the tests' fast-start ones."""
+APACHE_KAFKA_CONFIG = {"num.network.threads": "3", "num.io.threads": "8"}
+"""Kafka's defaults for its request threads (the test cluster uses 2 and 2)."""
+SKIPPED: dict[str, str] = {}
+"""Parts left out of the last :func:`run` and why (``bench/run.py`` records them)."""
+
+
+def apache_kafka(stack: contextlib.ExitStack) -> tuple[str, object] | None:
+    """Start Apache Kafka (single KRaft node from the cached jars, :mod:`pyspark_kafka.testing.apache_kafka`)
+    on ``stack``; ``(label, cluster)``, or None with the reason in :data:`SKIPPED` when java, mvn or
+    the jars are missing or it does not start."""
+    from pyspark_kafka.testing.apache_kafka import ApacheKafka, KafkaStartError
+    from pyspark_kafka.testing.maven import MavenUnavailable
+
+    kafka = ApacheKafka(nodes=1, config=APACHE_KAFKA_CONFIG, java_options=APACHE_KAFKA_JVM)
+    try:
+        stack.enter_context(kafka)
+    except (MavenUnavailable, KafkaStartError) as e:
+        SKIPPED["apache-kafka anchor"] = f"Apache Kafka cannot run here: {str(e).splitlines()[0]}"
+        return None
+    return f"Apache Kafka {kafka.version} (KRaft, 1 node)", kafka
+
+
+class _Server:
+    """A server measured by :func:`throughput`: its ``bootstrap`` address and its label."""
+
+    def __init__(self, bootstrap: str, label: str):
+        self.bootstrap, self.label = bootstrap, label
+
+
+def throughput(quick: bool, workdir: str, total_bytes: int | None = None, fetch_bytes: int = FETCH_BYTES) -> list[dict]:
+    """Produce (100 B and 1 KiB, acks=1 and all) and fetch throughput vs the mock cluster and,
+    when it can run here, Apache Kafka; the servers take turns in every repetition.
+
+    ``total_bytes``: value bytes per produce run and per fetch run (default 16 MB quick, 128 MB
+    full); ``fetch_bytes``: size of the partition the fetch runs read over and over (bytes).
+    Raises RuntimeError when a run stored or read a wrong number of records."""
+    total = total_bytes or (16 if quick else 128) * MB
     rows = []
-    with ServerProcess.embedded_broker(os.path.join(workdir, "broker")) as ours, ServerProcess.mock_cluster() as mock:
-        servers = (("ours", ours), ("mock", mock))
+    with contextlib.ExitStack() as stack:
+        ours = stack.enter_context(ServerProcess.embedded_broker(os.path.join(workdir, "broker")))
+        mock = stack.enter_context(ServerProcess.mock_cluster())
+        servers = [("ours", _Server(ours.bootstrap, "ours")), ("mock", _Server(mock.bootstrap, ANCHOR))]
+        apache = apache_kafka(stack)
+        if apache is not None:
+            servers.append(("apache", _Server(apache[1].bootstrap_servers, apache[0])))
+        anchors = [(who, server.label) for who, server in servers if who != "ours"]
+        for who, server in servers:  # connections, metadata, and the JVM's JIT, before any timing
+            _produce(server.bootstrap, "warm-up", fetch_bytes // 1024, 1024, "1")
         for size in (100, 1024):
             count = total // size
             label = f"{size} B" if size < 1024 else "1 KiB"
@@ -137,10 +192,10 @@ def throughput(quick: bool, workdir: str) -> list[dict]:
             fetched = {who: [] for who, _ in servers}
             disk = []
             # The mock cluster keeps only the last ~5 MB of a partition: fetch runs read a
-            # 3 MB partition several times over, on both servers.
+            # 3 MB partition several times over, on every server.
             for who, server in servers:
-                _produce(server.bootstrap, f"fetch-{size}", FETCH_BYTES // size, size, "1")
-            passes = max(1, total // FETCH_BYTES)
+                _produce(server.bootstrap, f"fetch-{size}", fetch_bytes // size, size, "1")
+            passes = max(1, total // fetch_bytes)
             for rep in range(REPETITIONS):
                 for acks in ("1", "all"):
                     for who, server in servers:
@@ -151,16 +206,17 @@ def throughput(quick: bool, workdir: str) -> list[dict]:
                     fetched[who].append((seconds, records))
                 disk.append(_disk_write(workdir, count * size))
             note = f"{count:,} records of {label} per run, one partition"
-            for acks in ("1", "all"):
-                ours_s, mock_s = produced[("ours", acks)], produced[("mock", acks)]
-                rows.append(metric(f"produce {label} acks={acks}", "records/s", [rate(count, s) for s in ours_s],
-                                   [rate(count, s) for s in mock_s], ANCHOR, note=note))
-                rows.append(metric(f"produce {label} acks={acks}", "MB/s", [rate(count * size / MB, s) for s in ours_s],
-                                   [rate(count * size / MB, s) for s in mock_s], ANCHOR, note=note))
-            fetch_note = f"{passes} passes over {FETCH_BYTES // size:,} records of {label}, one partition"
-            for unit, scale in (("records/s", 1), ("MB/s", size / MB)):
-                rows.append(metric(f"fetch {label}", unit, [rate(n * scale, s) for s, n in fetched["ours"]],
-                                   [rate(n * scale, s) for s, n in fetched["mock"]], ANCHOR, note=fetch_note))
+            fetch_note = f"{passes} passes over {fetch_bytes // size:,} records of {label}, one partition"
+            for anchor, anchor_label in anchors:
+                for acks in ("1", "all"):
+                    ours_s, them_s = produced[("ours", acks)], produced[(anchor, acks)]
+                    for unit, scale in (("records/s", count), ("MB/s", count * size / MB)):
+                        rows.append(metric(f"produce {label} acks={acks}", unit, [rate(scale, s) for s in ours_s],
+                                           [rate(scale, s) for s in them_s], anchor_label, note=note))
+                for unit, scale in (("records/s", 1), ("MB/s", size / MB)):
+                    rows.append(metric(f"fetch {label}", unit, [rate(n * scale, s) for s, n in fetched["ours"]],
+                                       [rate(n * scale, s) for s, n in fetched[anchor]], anchor_label,
+                                       note=fetch_note))
             disk_mb_s = [rate(count * size / MB, s) for s in disk]
             for acks in ("1", "all"):
                 rows.append(metric(f"produce {label} acks={acks} vs file write", "MB/s",
@@ -259,5 +315,6 @@ def offset_lookup(quick: bool, workdir: str) -> list[dict]:
 
 def run(quick: bool) -> list[dict]:
     """All broker benchmarks (see the module docstring); rows as :func:`common.metric` builds them."""
+    SKIPPED.clear()
     with tempfile.TemporaryDirectory(prefix="broker-bench-") as workdir:
         return throughput(quick, workdir) + offset_lookup(quick, workdir) + memory(quick, workdir)

@@ -28,6 +28,12 @@ from typing import Callable
 REPETITIONS = 3
 
 
+class Skipped(Exception):
+    """Raised by a module's ``run`` (or a part of it) when what it measures cannot run here
+    (no Java, no Maven, no reference connector); the message is the reason, which
+    ``bench/run.py`` prints and records in ``results.json`` under ``skipped``."""
+
+
 def repeat(fn: Callable[[], float], times: int = REPETITIONS) -> list[float]:
     """Call ``fn`` ``times`` times and return its figures in call order."""
     return [float(fn()) for _ in range(times)]
@@ -85,8 +91,18 @@ def _ram_bytes() -> int | None:
         return None
 
 
+def _java_version() -> str | None:
+    """First line of ``java -version`` (the JVM of the Apache Kafka and Spark anchors), or None."""
+    try:
+        proc = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = (proc.stderr or proc.stdout).strip().splitlines()
+    return lines[0] if lines else None
+
+
 def machine_info() -> dict:
-    """Cores, RAM (bytes), CPU model, OS, Python and the versions of the libraries measured."""
+    """Cores, RAM (bytes), CPU model, OS, Python, Java and the versions of the libraries measured."""
     import confluent_kafka
 
     return {
@@ -96,6 +112,7 @@ def machine_info() -> dict:
         "cpu_model": _cpu_model(),
         "os": platform.platform(),
         "python": platform.python_version(),
+        "java": _java_version(),
         "versions": {
             "pyspark-kafka": _version("pyspark-kafka"),
             "confluent-kafka": _version("confluent-kafka"),

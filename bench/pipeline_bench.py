@@ -22,6 +22,9 @@ How it is measured:
   writes a topic of its own. It must also find every flight exactly once.
 - Repetitions alternate job and anchor; each uses a fresh work directory. The ratio is ours
   over the anchor's (for seconds, lower is better).
+- The same job's stream phase with Spark's own ``format("kafka")`` as its source is measured
+  against ``format("pykafka")`` by ``bench/spark_connector_bench.py`` (both in one reference
+  SparkSession).
 Nothing is asserted; the figures are printed by ``bench/run.py``.
 """
 

@@ -23,6 +23,7 @@ load sends nothing (:func:`resume_offsets`).
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -204,12 +205,26 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         {"bootstrap.servers": bootstrap, "group.id": "flights-pipeline-loader", "enable.auto.commit": False}
     )
     try:
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=CLIENT_TIMEOUT_S)[1]
-            for p in range(partitions)
-        }
+        return {p: _end_offset(consumer, TopicPartition(topic, p)) for p in range(partitions)}
     finally:
         consumer.close()
+
+
+def _end_offset(consumer, tp) -> int:
+    """One partition's high watermark, retrying "no leader yet" errors for at most :data:`CLIENT_TIMEOUT_S`
+    s: Apache Kafka answers CreateTopics (and then lists a leader) before the leader serves
+    ListOffsets, which fails with NOT_LEADER_OR_FOLLOWER meanwhile. Raises KafkaException."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    not_yet = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART)
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=CLIENT_TIMEOUT_S)[1]
+        except KafkaException as e:
+            if e.args[0].code() not in not_yet or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 PRODUCER_CONFIG = {

@@ -188,10 +188,14 @@ def flight_schema():
     return StructType([StructField(n, IntegerType()) for n in ints] + [StructField(n, StringType()) for n in strings])
 
 
-def enriched_stream(spark, bootstrap: str, topic: str, max_offsets_per_trigger: int):
+def enriched_stream(spark, bootstrap: str, topic: str, max_offsets_per_trigger: int, source_format: str = "pykafka"):
     """Streaming DataFrame with :data:`OUTPUT_COLUMNS`: the flights of ``topic`` parsed
     from JSON and left-joined (broadcast) with the airlines for ``carrier_name`` (a carrier
-    missing from the airlines table keeps its row, with a null name)."""
+    missing from the airlines table keeps its row, with a null name).
+
+    ``source_format``: ``"pykafka"``, or ``"kafka"`` for Spark's own connector (same options and
+    columns; it needs ``spark-sql-kafka-0-10`` on ``spark.jars``: ``bench/spark_connector_bench.py``
+    runs the job's twin that way)."""
     from pyspark.sql import functions as F
 
     airlines = spark.createDataFrame(
@@ -199,7 +203,7 @@ def enriched_stream(spark, bootstrap: str, topic: str, max_offsets_per_trigger: 
         "carrier string, carrier_name string",
     )
     records = (
-        spark.readStream.format("pykafka")
+        spark.readStream.format(source_format)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")

@@ -1,0 +1,84 @@
+"""The benchmarks' real anchors run, on tiny data, so that their code does not rot.
+
+``bench/spark_connector_bench.py`` (``format("pykafka")`` against Spark's ``format("kafka")`` in
+one reference-venv driver) and ``bench/broker_bench.py``'s Apache Kafka anchor. These tests
+assert that every row is produced with one figure per repetition on both sides (each figure is
+a run the benchmark checked: exact record counts, every flight once), never a speed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+sys.path.insert(0, BENCH)
+
+import broker_bench  # noqa: E402
+import common  # noqa: E402
+import spark_connector_bench  # noqa: E402
+
+
+def _figures_ok(values) -> bool:
+    return bool(values) and all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in values)
+
+
+def test_rows_from_a_job_result_name_the_reference_and_put_pykafka_over_spark():
+    """Pure: the rows built from the job's seconds (no Spark)."""
+
+    class Ref:
+        version, installed, python, note = "4.2.0", "4.3.0", "/venv/bin/python", "reference: Spark 4.2.0 ..."
+
+    result = {"read": {"pykafka": [2.0], "kafka": [1.0]}, "batch_read": {"pykafka": [1.0], "kafka": [1.0]},
+              "write": {"pykafka": [1.0], "kafka": [4.0]},
+              "flights": {"pykafka": [{"stream": 10.0, "batches": 8.0}], "kafka": [{"stream": 5.0, "batches": 4.0}]}}
+    rows = spark_connector_bench.rows(result, Ref, 1000, 1000, 100)
+    by_name = {(r["metric"], r["unit"]): r for r in rows}
+    assert len(by_name) == len(rows) == 8
+    read = by_name[("read vs Spark's connector, AvailableNow (local[2])", "records/s")]
+    assert (read["project"], read["anchor"]) == ([500.0], [1000.0])
+    assert by_name[("write vs Spark's connector, per core", "records/s/core")]["project"] == [500.0]
+    assert by_name[("flights job stream (100 flights), source pykafka vs kafka", "s")]["anchor"] == [5.0]
+    for row in rows:
+        assert row["anchor_label"] == "Spark 4.2.0 format('kafka') (both on pyspark 4.2.0, not the installed 4.3.0)"
+        assert row["reference"] == {"spark": "4.2.0", "installed_pyspark": "4.3.0", "python": "/venv/bin/python",
+                                    "note": Ref.note}
+
+
+@pytest.mark.slow
+def test_spark_connector_bench_runs_both_connectors_on_tiny_data():
+    """Read, write and the flights job through both connectors in one reference driver (1 repetition)."""
+    try:
+        rows = spark_connector_bench.measure(2000, 2000, 300, repetitions=1)
+    except common.Skipped as e:
+        pytest.skip(str(e))
+    assert len(rows) == 8
+    ref = rows[0]["reference"]
+    assert ref["spark"] in rows[0]["anchor_label"] and ref["spark"] in rows[0]["note"]
+    if ref["spark"] != ref["installed_pyspark"]:
+        assert f"not the installed {ref['installed_pyspark']}" in rows[0]["anchor_label"]
+    for row in rows:
+        assert len(row["project"]) == len(row["anchor"]) == 1, row["metric"]
+        assert _figures_ok(row["project"]) and _figures_ok(row["anchor"]), row
+
+
+@pytest.mark.slow
+def test_broker_bench_has_apache_kafka_beside_the_mock_cluster(tmp_path):
+    """Produce and fetch against ours, the mock cluster and Apache Kafka 4.3.1, tiny sizes."""
+    broker_bench.SKIPPED.clear()
+    rows = broker_bench.throughput(True, str(tmp_path), total_bytes=200_000, fetch_bytes=100_000)
+    if "apache-kafka anchor" in broker_bench.SKIPPED:
+        pytest.skip(broker_bench.SKIPPED["apache-kafka anchor"])
+    labels = {r["anchor_label"] for r in rows}
+    assert broker_bench.ANCHOR in labels
+    apache = [r for r in rows if r["anchor_label"].startswith("Apache Kafka ")]
+    metrics = [f"produce {size} acks={acks}" for size in ("100 B", "1 KiB") for acks in ("1", "all")]
+    metrics += ["fetch 100 B", "fetch 1 KiB"]
+    assert sorted((r["metric"], r["unit"]) for r in apache) == sorted(
+        (m, unit) for m in metrics for unit in ("records/s", "MB/s"))
+    for row in apache:
+        assert len(row["project"]) == len(row["anchor"]) == common.REPETITIONS
+        assert _figures_ok(row["project"]) and _figures_ok(row["anchor"]), row
