@@ -35,8 +35,10 @@ docs/exactly-once-kafka.md).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
+import operator
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -667,38 +669,70 @@ class _WriteTask:
     def _produce(self, topic, values, keys, partitions, timestamps, headers) -> None:
         """Enqueue records; ``topic`` is one name or a per-row list, the rest per-row lists.
 
+        Rows go to librdkafka in row order. Without timestamps and headers the rows are
+        handed over by ``map`` driven from C (no Python bytecode per row); a full local
+        queue (``BufferError``) serves delivery reports and resumes at the refused row.
         Raises DeliveryError when librdkafka refuses a record outright (record larger
         than ``message.max.bytes``, fatal producer error such as a broker without
         idempotent-producer support).
         """
         from confluent_kafka import KafkaException
 
-        produce = self.producer.produce
         n = len(values)
-        topics = topic if isinstance(topic, list) else [topic] * n
-        keys = keys if keys is not None else [None] * n
-        t = p = None
+        if len(partitions) != n or (keys is not None and len(keys) != n) or (
+                isinstance(topic, list) and len(topic) != n):
+            raise ValueError("values, keys, partitions and topics must have one entry per row")
+        values_left = iter(values)
         try:
             if timestamps is None and headers is None:
-                for t, v, k, p in zip(topics, values, keys, partitions, strict=True):
-                    try:
-                        produce(t, v, k, p)
-                    except BufferError:
-                        self._when_queue_has_room(lambda: produce(t, v, k, p))
+                self._produce_plain(topic, values, values_left, keys, partitions)
             else:
-                timestamps = timestamps if timestamps is not None else [0] * n
-                headers = headers if headers is not None else [None] * n
-                for t, v, k, p, ts, h in zip(topics, values, keys, partitions, timestamps, headers, strict=True):
-                    try:
-                        produce(t, v, k, partition=p, timestamp=ts, headers=h)
-                    except BufferError:
-                        self._when_queue_has_room(lambda: produce(t, v, k, partition=p, timestamp=ts, headers=h))
+                self._produce_with_options(topic, values_left, keys, partitions, timestamps, headers)
         except KafkaException as e:
             err = e.args[0]
+            row = n - operator.length_hint(values_left) - 1
+            t = topic[row] if isinstance(topic, list) else topic
             raise DeliveryError(
-                f"the producer refused a record for topic '{t}' partition {p}: {err.str()} ({err.name()})"
-                + _hint(err)
+                f"the producer refused a record for topic '{t}' partition {partitions[row]}: {err.str()} "
+                f"({err.name()})" + _hint(err)
             ) from None
+
+    def _produce_plain(self, topic, values, values_left, keys, partitions) -> None:
+        """Rows without timestamp and headers: ``produce(topic, value, key, partition)`` per row, from C.
+
+        ``values_left`` is the iterator over ``values`` the rows are taken from (its remaining
+        length tells which row was refused).
+        """
+        produce = self.producer.produce
+        n = len(partitions)
+        topics = iter(topic) if isinstance(topic, list) else itertools.repeat(topic)
+        keys_left = iter(keys) if keys is not None else itertools.repeat(None)
+        parts_left = iter(partitions)
+        while True:
+            try:
+                # map takes one row's arguments from every iterator, then calls produce
+                collections.deque(map(produce, topics, values_left, keys_left, parts_left), maxlen=0)
+                return
+            except BufferError:  # the refused row's arguments are taken: retry it, then go on
+                row = n - operator.length_hint(values_left) - 1
+                t = topic[row] if isinstance(topic, list) else topic
+                k = keys[row] if keys is not None else None
+                v, p = values[row], partitions[row]
+                self._when_queue_has_room(lambda: produce(t, v, k, p))
+
+    def _produce_with_options(self, topic, values_left, keys, partitions, timestamps, headers) -> None:
+        """Rows with a timestamp or headers: one keyword ``produce`` call per row."""
+        produce = self.producer.produce
+        n = len(partitions)
+        topics = topic if isinstance(topic, list) else itertools.repeat(topic, n)
+        keys = keys if keys is not None else itertools.repeat(None, n)
+        timestamps = timestamps if timestamps is not None else itertools.repeat(0, n)
+        headers = headers if headers is not None else itertools.repeat(None, n)
+        for t, v, k, p, ts, h in zip(topics, values_left, keys, partitions, timestamps, headers):
+            try:
+                produce(t, v, k, partition=p, timestamp=ts, headers=h)
+            except BufferError:
+                self._when_queue_has_room(lambda: produce(t, v, k, partition=p, timestamp=ts, headers=h))
 
     def _when_queue_has_room(self, enqueue) -> None:
         """librdkafka's local queue is full: serve delivery reports until ``enqueue()`` fits.

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType, TimestampType
 
 from support.topics import consume_all
 from pyspark_kafka.errors import DeliveryError, RecordError
@@ -310,6 +310,53 @@ def test_full_producer_queue_is_waited_out_not_dropped(bootstrap, make_topic):
     values = [f"v{i}" for i in range(300)]
     assert write_batches(spec, [pa.record_batch([pa.array(values)], ["value"])]).records == 300
     assert sorted(m.value().decode() for m in consume_all(bootstrap, topic)) == sorted(values)
+
+
+@pytest.mark.parametrize("with_timestamp", [False, True], ids=["plain", "timestamp"])
+def test_full_producer_queue_keeps_row_order_keys_and_topics(bootstrap, make_topic, with_timestamp):
+    """Under BufferError on almost every row, each partition holds its rows in row order, each
+    with its own key and topic (both produce paths: rows handed over from C, and with timestamps)."""
+    topics = [make_topic(partitions=3), make_topic(partitions=2)]
+    fields = [StructField(n, StringType()) for n in ("value", "key", "topic")]
+    columns = {"value": [f"v{i:03d}" for i in range(240)], "key": [None if i % 9 == 0 else f"k{i % 13}"
+                                                                   for i in range(240)],
+               "topic": [topics[(i // 7) % 2] for i in range(240)]}
+    if with_timestamp:
+        fields.append(StructField("timestamp", TimestampType()))
+        columns["timestamp"] = [datetime.fromtimestamp(1_700_000_000 + i, timezone.utc) for i in range(240)]
+    spec = WriteSpec.from_options(opts(bootstrap, **{"kafka.queue.buffering.max.messages": "5"}),
+                                  StructType(fields))
+    batch = pa.RecordBatch.from_pydict(columns, schema=pa.schema(
+        [(f.name, pa.timestamp("us", tz="UTC") if f.name == "timestamp" else pa.string()) for f in fields]))
+    message = write_batches(spec, [batch.slice(0, 100), batch.slice(100)])
+    assert message.records == 240
+
+    rows = {v: (k, t) for v, k, t in zip(columns["value"], columns["key"], columns["topic"])}
+    for topic in topics:
+        records = consume_all(bootstrap, topic)
+        assert len(records) == sum(1 for t in columns["topic"] if t == topic)
+        by_partition: dict[int, list] = {}
+        for m in sorted(records, key=lambda m: (m.partition(), m.offset())):
+            value = m.value().decode()
+            assert rows[value] == (None if m.key() is None else m.key().decode(), topic)
+            if with_timestamp:
+                assert m.timestamp()[1] == (1_700_000_000 + int(value[1:])) * 1000
+            by_partition.setdefault(m.partition(), []).append(value)
+        for values in by_partition.values():
+            assert values == sorted(values)  # row order within every partition
+        keyed = [m for m in records if m.key() is not None]
+        assert all(m.partition() == partition_for(m.key(), 3 if topic == topics[0] else 2) for m in keyed)
+
+
+def test_refused_record_is_named_by_its_own_topic_and_partition(bootstrap, make_topic):
+    small_topic, big_topic = make_topic(partitions=1), make_topic(partitions=2)
+    schema = StructType([StructField("value", StringType()), StructField("topic", StringType()),
+                         StructField("partition", IntegerType())])
+    spec = WriteSpec.from_options(opts(bootstrap, **{"kafka.message.max.bytes": "2000"}), schema)
+    batch = pa.record_batch([pa.array(["a", "b", "x" * 5000, "c"]), pa.array([small_topic] * 2 + [big_topic] * 2),
+                             pa.array([0, 0, 1, 0], pa.int32())], ["value", "topic", "partition"])
+    with pytest.raises(DeliveryError, match=rf"refused a record for topic '{big_topic}' partition 1: .*MSG_SIZE_TOO"):
+        write_batches(spec, [batch])
 
 
 def test_partition_added_during_a_task_is_found_by_refreshing_metadata(bootstrap, make_topic):

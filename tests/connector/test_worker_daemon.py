@@ -1,0 +1,47 @@
+"""Python workers of sessions from ``get_spark`` import the installed pyspark (compiled bytecode),
+not ``pyspark.zip`` (compiled again in every new worker): :mod:`pyspark_kafka.worker_daemon`."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pyspark_kafka.worker_daemon import bundled_pyspark_zip, without_bundled_zip
+
+
+def _touch(path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+    return str(path)
+
+
+@pytest.mark.parametrize("layout, init, expected", [
+    ("site/pyspark/python/lib/pyspark.zip", "site/pyspark/__init__.py", True),  # pip-installed pyspark
+    ("site/pyspark/python/lib/pyspark.zip", None, False),  # no package beside it
+    ("spark-4.3.0/python/lib/pyspark.zip", "spark-4.3.0/__init__.py", False),  # a Spark distribution's zip
+    ("site/pyspark/python/lib/py4j-0.10.9.9-src.zip", "site/pyspark/__init__.py", False),  # not pyspark's zip
+    ("site/pyspark/lib/pyspark.zip", "site/pyspark/__init__.py", False),  # not <pkg>/python/lib
+])
+def test_only_the_installed_packages_own_zip_is_dropped(tmp_path, layout, init, expected):
+    entry = _touch(tmp_path / layout)
+    if init:
+        _touch(tmp_path / init)
+    assert bundled_pyspark_zip(entry) is expected
+    path = ["/a", entry, "/b"]
+    assert without_bundled_zip(path) == (["/a", "/b"] if expected else path)
+
+
+def test_spark_workers_import_the_installed_pyspark_not_the_zip(spark):
+    assert spark.conf.get("spark.python.daemon.module") == "pyspark_kafka.worker_daemon"
+
+    def probe(_):
+        import sys
+
+        import pyspark
+
+        return pyspark.__file__, [p for p in sys.path if p.endswith(".zip")]
+
+    [(pyspark_file, zips)] = spark.sparkContext.parallelize([0], 1).map(probe).collect()
+    assert ".zip" not in pyspark_file and os.path.isfile(pyspark_file), pyspark_file
+    assert not any(os.path.basename(z) == "pyspark.zip" for z in zips), zips
