@@ -168,8 +168,9 @@ async def _write_chunks(writer: asyncio.StreamWriter, chunks: list) -> None:
 
 #: Requests served before a SASL connection has authenticated (Kafka's SaslServerAuthenticator):
 #: ApiVersions and SaslHandshake; SaslAuthenticate only once a handshake chose a mechanism.
-_PRE_AUTH_KEYS = frozenset({protocol.API_VERSIONS_KEY, 17})
+_SASL_HANDSHAKE_KEY = 17
 _SASL_AUTHENTICATE_KEY = 36
+_PRE_AUTH_KEYS = frozenset({protocol.API_VERSIONS_KEY, _SASL_HANDSHAKE_KEY})
 
 
 def _gate(session, frame: bytes, peer) -> None:
@@ -182,7 +183,7 @@ def _gate(session, frame: bytes, peer) -> None:
         # Kafka: IllegalSaslStateException "Unexpected Kafka request of type ... during SASL handshake"
         raise protocol.ProtocolError(f"unexpected request with api key {api_key} during SASL handshake "
                                      f"(ILLEGAL_SASL_STATE): authenticate first")
-    if session.expired() and api_key != 17:
+    if session.expired() and api_key != _SASL_HANDSHAKE_KEY:
         raise protocol.ProtocolError("the SASL session expired (connections.max.reauth.ms, KIP-368) and the "
                                      "client did not re-authenticate")
 

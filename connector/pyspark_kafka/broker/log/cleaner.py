@@ -67,7 +67,9 @@ from pyspark_kafka.broker.log.record_batch import (
     BatchHeader,
     RecordView,
     build_batch,
+    encode_varint,
     iter_record_views,
+    read_varint,
 )
 from pyspark_kafka.broker.log.segment import LogSegment
 from pyspark_kafka.broker.log.validator import UNCOMPRESSED_BOUND_FACTOR
@@ -186,36 +188,15 @@ def iter_records(header: BatchHeader, batch: bytes) -> Iterator[RecordView] | No
     return iter_record_views(header, body)
 
 
-def _zigzag(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
-def _unzigzag(buf: bytes, pos: int) -> tuple[int, int]:
-    raw = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-
-
 def retime_record(raw: bytes, delta_change: int) -> bytes:
     """Record ``raw`` (length varint included) with its timestamp delta lowered by ``delta_change`` ms
     (the batch's base timestamp rose by that much), the length prefix re-encoded."""
     if delta_change == 0:
         return raw
-    _, pos = _unzigzag(raw, 0)
-    delta, after = _unzigzag(raw, pos + 1)  # the attributes byte, then timestampDelta
-    body = raw[pos:pos + 1] + _zigzag(delta - delta_change) + raw[after:]
-    return _zigzag(len(body)) + body
+    _, pos = read_varint(raw, 0)
+    delta, after = read_varint(raw, pos + 1)  # the attributes byte, then timestampDelta
+    body = raw[pos:pos + 1] + encode_varint(delta - delta_change) + raw[after:]
+    return encode_varint(len(body)) + body
 
 
 def rebuild_batch(header: BatchHeader, records: list[RecordView], delete_horizon_ms: int | None = None) -> bytes:
@@ -245,8 +226,8 @@ def rebuild_batch(header: BatchHeader, records: list[RecordView], delete_horizon
 
 
 def _record_delta(raw: bytes) -> int:
-    _, pos = _unzigzag(raw, 0)
-    return _unzigzag(raw, pos + 1)[0]
+    _, pos = read_varint(raw, 0)
+    return read_varint(raw, pos + 1)[0]
 
 
 def delete_horizon(header: BatchHeader) -> int | None:

@@ -255,8 +255,10 @@ def read_offset_and_length(buf, position: int = 0) -> tuple[int, int]:
     return _OFFSET_LENGTH.unpack_from(buf, position)
 
 
-def _read_varint(buf, position: int) -> tuple[int, int]:
-    """Zigzag varint (Kafka's ``ByteUtils.readVarlong``) at ``position``: ``(value, next position)``."""
+def read_varint(buf, position: int) -> tuple[int, int]:
+    """Zigzag varint (Kafka's ``ByteUtils.readVarlong``) at ``position``: ``(value, next position)``.
+
+    Raises CorruptRecordError for a varint longer than 10 bytes (IndexError past the buffer's end)."""
     shift = 0
     raw = 0
     while True:
@@ -270,6 +272,17 @@ def _read_varint(buf, position: int) -> tuple[int, int]:
             raise CorruptRecordError("varint longer than 10 bytes in a record")
 
 
+def encode_varint(value: int) -> bytes:
+    """``value`` (signed, 64-bit) as a zigzag varint (Kafka's ``ByteUtils.writeVarlong``)."""
+    raw = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
 def iter_record_offsets_and_timestamps(batch) -> Iterator[tuple[int, int]]:
     """``(offset, timestamp ms)`` of each record of one *uncompressed* batch (bytes-like, whole batch).
 
@@ -279,10 +292,10 @@ def iter_record_offsets_and_timestamps(batch) -> Iterator[tuple[int, int]]:
     header = parse_header(batch)
     position = BATCH_HEADER_SIZE
     for _ in range(header.record_count):
-        length, position = _read_varint(batch, position)
+        length, position = read_varint(batch, position)
         record_end = position + length
-        ts_delta, after_ts = _read_varint(batch, position + 1)  # skip the attributes byte
-        offset_delta, _ = _read_varint(batch, after_ts)
+        ts_delta, after_ts = read_varint(batch, position + 1)  # skip the attributes byte
+        offset_delta, _ = read_varint(batch, after_ts)
         timestamp = header.max_timestamp if header.timestamp_type == "LogAppendTime" else header.base_timestamp + ts_delta
         yield header.base_offset + offset_delta, timestamp
         position = record_end
