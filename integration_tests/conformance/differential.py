@@ -32,8 +32,8 @@ COMPACTION_WAIT_S = 40.0
 APACHE_CONFIG = {"log.retention.check.interval.ms": "500", "log.cleaner.backoff.ms": "500",
                  "group.consumer.heartbeat.interval.ms": "1000", "group.consumer.min.heartbeat.interval.ms": "1000"}
 """Broker settings of the Apache Kafka node of the differential run: the cleaner checks every
-0.5 s (Kafka's default backoff is 15 s); the embedded broker cleans at its retention check,
-``log.retention.check.interval.ms=500`` as well. KIP-848 members heartbeat every second (Kafka's
+0.5 s (Kafka's default backoff is 15 s), as the embedded broker's cleaner does
+(``log.cleaner.backoff.ms`` in ``clusters.EMBEDDED_CONFIG``). KIP-848 members heartbeat every second (Kafka's
 default and minimum are 5 s) so the Java client's rebalances take seconds, not tens of them."""
 EMBEDDED_CONFIG = {"group.consumer.heartbeat.interval.ms": "1000"}
 """The embedded broker's settings of the differential run beside ``clusters.EMBEDDED_CONFIG``."""
