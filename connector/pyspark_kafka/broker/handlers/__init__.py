@@ -91,6 +91,16 @@ class RequestContext:
         return authorizer is None or authorizer.authorize_by_resource_type(self.principal, self.host, operation,
                                                                            resource_type)
 
+    def authorized_operations(self, resource_type, name: str) -> int:
+        """The bitfield of operations the principal may do on the resource (Metadata's and
+        DescribeCluster's ``*_authorized_operations`` when asked for); every supported operation
+        without an authorizer, as Kafka answers."""
+        from pyspark_kafka.broker.security.authorizer import all_operations
+        authorizer = getattr(self.broker, "authorizer", None)
+        if authorizer is None:
+            return all_operations(resource_type)
+        return authorizer.authorized_operations(self.principal, self.host, resource_type, name)
+
     @property
     def listener(self) -> str | None:
         """The name of the listener the request came in on (``PLAINTEXT``, ``SASL_SSL``...), None when unknown."""
