@@ -381,3 +381,32 @@ def test_no_secret_in_the_broker_log(secured):
     assert "Denied operation" in text  # denials are logged (DEBUG) ...
     for secret in PASSWORDS.values():
         assert secret not in text        # ... and no password ever is
+
+
+def test_tls_client_certificate_principal(tmp_path):
+    """ACLs name a TLS client by its certificate subject (Kafka's ``DefaultKafkaPrincipalBuilder``)."""
+    from support.certs import make_pki
+
+    pki = make_pki(tmp_path)
+    broker = EmbeddedBroker(config={
+        "listeners": "PLAINTEXT://127.0.0.1:0,MTLS://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,MTLS:SSL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_pem),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_pem), "ssl.client.auth": "required",
+        "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS"}).start()
+    try:
+        ports = ports_of(broker)
+        plain = {"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"}
+        admin_client = AdminClient(plain)
+        for t in ("cert-ok", "cert-closed"):
+            admin_client.create_topics([NewTopic(t, 1, 1)])[t].result(DEADLINE_S)
+        binding = AclBinding(ResourceType.TOPIC, "cert-ok", LITERAL, "User:CN=client,O=pyspark-kafka", "*",
+                             AclOperation.WRITE, ALLOW)
+        admin_client.create_acls([binding])[binding].result(DEADLINE_S)
+        tls = {"bootstrap.servers": f"127.0.0.1:{ports['MTLS']}", "security.protocol": "SSL",
+               "ssl.ca.location": str(pki.ca_pem), "ssl.certificate.location": str(pki.client_cert),
+               "ssl.key.location": str(pki.client_key)}
+        assert produce_errors(tls, "cert-ok", 1) == [None]
+        assert [e.code() for e in produce_errors(tls, "cert-closed", 1)] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    finally:
+        broker.stop()
