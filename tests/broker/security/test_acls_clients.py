@@ -23,6 +23,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.security.authorizer import STANDARD_AUTHORIZER
+from support.log_capture import LogCapture
 
 DEADLINE_S = 30.0
 PASSWORDS = {"admin": "admin-pw-Qe71", "alice": "alice-pw-Lm09", "bob": "bob-pw-Ty33", "carol": "carol-pw-Nu48"}
@@ -32,15 +33,6 @@ ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 EVERYTHING = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                               AclPermissionType.ANY)
-
-
-class _Capture(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record):
-        self.lines.append(self.format(record) + (record.exc_text or ""))
 
 
 def start_broker(**extra) -> EmbeddedBroker:
@@ -58,7 +50,7 @@ def ports_of(broker: EmbeddedBroker) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def secured():
     """``(broker, ports, captured log lines)`` of the module's broker."""
-    capture = _Capture()
+    capture = LogCapture()
     logger = logging.getLogger("pyspark_kafka")
     old = logger.level
     logger.addHandler(capture)

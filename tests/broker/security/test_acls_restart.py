@@ -5,10 +5,6 @@ answers the same bindings and they are enforced as before. The broker's whole ou
 
 from __future__ import annotations
 
-import queue
-import re
-import time
-
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
@@ -23,7 +19,6 @@ CONFIG = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
           "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
                               + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";",
           "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:admin"}
-LISTENER = re.compile(r"listener (\w+) \(\w+\) on [\d.]+:(\d+)")
 EVERYTHING = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                               AclPermissionType.ANY)
 BINDINGS = [AclBinding(ResourceType.TOPIC, "kept", ResourcePatternType.LITERAL, "User:alice", "*",
@@ -34,19 +29,7 @@ BINDINGS = [AclBinding(ResourceType.TOPIC, "kept", ResourcePatternType.LITERAL, 
 
 def start(data_dir) -> tuple[BrokerProcess, dict[str, int]]:
     proc = BrokerProcess(data_dir, config=CONFIG)
-    proc.seen = []
-    ports, deadline = {}, time.monotonic() + DEADLINE_S
-    while len(ports) < 2 and time.monotonic() < deadline:
-        try:
-            line = proc.lines.get(timeout=1)
-        except queue.Empty:
-            continue
-        proc.seen.append(line)
-        m = LISTENER.search(line)
-        if m:
-            ports[m.group(1)] = int(m.group(2))
-    assert len(ports) == 2, proc.seen
-    return proc, ports
+    return proc, proc.listener_ports(2)
 
 
 def scram(port: int, user: str) -> dict:
@@ -61,17 +44,6 @@ def produce_error(conf: dict, topic: str):
     producer.flush(DEADLINE_S)
     assert len(errors) == 1
     return errors[0]
-
-
-def drain(proc: BrokerProcess) -> str:
-    while True:
-        try:
-            proc.seen.append(proc.lines.get(timeout=5))
-        except queue.Empty:
-            break
-        if proc.seen[-1] == "":
-            break
-    return "".join(proc.seen)
 
 
 def test_acls_survive_sigkill(tmp_path):
@@ -90,7 +62,7 @@ def test_acls_survive_sigkill(tmp_path):
         assert produce_error(scram(ports["SASL_PLAINTEXT"], "alice"), "kept") is None
     finally:
         proc.kill()
-    first_log = drain(proc)
+    first_log = proc.output()
 
     proc, ports = start(tmp_path)
     try:
@@ -101,7 +73,7 @@ def test_acls_survive_sigkill(tmp_path):
         assert anonymous.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED  # ... and still only alice
     finally:
         proc.kill()
-    log = first_log + drain(proc)
+    log = first_log + proc.output()
     for password in PASSWORDS.values():
         assert password not in log
     assert "alice" in (tmp_path / "acls.json").read_text()
