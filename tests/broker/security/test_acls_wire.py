@@ -194,3 +194,22 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled():
     with EmbeddedBroker() as broker:
         assert request(broker, DENIED[18][1]()).error_code == ErrorCode.security_disabled
         assert [r.error_code for r in request(broker, DENIED[19][1]()).results] == [ErrorCode.security_disabled]
+
+
+def test_authorized_operations_bitfields(wire_broker):
+    """Metadata (cluster), DescribeGroups: the bitfield of the operations the principal may do when asked."""
+    authorizer = wire_broker.broker.authorizer
+    grants = [anon(ResourceType.GROUP, GROUP, AclOperation.READ),
+              anon(ResourceType.CLUSTER, "kafka-cluster", AclOperation.ALTER_CONFIGS)]
+    authorizer.create(grants)
+    try:
+        (group,) = request(wire_broker, DescribeGroupsRequest(groups=(GROUP,), include_authorized_operations=True)).groups
+        assert group.error_code == ErrorCode.none and group.authorized_operations == (1 << 3) | (1 << 8)
+        from kio.schema.metadata.v10.request import MetadataRequest as MetadataV10
+        cluster = request(wire_broker, MetadataV10(topics=(), allow_auto_topic_creation=False,
+                                                   include_cluster_authorized_operations=True,
+                                                   include_topic_authorized_operations=False))
+        # ALTER_CONFIGS (11) implies DESCRIBE_CONFIGS (10)
+        assert cluster.cluster_authorized_operations == (1 << 10) | (1 << 11)
+    finally:
+        authorizer.delete(set(grants))

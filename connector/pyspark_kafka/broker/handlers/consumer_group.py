@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.handlers.group import _coordinator, group_denied
+from pyspark_kafka.broker.handlers.group import _coordinator, _with_operations, group_denied
 from pyspark_kafka.broker.handlers.metadata import NO_AUTHORIZED_OPERATIONS
 from pyspark_kafka.broker.protocol import ms
 from pyspark_kafka.broker.security.acls import AclOperation, ResourceType
@@ -109,7 +109,8 @@ async def consumer_group_describe(ctx: RequestContext, request) -> dict:
     classic groups get GROUP_ID_NOT_FOUND."""
     coordinator = _coordinator(ctx)
     return {"throttle_time": 0, "groups": [
-        _describe(coordinator, g) if not group_denied(ctx, AclOperation.DESCRIBE, g) else
+        _with_operations(ctx, request, _describe(coordinator, g)) if not group_denied(ctx, AclOperation.DESCRIBE, g)
+        else
         {"error_code": ErrorCode.group_authorization_failed, "error_message": "Group authorization failed.",
          "group_id": g, "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
          "members": [], "authorized_operations": NO_AUTHORIZED_OPERATIONS}

@@ -91,7 +91,8 @@ async def join_group(ctx: RequestContext, request) -> dict:
     """JoinGroup: answered when the join phase completes (up to the rebalance timeout)."""
     coordinator = _coordinator(ctx)
     if coordinator is None or group_denied(ctx, AclOperation.READ, request.group_id):
-        code = ErrorCode.coordinator_not_available if coordinator is None else ErrorCode.group_authorization_failed
+        code = ErrorCode.group_authorization_failed if group_denied(ctx, AclOperation.READ, request.group_id) \
+            else ErrorCode.coordinator_not_available
         return {"throttle_time": 0, "error_code": code, "generation_id": -1,
                 "protocol_name": None, "leader": "", "member_id": request.member_id, "members": []}
     session_ms = ms(request.session_timeout)
@@ -296,6 +297,13 @@ async def list_groups(ctx: RequestContext, request) -> dict:
         for group_id, protocol_type, state, group_type in groups]}
 
 
+def _with_operations(ctx: RequestContext, request, entry: dict) -> dict:
+    """``entry`` with ``authorized_operations`` (the group's ACL operations bitfield) when the request asks."""
+    if getattr(request, "include_authorized_operations", False) and entry["error_code"] == ErrorCode.none:
+        entry["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, entry["group_id"])
+    return entry
+
+
 def _describe(coordinator, group_id: str, version: int) -> dict:
     entry = {"error_code": ErrorCode.none, "error_message": None, "group_id": group_id, "group_state": DEAD,
              "protocol_type": "", "protocol_data": "", "members": [],
@@ -328,7 +336,8 @@ async def describe_groups(ctx: RequestContext, request) -> dict:
     """DescribeGroups: state, protocol, and members with metadata and assignment (when Stable)."""
     coordinator = _coordinator(ctx)
     return {"throttle_time": 0, "groups": [
-        _describe(coordinator, g, ctx.api_version) if not group_denied(ctx, AclOperation.DESCRIBE, g) else
+        _with_operations(ctx, request, _describe(coordinator, g, ctx.api_version))
+        if not group_denied(ctx, AclOperation.DESCRIBE, g) else
         {"error_code": ErrorCode.group_authorization_failed, "error_message": "Group authorization failed.",
          "group_id": g, "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
          "authorized_operations": NO_AUTHORIZED_OPERATIONS}
