@@ -29,7 +29,21 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.incremental_alter_configs.v1.request import (AlterableConfig, AlterConfigsResource,
                                                              IncrementalAlterConfigsRequest)
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
+from kio.schema.add_offsets_to_txn.v4.request import AddOffsetsToTxnRequest
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from kio.schema.alter_user_scram_credentials.v0.request import (AlterUserScramCredentialsRequest,
+                                                                ScramCredentialDeletion)
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
+from kio.schema.end_txn.v4.request import EndTxnRequest
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.offset_commit.v9.request import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic
+from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
+from kio.schema.txn_offset_commit.v3.request import (TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition,
+                                                     TxnOffsetCommitRequestTopic)
 from kio.schema.list_offsets.v8.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
@@ -53,8 +67,8 @@ def anon(rtype, name, op, pattern=PatternType.LITERAL, perm=Permission.ALLOW) ->
 
 @pytest.fixture(scope="module")
 def wire_broker():
-    """A broker with the StandardAuthorizer, topic ``acl-wire`` (one record), group ``acl-wire-group``
-    (one committed offset), and no ACL for ``User:ANONYMOUS`` once set up."""
+    """A broker with the StandardAuthorizer, topic ``acl-wire`` (one record), and no ACL for
+    ``User:ANONYMOUS`` once set up."""
     broker = EmbeddedBroker(config={"authorizer.class.name": STANDARD_AUTHORIZER,
                                     "group.initial.rebalance.delay.ms": "0"}).start()
     authorizer = broker.broker.authorizer
@@ -140,6 +154,50 @@ DENIED = [
     ("CreateAcls", lambda: CreateAclsRequest(creations=(AclCreation(
         resource_type=2, resource_name="*", resource_pattern_type=3, principal=ANON, host="*", operation=2,
         permission_type=3),)), lambda r: [x.error_code for x in r.results], ErrorCode.cluster_authorization_failed),
+    ("DeleteAcls", lambda: DeleteAclsRequest(filters=(DeleteAclsFilter(
+        resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+        host_filter=None, operation=1, permission_type=1),)),
+     lambda r: [f.error_code for f in r.filter_results], ErrorCode.cluster_authorization_failed),
+    ("AlterUserScramCredentials", lambda: AlterUserScramCredentialsRequest(
+        deletions=(ScramCredentialDeletion(name="alice", mechanism=1),), upsertions=()),
+     lambda r: [u.error_code for u in r.results], ErrorCode.cluster_authorization_failed),
+    ("JoinGroup", lambda: JoinGroupRequest(
+        group_id=GROUP, session_timeout=10000 * MS, rebalance_timeout=10000 * MS, member_id="", group_instance_id=None,
+        protocol_type="consumer", protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),), reason=None),
+     lambda r: [r.error_code], ErrorCode.group_authorization_failed),
+    ("Heartbeat", lambda: HeartbeatRequest(group_id=GROUP, generation_id=1, member_id="m", group_instance_id=None),
+     lambda r: [r.error_code], ErrorCode.group_authorization_failed),
+    ("OffsetCommit", lambda: OffsetCommitRequest(
+        group_id=GROUP, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=(OffsetCommitRequestTopic(name=TOPIC, partitions=(OffsetCommitRequestPartition(
+            partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=""),)),)),
+     partition_codes, ErrorCode.group_authorization_failed),
+    ("OffsetFetch", lambda: OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id=GROUP, topics=(
+        OffsetFetchRequestTopics(name=TOPIC, partition_indexes=(0,)),)),), require_stable=False),
+     lambda r: [g.error_code for g in r.groups], ErrorCode.group_authorization_failed),
+    ("OffsetDelete", lambda: OffsetDeleteRequest(group_id=GROUP, topics=(OffsetDeleteRequestTopic(
+        name=TOPIC, partitions=(OffsetDeleteRequestPartition(partition_index=0),)),)),
+     lambda r: [r.error_code], ErrorCode.group_authorization_failed),
+    ("ConsumerGroupHeartbeat", lambda: ConsumerGroupHeartbeatRequest(
+        group_id=GROUP, member_id="m-1", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout=10000 * MS, subscribed_topic_names=(TOPIC,), subscribed_topic_regex=None,
+        server_assignor=None, topic_partitions=()), lambda r: [r.error_code], ErrorCode.group_authorization_failed),
+    ("AddPartitionsToTxn", lambda: AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=TXN, v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+        v3_and_below_topics=(AddPartitionsToTxnTopic(name=TOPIC, partitions=(0,)),)),
+     lambda r: [p.partition_error_code for t in r.results_by_topic_v3_and_below for p in t.results_by_partition],
+     ErrorCode.transactional_id_authorization_failed),
+    ("AddOffsetsToTxn", lambda: AddOffsetsToTxnRequest(transactional_id=TXN, producer_id=1, producer_epoch=0,
+                                                       group_id=GROUP),
+     lambda r: [r.error_code], ErrorCode.transactional_id_authorization_failed),
+    ("TxnOffsetCommit", lambda: TxnOffsetCommitRequest(
+        transactional_id=TXN, group_id=GROUP, producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
+        group_instance_id=None, topics=(TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(
+            TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                            committed_metadata=""),)),)),
+     partition_codes, ErrorCode.transactional_id_authorization_failed),
+    ("EndTxn", lambda: EndTxnRequest(transactional_id=TXN, producer_id=1, producer_epoch=0, committed=True),
+     lambda r: [r.error_code], ErrorCode.transactional_id_authorization_failed),
 ]
 
 
@@ -211,5 +269,31 @@ def test_authorized_operations_bitfields(wire_broker):
                                                    include_topic_authorized_operations=False))
         # ALTER_CONFIGS (11) implies DESCRIBE_CONFIGS (10)
         assert cluster.cluster_authorized_operations == (1 << 10) | (1 << 11)
+    finally:
+        authorizer.delete(set(grants))
+
+
+def test_partial_denials_name_the_partition(wire_broker):
+    """With the group / transactional id allowed, a topic without its ACL fails alone (Kafka's order)."""
+    authorizer = wire_broker.broker.authorizer
+    grants = [anon(ResourceType.GROUP, GROUP, AclOperation.READ),
+              anon(ResourceType.TRANSACTIONAL_ID, TXN, AclOperation.WRITE),
+              anon(ResourceType.TOPIC, "acl-wire-other", AclOperation.WRITE)]
+    authorizer.create(grants)
+    try:
+        commit = request(wire_broker, OffsetCommitRequest(
+            group_id=GROUP, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            topics=(OffsetCommitRequestTopic(name=TOPIC, partitions=(OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=""),)),)))
+        assert partition_codes(commit) == [ErrorCode.topic_authorization_failed]
+        add = request(wire_broker, AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=TXN, v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+            v3_and_below_topics=(AddPartitionsToTxnTopic(name=TOPIC, partitions=(0,)),
+                                 AddPartitionsToTxnTopic(name="acl-wire-other", partitions=(0,)))))
+        codes = {t.name: [p.partition_error_code for p in t.results_by_partition]
+                 for t in add.results_by_topic_v3_and_below}
+        # the allowed topic does not exist: UNKNOWN_TOPIC_OR_PARTITION; the request as a whole fails
+        assert codes == {TOPIC: [ErrorCode.topic_authorization_failed],
+                         "acl-wire-other": [ErrorCode.unknown_topic_or_partition]}
     finally:
         authorizer.delete(set(grants))
