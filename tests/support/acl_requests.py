@@ -20,7 +20,7 @@ from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
-from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
+from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest, UserName
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
@@ -85,9 +85,13 @@ DENIED = [
             name="retention.ms", config_operation=0, value="1000"),)),), validate_only=False),
      lambda r: [x.error_code for x in r.responses], ErrorCode.topic_authorization_failed),
     ("IncrementalAlterConfigs broker", lambda: IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
-        resource_type=4, resource_name="0", configs=(AlterableConfig(
+        resource_type=4, resource_name="", configs=(AlterableConfig(
             name="log.retention.ms", config_operation=0, value="1000"),)),), validate_only=True),
      lambda r: [x.error_code for x in r.responses], ErrorCode.cluster_authorization_failed),
+    ("IncrementalAlterConfigs another broker", lambda: IncrementalAlterConfigsRequest(resources=(
+        AlterConfigsResource(resource_type=4, resource_name="7", configs=(AlterableConfig(
+            name="log.retention.ms", config_operation=0, value="1000"),)),), validate_only=True),
+     lambda r: [x.error_code for x in r.responses], ErrorCode.invalid_request),  # checked before authorizing
     ("DescribeLogDirs", lambda: DescribeLogDirsRequest(topics=None),
      lambda r: [r.error_code], ErrorCode.cluster_authorization_failed),
     ("DescribeGroups", lambda: DescribeGroupsRequest(groups=(GROUP,), include_authorized_operations=False),
@@ -106,8 +110,10 @@ DENIED = [
      lambda r: [r.error_code], ErrorCode.cluster_authorization_failed),
     ("DescribeTransactions", lambda: DescribeTransactionsRequest(transactional_ids=(TXN,)),
      lambda r: [s.error_code for s in r.transaction_states], ErrorCode.transactional_id_authorization_failed),
-    ("DescribeUserScramCredentials", lambda: DescribeUserScramCredentialsRequest(users=None),
-     lambda r: [r.error_code], ErrorCode.cluster_authorization_failed),
+    # users named: Kafka 4.3.1 answers nothing to users=null from a denied principal (a NullPointerException
+    # in DescribeUserScramCredentialsRequest.getErrorResponse); the embedded broker answers 31
+    ("DescribeUserScramCredentials", lambda: DescribeUserScramCredentialsRequest(users=(UserName(name="alice"),)),
+     lambda r: [r.error_code] + [u.error_code for u in r.results], ErrorCode.cluster_authorization_failed),
     ("DescribeAcls", lambda: DescribeAclsRequest(
         resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
         host_filter=None, operation=1, permission_type=1), lambda r: [r.error_code], ErrorCode.cluster_authorization_failed),

@@ -5,7 +5,8 @@ Both brokers: a PLAINTEXT listener whose ``User:ANONYMOUS`` is the super user (K
 inter-broker and controller traffic uses it) and a SASL_PLAINTEXT/PLAIN listener for ``User:alice``.
 The admin (ANONYMOUS) creates topics and ACLs; alice then produces, consumes, commits, starts
 transactions, creates topics, describes configs and lists topics, and the admin describes and
-deletes ACLs. Results are compared field by field (error codes, visible topics, ACL listings).
+deletes ACLs; ``User:mallory``, with no ACL, sends every request of ``support.acl_requests`` raw.
+Results are compared field by field (error codes, visible topics, ACL listings).
 Skipped with the reason when Java or the jars are not there.
 """
 
@@ -15,6 +16,8 @@ import time
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    ConfigResource, NewTopic, ResourcePatternType, ResourceType)
 
@@ -22,17 +25,20 @@ from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.security.authorizer import STANDARD_AUTHORIZER
 from pyspark_kafka.testing import maven
 from pyspark_kafka.testing.apache_kafka import ApacheKafka, _free_port
+from support import acl_requests
+from support.wire import WireClient
 
 pytestmark = pytest.mark.slow
 DEADLINE_S = 30.0
 PASSWORD = "alice-diff-Pw62"
 SECURITY = {"sasl.enabled.mechanisms": "PLAIN",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-                f'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="{PASSWORD}";',
+                f'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="{PASSWORD}" '
+                f'user_mallory="{PASSWORD}";',
             "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS"}
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
-TOPICS = ("d-write", "d-closed", "d-read-x", "d-read-secret")
+TOPICS = ("d-write", "d-closed", "d-read-x", "d-read-secret", acl_requests.TOPIC)
 ACLS = [
     AclBinding(ResourceType.TOPIC, "d-write", LITERAL, "User:alice", "*", AclOperation.WRITE, ALLOW),
     AclBinding(ResourceType.TOPIC, "d-read-", PREFIXED, "User:alice", "*", AclOperation.READ, ALLOW),
@@ -61,6 +67,19 @@ class _SaslApacheKafka(ApacheKafka):
 def _code(exc: BaseException) -> str:
     err = exc.args[0] if exc.args else None
     return err.name() if isinstance(err, KafkaError) else type(exc).__name__
+
+
+def observe_wire(sasl: str) -> dict:
+    """Every request of :data:`support.acl_requests.DENIED` sent raw by ``User:mallory`` (no ACL at
+    all, SASL/PLAIN): ``{"wire <API>": sorted error code names}``."""
+    seen = {}
+    for name, build, codes, _ in acl_requests.DENIED:
+        with WireClient(sasl) as client:
+            assert client.request(SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+            token = b"\0mallory\0" + PASSWORD.encode()
+            assert client.request(SaslAuthenticateRequest(auth_bytes=token)).error_code == 0
+            seen[f"wire {name}"] = sorted({getattr(c, "name", str(c)) for c in codes(client.request(build()))})
+    return seen
 
 
 def observe(plain: str, sasl: str) -> dict:
@@ -148,6 +167,7 @@ def observe(plain: str, sasl: str) -> dict:
         ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, DENY)])[
         AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, DENY)
     ].result(DEADLINE_S)))
+    seen.update(observe_wire(sasl))
     return seen
 
 

@@ -25,6 +25,7 @@ from support.acl_requests import ANON, DENIED, GROUP, TOPIC, TXN, partition_code
 from support.wire import WireClient
 
 DEADLINE_S = 20.0
+BUILD = {name: build for name, build, _, _ in DENIED}
 
 
 def anon(rtype, name, op, pattern=PatternType.LITERAL, perm=Permission.ALLOW) -> AclBinding:
@@ -70,7 +71,7 @@ def test_nothing_changed_by_the_denied_requests(wire_broker):
     grants = [anon(ResourceType.TOPIC, TOPIC, AclOperation.DESCRIBE), anon(ResourceType.TOPIC, TOPIC, AclOperation.READ)]
     authorizer.create(grants)
     try:
-        offsets = request(wire_broker, DENIED[0][1]())
+        offsets = request(wire_broker, BUILD["ListOffsets"]())
         assert partition_codes(offsets) == [ErrorCode.none] and offsets.topics[0].partitions[0].offset == 1
         metadata = request(wire_broker, MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TOPIC),),
                                                         allow_auto_topic_creation=False,
@@ -95,7 +96,7 @@ def test_lists_leave_out_what_the_principal_may_not_describe(wire_broker):
 def test_idempotent_producer_needs_write_on_some_topic_or_idempotent_write(wire_broker):
     """KIP-679 (Kafka's ``authorizeByResourceType``): WRITE on any topic, or IDEMPOTENT_WRITE on the cluster."""
     authorizer = wire_broker.broker.authorizer
-    idempotent = DENIED[15][1]
+    idempotent = BUILD["InitProducerId idempotent"]
     for grant in (anon(ResourceType.TOPIC, "some-other-", AclOperation.WRITE, PatternType.PREFIXED),
                   anon(ResourceType.CLUSTER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE)):
         authorizer.create([grant])
@@ -109,8 +110,8 @@ def test_idempotent_producer_needs_write_on_some_topic_or_idempotent_write(wire_
 
 def test_acl_apis_without_an_authorizer_answer_security_disabled():
     with EmbeddedBroker() as broker:
-        assert request(broker, DENIED[18][1]()).error_code == ErrorCode.security_disabled
-        assert [r.error_code for r in request(broker, DENIED[19][1]()).results] == [ErrorCode.security_disabled]
+        assert request(broker, BUILD["DescribeAcls"]()).error_code == ErrorCode.security_disabled
+        assert [r.error_code for r in request(broker, BUILD["CreateAcls"]()).results] == [ErrorCode.security_disabled]
 
 
 def test_authorized_operations_bitfields(wire_broker):

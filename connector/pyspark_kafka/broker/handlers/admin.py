@@ -288,6 +288,11 @@ def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
             duplicates = sorted({n for n in names if names.count(n) > 1})
             if duplicates:
                 raise InvalidRequestError(f"Error due to duplicate config keys : {', '.join(duplicates)}")
+            node = str(ctx.broker.node_id)
+            if res.resource_type == BROKER_RESOURCE and res.resource_name not in ("", node):
+                # Kafka's ConfigAdminManager.preprocess: checked before the authorization
+                raise InvalidRequestError(f"Unexpected broker id, expected {node} or empty string, but received "
+                                          f"{res.resource_name}")
             _config_check(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
             if res.resource_type == BROKER_RESOURCE:
                 raise InvalidRequestError(

@@ -24,8 +24,11 @@ from pyspark_kafka.broker.security.scram import (MAX_ITERATIONS, MECHANISM_BY_ID
 async def describe_user_scram_credentials(ctx: RequestContext, request) -> dict:
     """Mechanisms and iterations of each named user (all users when ``users`` is null); never salts or keys."""
     if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
-                "error_message": "Cluster authorization failed.", "results": []}
+        # Kafka's getErrorResponse: the error on the response and on one nameless result per named user
+        # (Kafka 4.3.1 fails with a NullPointerException and answers nothing when users is null)
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                "results": [{"user": "", "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                             "credential_infos": []} for _ in request.users or ()]}
     users = ctx.broker.security.credentials.users()
     results = []
     if request.users is None:
