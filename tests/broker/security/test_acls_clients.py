@@ -63,6 +63,7 @@ def secured():
                        for p in ("User:alice", "User:bob")))
         yield state
     finally:
+        _ADMINS.clear()  # drop the admin clients before their broker goes
         broker.stop()
         logger.removeHandler(capture)
         logger.setLevel(old)
@@ -364,6 +365,7 @@ def test_allow_everyone_if_no_acl_found():
         assert [e.code() for e in produce_errors(alice, guarded, 1)] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
         assert produce_errors(client(secured, "bob"), guarded, 1) == [None]
     finally:
+        _ADMINS.pop((secured[1]["SASL_PLAINTEXT"], "admin"), None)
         broker.stop()
 
 
