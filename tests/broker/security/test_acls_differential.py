@@ -5,7 +5,8 @@ Both brokers: a PLAINTEXT listener whose ``User:ANONYMOUS`` is the super user (K
 inter-broker and controller traffic uses it) and a SASL_PLAINTEXT/PLAIN listener for ``User:alice``.
 The admin (ANONYMOUS) creates topics and ACLs; alice then produces, consumes, commits, starts
 transactions, creates topics, describes configs and lists topics, and the admin describes and
-deletes ACLs; ``User:mallory``, with no ACL, sends every request of ``support.acl_requests`` raw.
+deletes ACLs; ``User:mallory``, with no ACL, sends every request of ``support.acl_requests`` raw;
+Kafka's Java admin client (the conformance driver) creates, describes and deletes ACLs.
 Results are compared field by field (error codes, visible topics, ACL listings).
 Skipped with the reason when Java or the jars are not there.
 """
@@ -80,6 +81,38 @@ def observe_wire(sasl: str) -> dict:
             assert client.request(SaslAuthenticateRequest(auth_bytes=token)).error_code == 0
             seen[f"wire {name}"] = sorted({getattr(c, "name", str(c)) for c in codes(client.request(build()))})
     return seen
+
+
+JAVA_ACLS = [["TOPIC", "j-orders", "LITERAL", "User:alice", "*", "READ", "ALLOW"],
+             ["TOPIC", "j-", "PREFIXED", "User:bob", "10.0.0.1", "ALL", "DENY"],
+             ["GROUP", "*", "LITERAL", "User:*", "*", "DESCRIBE", "ALLOW"],
+             ["CLUSTER", "kafka-cluster", "LITERAL", "User:ops", "*", "ALTER_CONFIGS", "ALLOW"],
+             ["TRANSACTIONAL_ID", "j-tx", "PREFIXED", "User:alice", "*", "WRITE", "ALLOW"],
+             ["CLUSTER", "other-cluster", "LITERAL", "User:ops", "*", "ALTER", "ALLOW"]]
+ANY_ACL = ["ANY", None, "ANY", None, None, "ANY", "ANY"]
+
+
+def observe_java(plain: str) -> dict:
+    """Kafka's Java admin client (the conformance driver's ``AdminOps``, as ``User:ANONYMOUS``, a super
+    user): CreateAcls (one invalid CLUSTER name), DescribeAcls with ANY, MATCH, PREFIXED and entry
+    filters, DeleteAcls; ``{}`` when the driver cannot run here."""
+    from integration_tests.conformance.drivers import java_client
+
+    if java_client.unavailable():
+        return {}
+    results = java_client.JavaClientDriver(plain).admin([
+        {"op": "create_acls", "acls": JAVA_ACLS},
+        {"op": "describe_acls", "filter": ["ANY", "j-", "ANY", None, None, "ANY", "ANY"]},
+        {"op": "describe_acls", "filter": ["TOPIC", "j-orders", "MATCH", None, None, "ANY", "ANY"]},
+        {"op": "describe_acls", "filter": ["ANY", None, "PREFIXED", None, None, "ANY", "ANY"]},
+        {"op": "describe_acls", "filter": ["ANY", None, "ANY", "User:ops", "*", "ALTER_CONFIGS", "ALLOW"]},
+        {"op": "delete_acls", "filter": ["ANY", None, "ANY", None, None, "ANY", "DENY"]},
+        {"op": "delete_acls", "filter": ANY_ACL},
+        {"op": "describe_acls", "filter": ANY_ACL},
+    ])
+    labels = ["create", "describe j- ANY", "describe j-orders MATCH", "describe PREFIXED", "describe entry",
+              "delete DENY", "delete all", "describe after"]
+    return {f"java {label}": result for label, result in zip(labels, results)}
 
 
 def observe(plain: str, sasl: str) -> dict:
@@ -168,6 +201,7 @@ def observe(plain: str, sasl: str) -> dict:
         AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, DENY)
     ].result(DEADLINE_S)))
     seen.update(observe_wire(sasl))
+    seen.update(observe_java(plain))
     return seen
 
 
@@ -188,3 +222,6 @@ def test_acl_observations_match_apache_kafka():
     finally:
         broker.stop()
     assert ours == theirs
+    from integration_tests.conformance.drivers import java_client
+
+    assert java_client.unavailable() or ours["java create"] == ["INVALID_REQUEST"] + ["ok"] * 5
