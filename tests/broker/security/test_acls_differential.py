@@ -70,15 +70,37 @@ def _code(exc: BaseException) -> str:
     return err.name() if isinstance(err, KafkaError) else type(exc).__name__
 
 
+def _sasl_client(sasl: str, user: str) -> WireClient:
+    client = WireClient(sasl)
+    assert client.request(SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+    token = b"\0" + user.encode() + b"\0" + PASSWORD.encode()
+    assert client.request(SaslAuthenticateRequest(auth_bytes=token)).error_code == 0
+    return client
+
+
+def observe_operations(sasl: str) -> dict:
+    """alice's authorized-operations bitfields (Metadata topics and cluster, DescribeGroups)."""
+    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+    from kio.schema.metadata.v10.request import MetadataRequest, MetadataRequestTopic
+
+    with _sasl_client(sasl, "alice") as client:
+        metadata = client.request(MetadataRequest(
+            topics=tuple(MetadataRequestTopic(name=t, topic_id=None) for t in TOPICS[:4]),
+            allow_auto_topic_creation=False, include_cluster_authorized_operations=True,
+            include_topic_authorized_operations=True))
+        groups = client.request(DescribeGroupsRequest(groups=("d-g1", "x-g"), include_authorized_operations=True))
+    seen = {f"operations topic {t.name}": [t.error_code.name, t.topic_authorized_operations] for t in metadata.topics}
+    seen["operations cluster"] = metadata.cluster_authorized_operations
+    seen.update({f"operations group {g.group_id}": [g.error_code.name, g.authorized_operations] for g in groups.groups})
+    return seen
+
+
 def observe_wire(sasl: str) -> dict:
     """Every request of :data:`support.acl_requests.DENIED` sent raw by ``User:mallory`` (no ACL at
     all, SASL/PLAIN): ``{"wire <API>": sorted error code names}``."""
     seen = {}
     for name, build, codes, _ in acl_requests.DENIED:
-        with WireClient(sasl) as client:
-            assert client.request(SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
-            token = b"\0mallory\0" + PASSWORD.encode()
-            assert client.request(SaslAuthenticateRequest(auth_bytes=token)).error_code == 0
+        with _sasl_client(sasl, "mallory") as client:
             seen[f"wire {name}"] = sorted({getattr(c, "name", str(c)) for c in codes(client.request(build()))})
     return seen
 
@@ -200,6 +222,7 @@ def observe(plain: str, sasl: str) -> dict:
         ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, DENY)])[
         AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, DENY)
     ].result(DEADLINE_S)))
+    seen.update(observe_operations(sasl))
     seen.update(observe_wire(sasl))
     seen.update(observe_java(plain))
     return seen
