@@ -248,6 +248,45 @@ class InvalidRequiredAcksError(KafkaError):
     error_code = ErrorCode.invalid_required_acks
 
 
+# -- authorization (Kafka's StandardAuthorizer; broker/security/authorizer.py) ---------------------
+
+
+class TopicAuthorizationError(KafkaError):
+    """The principal lacks the ACL the request needs on a topic (TOPIC_AUTHORIZATION_FAILED)."""
+
+    error_code = ErrorCode.topic_authorization_failed
+
+    def __init__(self, message: str = "Topic authorization failed.") -> None:
+        super().__init__(message)
+
+
+class GroupAuthorizationError(KafkaError):
+    """The principal lacks the ACL the request needs on a group (GROUP_AUTHORIZATION_FAILED)."""
+
+    error_code = ErrorCode.group_authorization_failed
+
+    def __init__(self, message: str = "Group authorization failed.") -> None:
+        super().__init__(message)
+
+
+class ClusterAuthorizationError(KafkaError):
+    """The principal lacks the ACL the request needs on the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
+
+    error_code = ErrorCode.cluster_authorization_failed
+
+    def __init__(self, message: str = "Cluster authorization failed.") -> None:
+        super().__init__(message)
+
+
+class TransactionalIdAuthorizationError(KafkaError):
+    """The principal lacks the ACL the request needs on a transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+
+    error_code = ErrorCode.transactional_id_authorization_failed
+
+    def __init__(self, message: str = "Transactional Id authorization failed.") -> None:
+        super().__init__(message)
+
+
 # -- mapping helpers ---------------------------------------------------------------------------
 
 

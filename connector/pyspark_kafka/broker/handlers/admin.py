@@ -23,6 +23,13 @@ persist the overrides in ``__topics.json`` and apply them to the open partition 
 Errors per resource, as Kafka: INVALID_REQUEST for a null value (other than DELETE), a config
 named twice, a resource named twice, a broker resource (broker configs are read-only here: set at
 start) or another resource type; UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEPTION.
+
+Authorization (with an authorizer, as Kafka's ``ControllerApis`` / ``ConfigAdminManager``): CreateTopics
+needs CREATE, DeleteTopics DELETE, CreatePartitions ALTER, each on the cluster or on the topic, else
+TOPIC_AUTHORIZATION_FAILED "Authorization failed." for that topic (a created topic's configs are
+left out unless the principal may DESCRIBE_CONFIGS it); DescribeConfigs needs DESCRIBE_CONFIGS and
+AlterConfigs / IncrementalAlterConfigs ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or,
+for a broker resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -30,19 +37,39 @@ from __future__ import annotations
 from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
+    ClusterAuthorizationError,
     ErrorCode,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     KafkaError,
     PolicyViolationError,
+    TopicAuthorizationError,
 )
+from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
 from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST, OP_DELETE, OP_SET
 
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+_DENIED = "Authorization failed."  # Kafka's ControllerApis message for a topic it may not create/delete/alter
+
+
+def _topic_check(ctx: RequestContext, operation: AclOperation):
+    """``allowed(topic) -> bool``: ``operation`` on the cluster (asked once) or on the topic
+    (Kafka's ``ControllerApis``: CREATE for CreateTopics, DELETE for DeleteTopics, ALTER for CreatePartitions)."""
+    if ctx.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        return lambda name: True
+    return lambda name: ctx.authorized(operation, ResourceType.TOPIC, name)
+
+
+def _config_check(ctx: RequestContext, operation: AclOperation, resource_type: int, name: str) -> None:
+    """Raise the authorization error for ``operation`` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on a topic or broker resource."""
+    if resource_type == TOPIC_RESOURCE and not ctx.authorized(operation, ResourceType.TOPIC, name):
+        raise TopicAuthorizationError()
+    if resource_type == BROKER_RESOURCE and not ctx.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        raise ClusterAuthorizationError()
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
@@ -77,6 +104,7 @@ async def create_topics(ctx: RequestContext, request) -> dict:
     names = [t.name for t in request.topics]
     asked = sum(max(t.num_partitions, len(t.assignments or ())) for t in request.topics)
     too_many = asked > MAX_PARTITIONS_PER_REQUEST  # Kafka's controller refuses the whole request
+    may_create = _topic_check(ctx, AclOperation.CREATE)
     results = []
     for topic in request.topics:
         result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
@@ -84,6 +112,8 @@ async def create_topics(ctx: RequestContext, request) -> dict:
         try:
             if names.count(topic.name) > 1:
                 raise InvalidRequestError(f"topic {topic.name!r} appears more than once in the request")
+            if not may_create(topic.name):
+                raise TopicAuthorizationError(_DENIED)
             validate_topic_name(topic.name)
             if too_many:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
@@ -99,6 +129,9 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                 replication_factor=1,
                 configs=[] if validate_only else topic_configs(broker, topic.name, include_synonyms=False),
             )
+            if not ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name):
+                # Kafka: created, but its configs are not shown to a principal that may not describe them
+                result.update(configs=[], topic_config_error_code=ErrorCode.topic_authorization_failed)
         results.append(result)
     return {"throttle_time": 0, "topics": results}
 
@@ -111,6 +144,7 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
+    may_delete = _topic_check(ctx, AclOperation.DELETE)
     responses = []
     for name, topic_id in wanted:
         error_code, message = ErrorCode.none, None
@@ -118,6 +152,10 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
             name = broker.replica_manager.topic_name(topic_id)
             if name is None:
                 error_code, message = ErrorCode.unknown_topic_id, f"no topic has id {topic_id}"
+            elif not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                name, error_code, message = None, ErrorCode.topic_authorization_failed, _DENIED
+        if error_code == ErrorCode.none and not may_delete(name):
+            error_code, message = ErrorCode.topic_authorization_failed, _DENIED
         if error_code == ErrorCode.none and name in INTERNAL_TOPICS:
             # Deliberate difference: Apache Kafka 4.3 deletes them (and loses every group's offsets or
             # every transaction's state); the coordinators here keep their state only in these topics.
@@ -140,10 +178,13 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
     logs = broker.replica_manager.logs
     added = sum(max(0, t.count - (logs.topic(t.name).num_partitions if logs.topic(t.name) else 0))
                 for t in request.topics)
+    may_alter = _topic_check(ctx, AclOperation.ALTER)
     results = []
     for topic in request.topics:
         error_code, message = ErrorCode.none, None
         try:
+            if not may_alter(topic.name):
+                raise TopicAuthorizationError(_DENIED)
             if added > MAX_PARTITIONS_PER_REQUEST:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
             for a in topic.assignments or ():
@@ -208,6 +249,7 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
     for res in request.resources:
         error_code, message, configs = ErrorCode.none, None, []
         try:
+            _config_check(ctx, AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
             if res.resource_type == TOPIC_RESOURCE:
                 validate_topic_name(res.resource_name)
                 configs = topic_configs(broker, res.resource_name, synonyms)
@@ -246,6 +288,12 @@ def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
             duplicates = sorted({n for n in names if names.count(n) > 1})
             if duplicates:
                 raise InvalidRequestError(f"Error due to duplicate config keys : {', '.join(duplicates)}")
+            node = str(ctx.broker.node_id)
+            if res.resource_type == BROKER_RESOURCE and res.resource_name not in ("", node):
+                # Kafka's ConfigAdminManager.preprocess: checked before the authorization
+                raise InvalidRequestError(f"Unexpected broker id, expected {node} or empty string, but received "
+                                          f"{res.resource_name}")
+            _config_check(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
             if res.resource_type == BROKER_RESOURCE:
                 raise InvalidRequestError(
                     f"Cannot update these configs dynamically: {', '.join(names) or '(none)'}: this broker's configs "
