@@ -71,7 +71,7 @@ class Quorum:
             if len(leaders) == 1:
                 leader = leaders[0]
                 if all(n.leader() == (leader.node_id, leader.epoch) for n in self.nodes.values()) \
-                        and leader.committed_offset() > 0:
+                        and leader.committed_offset() > leader._epoch_start_offset:  # its epoch's first batch
                     return leader
             await asyncio.sleep(0.02)
         states = {i: (n.role.value, n.epoch, n.leader_id) for i, n in self.nodes.items()}
