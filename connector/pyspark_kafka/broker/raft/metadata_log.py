@@ -354,7 +354,8 @@ class RaftMetadataLog:
                     return
                 await self._wait_change(self._election_deadline - time.monotonic())
                 if self._version == version and time.monotonic() >= self._election_deadline:
-                    self._become_candidate()
+                    if not await self._probe_leader():
+                        self._become_candidate()
                 return
             await self._discover_leader()
             return
@@ -376,6 +377,34 @@ class RaftMetadataLog:
                 self._become_candidate()
             else:
                 self._transition(Role.UNATTACHED, self.epoch, -1, -1)
+
+    async def _probe_leader(self) -> bool:
+        """Before standing for election: does a live leader exist? True when this node now follows one.
+
+        Each other voter gets a Fetch with no wait; only a voter that answers *as the leader*
+        (its ``CurrentLeader`` names itself, epoch at least ours) counts, so a voter that still
+        believes in a dead leader cannot keep us from electing. This spares the quorum an election
+        when a resigned or restarted voter comes back while a leader is alive (what KIP-996's
+        pre-vote achieves; a cheaper check, not its protocol).
+        """
+        version = self._version
+        others = [v for v in self.voters if v != self.node_id]
+        timeout = min(self.config.request_timeout_ms, self.config.election_timeout_ms) / 2000
+        results = await asyncio.gather(*(self._channel(v, "probe").request(self._fetch_request(max_wait_ms=0), timeout)
+                                         for v in others), return_exceptions=True)
+        if self._version != version:
+            return True
+        for voter, result in zip(others, results):
+            if isinstance(result, BaseException):
+                continue
+            try:
+                leader = _partition(result).current_leader
+            except ValueError:
+                continue
+            if leader.leader_id == voter and leader.leader_epoch >= self.epoch:
+                self._become_follower(leader.leader_epoch, voter)
+                return True
+        return False
 
     async def _discover_leader(self) -> None:
         """Observer: ask a random voter (Fetch) who leads; its CurrentLeader answers."""

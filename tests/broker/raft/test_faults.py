@@ -1,0 +1,119 @@
+"""The controller quorum under process faults: SIGSTOP (a hung or partitioned leader) and a
+Jepsen-style randomized SIGKILL/restart loop checked for a linearizable committed prefix.
+
+Each voter is a ``python -m pyspark_kafka.broker.raft.node`` process on 127.0.0.1 (free ports);
+appends go through its stdin, committed records come back on its stdout (the ``subscribe``
+listener, replayed from offset 0 after every start).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from support.raft import RaftProcess, find_leader, free_ports, voters_string
+
+pytestmark = pytest.mark.timeout(300)
+
+#: Kill/restart rounds of the randomized test (>= 20 in CI; raise it for a longer soak).
+ROUNDS = int(os.environ.get("RAFT_JEPSEN_ROUNDS", "20"))
+
+
+@pytest.fixture
+def quorum(tmp_path):
+    """Start voters 0..2 as processes; ``procs[id]`` is the current incarnation, ``history`` every one."""
+    voters = voters_string(free_ports(3))
+    state = {"voters": voters, "procs": {}, "history": []}
+
+    def start(node: int) -> RaftProcess:
+        proc = RaftProcess(tmp_path / f"node-{node}", node, voters)
+        state["procs"][node] = proc
+        state["history"].append(proc)
+        return proc
+
+    state["start"] = start
+    try:
+        for node in range(3):
+            start(node)
+        yield state
+    finally:
+        for proc in state["history"]:
+            proc.kill()
+
+
+def test_a_paused_leader_cannot_commit_and_is_fenced_when_it_returns(quorum):
+    procs, voters = quorum["procs"], quorum["voters"]
+    leader, epoch = find_leader(voters, range(3))
+    procs[leader].append("before")
+    for p in procs.values():
+        p.wait_for(lambda e: e.get("value") == "before" and e["event"] == "committed", "'before' committed")
+
+    procs[leader].pause()  # SIGSTOP: a hung controller
+    procs[leader].append("stale")  # waits in the pipe; read when the process runs again
+    others = [n for n in range(3) if n != leader]
+    new, new_epoch = find_leader(voters, others, above_epoch=epoch)
+    assert new_epoch > epoch
+    procs[new].append("after")
+    procs[new].wait_for(lambda e: e["event"] == "appended" and e["value"] == "after", "'after' acknowledged")
+
+    procs[leader].resume()
+    failed = procs[leader].wait_for(lambda e: e["event"] == "append_failed" and e["value"] == "stale",
+                                    "the stale leader's append refused")
+    assert "not the controller quorum's leader" in failed["error"]
+    procs[leader].wait_for(lambda e: e["event"] == "committed" and e["value"] == "after", "'after' on the old leader")
+    final = new_leader_sequence = procs[new].committed()
+    for node in range(3):
+        got = procs[node].committed()
+        assert "stale" not in [v for _, v in got]
+        assert got[: len(final)] == new_leader_sequence[: len(got)]
+    assert [v for _, v in final] == ["before", "after"]
+
+
+def _check_linearizable(history, final_nodes, acked: dict[str, int]) -> list[tuple[int, str]]:
+    """Every incarnation's committed sequence is increasing and agrees with every other one offset by offset;
+    the surviving nodes hold the same sequence; every acknowledged record is in it once, at its offset."""
+    by_offset: dict[int, str] = {}
+    for proc in history:
+        seq = proc.committed()
+        offsets = [o for o, _ in seq]
+        assert offsets == sorted(set(offsets)), f"node {proc.node_id}: offsets not increasing: {offsets}"
+        for offset, value in seq:
+            assert by_offset.setdefault(offset, value) == value, \
+                f"offset {offset} committed as {by_offset[offset]!r} and as {value!r}"
+    sequences = [p.committed() for p in final_nodes]
+    assert all(s == sequences[0] for s in sequences), "the surviving nodes' committed sequences differ"
+    final = sequences[0]
+    values = [v for _, v in final]
+    assert len(values) == len(set(values)), "a record was committed twice"
+    position = {v: o for o, v in final}
+    for value, offset in acked.items():
+        assert position.get(value) == offset, f"acknowledged {value!r} at {offset}, final log has {position.get(value)}"
+    return final
+
+
+@pytest.mark.slow
+def test_randomized_kill_restart_keeps_a_linearizable_committed_prefix(quorum):
+    rng = random.Random(int(os.environ.get("RAFT_JEPSEN_SEED", "17")))
+    procs, voters, start = quorum["procs"], quorum["voters"], quorum["start"]
+    epoch = -1
+    for round_no in range(ROUNDS):
+        leader, epoch = find_leader(voters, range(3))
+        for k in range(3):
+            procs[leader].append(f"r{round_no}-{k}")
+        victim = leader if rng.random() < 0.5 else rng.choice([n for n in range(3) if n != leader])
+        if rng.random() < 0.5:  # sometimes let the appends land first
+            procs[leader].wait_for(lambda e: e["event"] in ("appended", "append_failed")
+                                   and e["value"] == f"r{round_no}-2", "the round's last append answered")
+        procs[victim].kill()
+        start(victim)
+    leader, _ = find_leader(voters, range(3))
+    procs[leader].append("final")
+    procs[leader].wait_for(lambda e: e["event"] == "appended" and e["value"] == "final", "'final' acknowledged")
+    for proc in procs.values():
+        proc.wait_for(lambda e: e["event"] == "committed" and e["value"] == "final", "'final' everywhere")
+    acked = {e["value"]: e["offset"] for p in quorum["history"] for e in p.of_kind("appended")}
+    final = _check_linearizable(quorum["history"], list(procs.values()), acked)
+    assert len(acked) >= ROUNDS, f"only {len(acked)} appends were acknowledged in {ROUNDS} rounds"
+    assert len(final) >= len(acked)
