@@ -685,10 +685,12 @@ class RaftMetadataLog:
         version = self._version
         if replica >= 0:
             self._record_fetch(replica, offset)
-        if offset == self.storage.end_offset and request.max_wait.total_seconds() > 0:
+        # Long poll until something is appended or committed, at most max_wait (capped at the fetch timeout).
+        wait_s = min(request.max_wait.total_seconds(), self.config.fetch_timeout_ms / 1000)
+        if offset == self.storage.end_offset and wait_s > 0:
             event = self._progress_event
             try:
-                await asyncio.wait_for(event.wait(), request.max_wait.total_seconds())
+                await asyncio.wait_for(event.wait(), wait_s)
             except asyncio.TimeoutError:
                 pass
             if self._version != version:
