@@ -117,3 +117,44 @@ def test_randomized_kill_restart_keeps_a_linearizable_committed_prefix(quorum):
     final = _check_linearizable(quorum["history"], list(procs.values()), acked)
     assert len(acked) >= ROUNDS, f"only {len(acked)} appends were acknowledged in {ROUNDS} rounds"
     assert len(final) >= len(acked)
+
+
+def test_kafka_metadata_quorum_tool_describes_the_quorum(quorum, tmp_path):
+    """Apache Kafka's ``kafka-metadata-quorum --bootstrap-controller`` (MetadataQuorumCommand) reads our
+    controller listener: DescribeCluster v1 (controller endpoints) then DescribeQuorum."""
+    import subprocess
+
+    from pyspark_kafka.testing import maven
+    version = maven.kafka_version()
+    if int(version.split(".")[0]) < 4:
+        pytest.skip(f"--bootstrap-controller needs Kafka 4's tools; KAFKA_VERSION={version}")
+    try:
+        classpath = maven.kafka_classpath(version)
+    except maven.MavenUnavailable as e:
+        pytest.skip(f"Apache Kafka {version} from Maven Central unavailable: {e}")
+    voters = quorum["voters"]
+    observer = RaftProcess(tmp_path / "node-7", 7, voters)  # a broker-like observer
+    quorum["history"].append(observer)
+    leader, epoch = find_leader(voters, range(3))
+    quorum["procs"][leader].append("x")
+    observer.wait_for(lambda e: e["event"] == "committed" and e["value"] == "x", "'x' on the observer")
+    follower = next(n for n in range(3) if n != leader)
+    bootstrap = voters.split(",")[follower].split("@")[1]  # any voter: the tool finds the active controller
+
+    def describe(what: str) -> str:
+        proc = subprocess.run(["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", classpath,
+                               "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-controller", bootstrap,
+                               "describe", what], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        return proc.stdout
+
+    status = dict(line.split(":", 1) for line in describe("--status").splitlines() if ":" in line)
+    assert int(status["LeaderId"]) == leader and int(status["LeaderEpoch"]) == epoch
+    assert int(status["HighWatermark"]) >= 2
+    assert [v["id"] for v in __import__("json").loads(status["CurrentVoters"])] == [0, 1, 2]
+    assert '"id": 7' in status["CurrentObservers"]
+    rows = [line.split() for line in describe("--replication").splitlines()[1:] if line.strip()]
+    by_node = {int(r[0]): r for r in rows}
+    assert sorted(by_node) == [0, 1, 2, 7]
+    assert by_node[leader][-1] == "Leader" and by_node[7][-1] == "Observer"
+    assert {by_node[n][-1] for n in range(3) if n != leader} == {"Follower"}

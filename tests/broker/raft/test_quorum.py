@@ -296,6 +296,14 @@ def test_raft_apis_on_the_wire_describe_quorum_fenced_fetch_and_malformed_frames
             p = _partition_of(await other.request(vote, 5))
             assert p.error_code == ErrorCode.inconsistent_voter_set and not p.vote_granted  # 3 is an observer
             assert q.nodes[follower].epoch == leader.epoch  # and its vote request changed nothing
+            from kio.schema.describe_cluster.v1 import request as dc
+            answer = await other.request(dc.DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                                   endpoint_type=2), 5)
+            assert answer.error_code == ErrorCode.none and answer.controller_id == leader.node_id
+            assert [(b.broker_id, b.port) for b in answer.brokers] == [(v, voters[v][1]) for v in range(3)]
+            answer = await other.request(dc.DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                                   endpoint_type=1), 5)
+            assert answer.error_code == ErrorCode.mismatched_endpoint_type and not answer.brokers
             channel.close()
             other.close()
 

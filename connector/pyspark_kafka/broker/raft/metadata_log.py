@@ -35,10 +35,12 @@ event loop; not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import enum
 import random
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -54,14 +56,16 @@ from pyspark_kafka.broker.raft.config import QuorumConfig
 from pyspark_kafka.broker.raft.quorum_state import ElectionState, QuorumStateStore
 from pyspark_kafka.broker.raft.storage import METADATA_PARTITION, METADATA_TOPIC, MetadataLogStorage
 from pyspark_kafka.broker.raft.transport import (
-    BEGIN_QUORUM_EPOCH, DESCRIBE_QUORUM, END_QUORUM_EPOCH, FETCH, VOTE, RaftChannel, RaftServer,
+    BEGIN_QUORUM_EPOCH, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, END_QUORUM_EPOCH, FETCH, VOTE, RaftChannel, RaftServer,
 )
 
 log = get_logger(__name__)
 
 FETCH_MAX_WAIT_MS = 500  # Kafka's KafkaRaftClient fetch max wait
 FETCH_MAX_BYTES = 8 * 1024 * 1024  # Kafka's KafkaRaftClient MAX_FETCH_SIZE_BYTES
-CHECK_QUORUM_FACTOR = 1.5  # Kafka: the leader resigns after 1.5 x fetch timeout without a majority fetching
+CHECK_QUORUM_FACTOR = 1.5
+CONTROLLER_LISTENER = "CONTROLLER"  # the listener name DescribeQuorum v2 gives the voters' endpoints
+NO_DIRECTORY_ID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: no KIP-853 directory ids here  # Kafka: the leader resigns after 1.5 x fetch timeout without a majority fetching
 
 
 class Role(enum.Enum):
@@ -112,6 +116,9 @@ class RaftMetadataLog:
         self.node_id = self.config.node_id
         self.voters = dict(self.config.voters)
         self.data_dir = Path(data_dir)
+        # Kafka's cluster id comes from `kafka-storage format`; here one id per voter set.
+        raw = uuid.uuid5(uuid.NAMESPACE_URL, ",".join(f"{v}@{h}:{p}" for v, (h, p) in sorted(self.voters.items())))
+        self.cluster_id = base64.urlsafe_b64encode(raw.bytes).decode().rstrip("=")
         self.storage: MetadataLogStorage | None = None
         self.store = QuorumStateStore(self.data_dir / f"{METADATA_TOPIC}-{METADATA_PARTITION}", list(self.voters))
         self.epoch = 0
@@ -578,6 +585,8 @@ class RaftMetadataLog:
         """Answer one Raft request (the controller listener's dispatch); returns the response body dict."""
         if api_key == FETCH:
             return await self._handle_fetch(request)
+        if api_key == DESCRIBE_CLUSTER:
+            return self._handle_describe_cluster(request)
         p = _partition(request) if request.topics and request.topics[0].partitions else None
         topic_ok = p is not None and request.topics[0].topic_name == METADATA_TOPIC and p.partition_index == 0
         if api_key == DESCRIBE_QUORUM:
@@ -593,11 +602,16 @@ class RaftMetadataLog:
         raise ValueError(f"api key {api_key} is not a Raft API")
 
     def _partition_answer(self, error: int, api_key: int, **extra) -> dict:
-        partition = {"partition_index": METADATA_PARTITION, "error_code": error, "leader_id": self.leader_id,
-                     "leader_epoch": self.epoch, **extra}
+        partition = {"partition_index": METADATA_PARTITION, "error_code": error, "error_message": None,
+                     "leader_id": self.leader_id, "leader_epoch": self.epoch, **extra}
         if api_key == VOTE:
             partition.setdefault("vote_granted", False)
-        return {"error_code": ErrorCode.none, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}]}
+        answer = {"error_code": ErrorCode.none, "error_message": None,
+                  "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}]}
+        if api_key == DESCRIBE_QUORUM:  # v2 (KIP-853): the voters' controller endpoints
+            answer["nodes"] = [{"node_id": v, "listeners": [{"name": CONTROLLER_LISTENER, "host": h, "port": p}]}
+                               for v, (h, p) in sorted(self.voters.items())]
+        return answer
 
     def _handle_vote(self, p: Any) -> dict:
         candidate, epoch = p.replica_id, p.replica_epoch
@@ -645,6 +659,18 @@ class RaftMetadataLog:
         self._reset_election_timer(0.05 * position + random.uniform(0, 0.05))
         return self._partition_answer(ErrorCode.none, END_QUORUM_EPOCH)
 
+    def _handle_describe_cluster(self, request: Any) -> dict:
+        """DescribeCluster v1 on the controller listener (KIP-919): the voters as controller endpoints and
+        the active controller; brokers (endpoint type 1) are asked of a broker: MISMATCHED_ENDPOINT_TYPE (114)."""
+        controllers = request.endpoint_type == 2
+        return {"throttle_time": 0, "error_code": ErrorCode.none if controllers else ErrorCode.mismatched_endpoint_type,
+                "error_message": None if controllers else "the controller listener only describes controllers "
+                                                           "(endpoint type 2): ask a broker for brokers",
+                "endpoint_type": request.endpoint_type, "cluster_id": self.cluster_id,
+                "controller_id": self.leader_id if controllers else -1,
+                "brokers": [{"broker_id": v, "host": h, "port": p} for v, (h, p) in sorted(self.voters.items())]
+                if controllers else []}
+
     def _handle_describe(self, topic_ok: bool) -> dict:
         if not topic_ok:
             return self._partition_answer(ErrorCode.unknown_topic_or_partition, DESCRIBE_QUORUM, high_watermark=-1,
@@ -655,8 +681,8 @@ class RaftMetadataLog:
         now = _now_ms()
 
         def state(node: int, r: ReplicaProgress) -> dict:
-            return {"replica_id": node, "log_end_offset": r.end_offset, "last_fetch_timestamp": r.last_fetch_ms,
-                    "last_caught_up_timestamp": r.last_caught_up_ms}
+            return {"replica_id": node, "replica_directory_id": NO_DIRECTORY_ID, "log_end_offset": r.end_offset,
+                    "last_fetch_timestamp": r.last_fetch_ms, "last_caught_up_timestamp": r.last_caught_up_ms}
 
         voters = [state(self.node_id, ReplicaProgress(self.storage.end_offset, now, now))]
         voters += [state(v, r) for v, r in sorted(self._replicas.items())]

@@ -10,7 +10,8 @@ malformed frame closes its connection and never reaches the quorum state.
 
 Served: ApiVersions (18, v0-v3), Fetch (1, v12: replica id, last fetched epoch, diverging
 epoch), Vote (52, v0), BeginQuorumEpoch (53, v0), EndQuorumEpoch (54, v0), DescribeQuorum (55,
-v0-v1).
+v0-v2) and DescribeCluster (60, v1, controller endpoints: KIP-919's ``--bootstrap-controller``),
+enough for Kafka's ``kafka-metadata-quorum --bootstrap-controller ... describe``.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from pyspark_kafka.broker.log_escape import get_logger
 log = get_logger(__name__)
 
 FETCH, API_VERSIONS, VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM = 1, 18, 52, 53, 54, 55
+DESCRIBE_CLUSTER = 60
 #: api key -> (min version, max version) served on the controller listener.
 RAFT_APIS = {FETCH: (12, 12), API_VERSIONS: (0, 3), VOTE: (0, 0), BEGIN_QUORUM_EPOCH: (0, 0),
-             END_QUORUM_EPOCH: (0, 0), DESCRIBE_QUORUM: (0, 1)}
+             END_QUORUM_EPOCH: (0, 0), DESCRIBE_QUORUM: (0, 2), DESCRIBE_CLUSTER: (1, 1)}
 MAX_FRAME_BYTES = 104857600  # socket.request.max.bytes's default
 IDLE_S = 600.0  # connections.max.idle.ms's default
 
