@@ -97,9 +97,10 @@ def _check_linearizable(history, final_nodes, acked: dict[str, int]) -> list[tup
 def test_randomized_kill_restart_keeps_a_linearizable_committed_prefix(quorum):
     rng = random.Random(int(os.environ.get("RAFT_JEPSEN_SEED", "17")))
     procs, voters, start = quorum["procs"], quorum["voters"], quorum["start"]
-    epoch = -1
+    epochs = set()
     for round_no in range(ROUNDS):
         leader, epoch = find_leader(voters, range(3))
+        epochs.add(epoch)
         for k in range(3):
             procs[leader].append(f"r{round_no}-{k}")
         victim = leader if rng.random() < 0.5 else rng.choice([n for n in range(3) if n != leader])
@@ -116,6 +117,9 @@ def test_randomized_kill_restart_keeps_a_linearizable_committed_prefix(quorum):
     acked = {e["value"]: e["offset"] for p in quorum["history"] for e in p.of_kind("appended")}
     final = _check_linearizable(quorum["history"], list(procs.values()), acked)
     assert len(acked) >= ROUNDS, f"only {len(acked)} appends were acknowledged in {ROUNDS} rounds"
+    assert len(epochs) >= ROUNDS // 4, f"the loop saw only leader epochs {sorted(epochs)}: too few failovers"
+    print(f"{ROUNDS} rounds: {len(acked)} appends acknowledged, {len(final)} records committed, "
+          f"leader epochs {min(epochs)}..{max(epochs)} ({len(epochs)} seen)")
     assert len(final) >= len(acked)
 
 

@@ -338,3 +338,62 @@ def test_bad_quorum_settings_are_refused_with_the_setting_named(tmp_path):
     with pytest.raises(QuorumConfigError, match="controller.quorum.election.timeout.ms"):
         RaftMetadataLog(tmp_path, {"node.id": "0", "controller.quorum.voters": "0@127.0.0.1:1",
                                    "controller.quorum.election.timeout.ms": "soon"})
+
+
+def test_mutated_raft_frames_never_stop_the_quorum(tmp_path):
+    """Fuzz: 200 valid Raft requests with 1-4 random bytes changed, each on its own connection to a voter.
+    Every one is answered or closed within the bound; afterwards the quorum elects and commits as before."""
+    import datetime
+    import random
+
+    from kio.schema.begin_quorum_epoch.v0 import request as bqe
+    from kio.schema.end_quorum_epoch.v0 import request as eqe
+
+    from pyspark_kafka.broker.raft.transport import encode_request
+
+    async def scenario():
+        q = Quorum(tmp_path, 3)
+        await q.start()
+        try:
+            leader = await q.wait_leader()
+            await leader.append([b"before"])
+            voters = parse_voters(q.voters)
+            part = dict(partition_index=0)
+            requests = [
+                vote_v0.VoteRequest(topics=(vote_v0.TopicData(topic_name=METADATA_TOPIC, partitions=(
+                    vote_v0.PartitionData(**part, replica_epoch=1, replica_id=0, last_offset_epoch=1,
+                                          last_offset=3),)),)),
+                bqe.BeginQuorumEpochRequest(topics=(bqe.TopicData(topic_name=METADATA_TOPIC, partitions=(
+                    bqe.PartitionData(**part, leader_id=1, leader_epoch=1),)),)),
+                eqe.EndQuorumEpochRequest(topics=(eqe.TopicData(topic_name=METADATA_TOPIC, partitions=(
+                    eqe.PartitionData(**part, leader_id=1, leader_epoch=1, preferred_successors=(0, 2)),)),)),
+                dq.DescribeQuorumRequest(topics=(dq.TopicData(topic_name=METADATA_TOPIC, partitions=(
+                    dq.PartitionData(**part),)),)),
+                fetch_v12.FetchRequest(replica_id=2, max_wait=datetime.timedelta(0), min_bytes=1, topics=(
+                    fetch_v12.FetchTopic(topic=METADATA_TOPIC, partitions=(fetch_v12.FetchPartition(
+                        partition=0, current_leader_epoch=1, fetch_offset=1, last_fetched_epoch=1,
+                        partition_max_bytes=1 << 20),)),), forgotten_topics_data=()),
+            ]
+            frames = [encode_request(r, 9, "fuzz") for r in requests]
+            rng = random.Random(595)
+            answered = closed = 0
+            for _ in range(200):
+                frame = bytearray(rng.choice(frames))
+                for _ in range(rng.randint(1, 4)):
+                    frame[rng.randrange(4, len(frame))] = rng.randrange(256)
+                reader, writer = await asyncio.open_connection(*voters[rng.randrange(3)])
+                writer.write(bytes(frame))
+                await writer.drain()
+                head = await asyncio.wait_for(reader.read(4), 5)
+                answered, closed = (answered + 1, closed) if head else (answered, closed + 1)
+                writer.close()
+            assert answered and closed, (answered, closed)
+            leader = await q.wait_leader(timeout_s=20)
+            last = await leader.append([b"after"])
+            await q.wait_committed(last + 1, q.ids, timeout_s=20)
+            for i in q.ids:
+                assert values(q.seen[i])[-1] == b"after" and b"before" in values(q.seen[i])
+        finally:
+            await q.stop()
+
+    run(scenario())
