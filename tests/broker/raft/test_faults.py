@@ -13,6 +13,8 @@ import random
 
 import pytest
 
+from pyspark_kafka.broker.raft.storage import MetadataLogStorage
+
 from support.raft import RaftProcess, find_leader, free_ports, voters_string
 
 pytestmark = pytest.mark.timeout(300)
@@ -94,7 +96,7 @@ def _check_linearizable(history, final_nodes, acked: dict[str, int]) -> list[tup
 
 
 @pytest.mark.slow
-def test_randomized_kill_restart_keeps_a_linearizable_committed_prefix(quorum):
+def test_randomized_kill_restart_keeps_a_linearizable_committed_prefix(quorum, tmp_path):
     rng = random.Random(int(os.environ.get("RAFT_JEPSEN_SEED", "17")))
     procs, voters, start = quorum["procs"], quorum["voters"], quorum["start"]
     epochs = set()
@@ -116,6 +118,18 @@ def test_randomized_kill_restart_keeps_a_linearizable_committed_prefix(quorum):
         proc.wait_for(lambda e: e["event"] == "committed" and e["value"] == "final", "'final' everywhere")
     acked = {e["value"]: e["offset"] for p in quorum["history"] for e in p.of_kind("appended")}
     final = _check_linearizable(quorum["history"], list(procs.values()), acked)
+    # One leader per epoch: every LeaderChangeMessage of an epoch, in every node's log, names the same
+    # leader, elected by a majority (its granting voters).
+    for proc in procs.values():
+        proc.kill()
+    leader_of: dict[int, int] = {}
+    for node in range(3):
+        storage = MetadataLogStorage(tmp_path / f"node-{node}")
+        for _, epoch, leader_id, granting in storage.leader_changes():
+            assert leader_of.setdefault(epoch, leader_id) == leader_id, f"epoch {epoch}: leaders {leader_of[epoch]}, {leader_id}"
+            assert len(granting) >= 2 and leader_id in granting
+        storage.close()
+    assert set(epochs) <= set(leader_of)
     assert len(acked) >= ROUNDS, f"only {len(acked)} appends were acknowledged in {ROUNDS} rounds"
     assert len(epochs) >= ROUNDS // 4, f"the loop saw only leader epochs {sorted(epochs)}: too few failovers"
     print(f"{ROUNDS} rounds: {len(acked)} appends acknowledged, {len(final)} records committed, "

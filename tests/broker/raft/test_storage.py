@@ -25,6 +25,7 @@ def test_epochs_end_offsets_truncation_and_a_torn_tail(tmp_path):
     assert log.end_offset_for_epoch(9) == (3, 5)
     assert log.end_offset_for_epoch(0) == (-1, -1)
     assert list(log.records(0, 5)) == [(1, b"a"), (2, b"b"), (4, b"c")]  # control batches are not records
+    assert log.leader_changes() == [(0, 1, 0, [0, 1]), (3, 3, 2, [2, 1])]
     checkpoint = (log.dir / "leader-epoch-checkpoint").read_text().splitlines()
     assert checkpoint == ["0", "2", "1 0", "3 3"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from kio.schema.leader_change_message.v0.data import LeaderChangeMessage, Voter
-from kio.serial import entity_writer
+from kio.serial import entity_reader, entity_writer
 
 from pyspark_kafka.broker import clock
 from pyspark_kafka.broker.config import LogConfig
@@ -202,6 +202,21 @@ class MetadataLogStorage:
                     offset = record.offset  # kio gives absolute offsets (base offset + delta)
                     if start <= offset < end:
                         yield offset, record.value if record.value is not None else b""
+
+    def leader_changes(self) -> list[tuple[int, int, int, list[int]]]:
+        """``(offset, epoch, leader id, granting voters)`` of every ``LeaderChangeMessage`` in the log, in order."""
+        found = []
+        for segment in self.log.segments:
+            for position, header in segment.iter_headers(0):
+                if not header.is_control:
+                    continue
+                record = decode_batch(segment.read_batch(position, header.size)).records[0]
+                if record.key is None or int.from_bytes(record.key[2:4], "big") != LEADER_CHANGE:
+                    continue
+                message = entity_reader(LeaderChangeMessage)(record.value, 0)[0]
+                found.append((header.base_offset, header.partition_leader_epoch, message.leader_id,
+                              [v.voter_id for v in message.granting_voters]))
+        return found
 
     def close(self) -> None:
         """Flush and close the segment files."""
