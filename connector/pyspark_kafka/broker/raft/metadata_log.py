@@ -172,11 +172,15 @@ class RaftMetadataLog:
         if not self._started:
             return
         self._started = False
-        if self.role is Role.LEADER and len(self.voters) > 1:
-            await self._send_end_quorum_epoch()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self.role is Role.LEADER:
+            # Kafka's Resigned state: answer no fetch as leader any more (a follower's probe must not find
+            # us), then EndQuorumEpoch so the others elect at once.
+            self._transition(Role.UNATTACHED, self.epoch, -1, self.voted_id)
+            if len(self.voters) > 1:
+                await self._send_end_quorum_epoch()
         self._fail_waiters("the controller is shutting down")
         if self._server is not None:
             await self._server.stop()
