@@ -174,7 +174,7 @@ class RaftMetadataLog:
         self._started = False
         if self._task is not None:
             self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await asyncio.wait([self._task], timeout=10)
         if self.role is Role.LEADER:
             # Kafka's Resigned state: answer no fetch as leader any more (a follower's probe must not find
             # us), then EndQuorumEpoch so the others elect at once.
@@ -325,7 +325,7 @@ class RaftMetadataLog:
 
     # -- the driver ----------------------------------------------------------------------------
     async def _run(self) -> None:
-        while True:
+        while self._started:  # also ends the loop should a wait_for swallow stop()'s cancellation (Python 3.11)
             try:
                 if self.role is Role.LEADER:
                     await self._lead()
@@ -541,7 +541,7 @@ class RaftMetadataLog:
         version = self._version
         started = time.monotonic()
         check_s = CHECK_QUORUM_FACTOR * self.config.fetch_timeout_ms / 1000
-        while self._version == version:
+        while self._version == version and self._started:
             now = time.monotonic()
             silent = [v for v, r in self._replicas.items() if r.last_fetch_mono < started]
             if silent:

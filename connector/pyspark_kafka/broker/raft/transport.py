@@ -57,7 +57,7 @@ class RaftServer:
         self.dispatch = dispatch
         self.host, self.port = host, port
         self._server: asyncio.AbstractServer | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
@@ -66,16 +66,20 @@ class RaftServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
+        # Abort the sockets as well as cancelling: Python 3.11's wait_for can swallow a cancellation that
+        # races with its result, and the connection would then wait for its next frame.
+        for task, writer in list(self._connections.items()):
+            writer.transport.abort()
             task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._connections:
+            await asyncio.wait(list(self._connections), timeout=5)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        self._connections.add(task)
+        self._connections[task] = writer
         peer = writer.get_extra_info("peername")
         try:
             while True:
@@ -98,7 +102,7 @@ class RaftServer:
         except Exception:
             log.exception("controller listener: closing %s after an unexpected error", peer)
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
             writer.close()
 
     async def _answer(self, frame: bytes) -> list:
