@@ -69,6 +69,8 @@ NO_DIRECTORY_ID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: no KIP-853 directo
 
 
 class Role(enum.Enum):
+    """A replica's state in its epoch (Kafka's ``UnattachedState``/``CandidateState``/``LeaderState``/``FollowerState``)."""
+
     UNATTACHED = "Unattached"
     CANDIDATE = "Candidate"
     LEADER = "Leader"
