@@ -111,7 +111,7 @@ def test_randomized_kill_restart_keeps_a_linearizable_committed_prefix(quorum, t
                                    and e["value"] == f"r{round_no}-2", "the round's last append answered")
         procs[victim].kill()
         start(victim)
-    leader, _ = find_leader(voters, range(3))
+    leader, final_epoch = find_leader(voters, range(3))
     procs[leader].append("final")
     procs[leader].wait_for(lambda e: e["event"] == "appended" and e["value"] == "final", "'final' acknowledged")
     for proc in procs.values():
@@ -129,7 +129,8 @@ def test_randomized_kill_restart_keeps_a_linearizable_committed_prefix(quorum, t
             assert leader_of.setdefault(epoch, leader_id) == leader_id, f"epoch {epoch}: leaders {leader_of[epoch]}, {leader_id}"
             assert len(granting) >= 2 and leader_id in granting
         storage.close()
-    assert set(epochs) <= set(leader_of)
+    # (an epoch whose leader died before its LeaderChangeMessage committed may be truncated everywhere)
+    assert leader_of.get(final_epoch) == leader
     assert len(acked) >= ROUNDS, f"only {len(acked)} appends were acknowledged in {ROUNDS} rounds"
     assert len(epochs) >= ROUNDS // 4, f"the loop saw only leader epochs {sorted(epochs)}: too few failovers"
     print(f"{ROUNDS} rounds: {len(acked)} appends acknowledged, {len(final)} records committed, "

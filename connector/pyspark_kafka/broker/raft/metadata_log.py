@@ -132,6 +132,7 @@ class RaftMetadataLog:
         self._version = 0  # bumped on every state transition
         self._changed = asyncio.Event()
         self._progress_event = asyncio.Event()
+        self._timer_event = asyncio.Event()
         self._election_deadline = 0.0
         self._last_fetch_ok = 0.0
         self._epoch_start_offset = 0
@@ -158,6 +159,7 @@ class RaftMetadataLog:
         self.role = Role.FOLLOWER if self.leader_id >= 0 else Role.UNATTACHED
         self._changed = asyncio.Event()
         self._progress_event = asyncio.Event()
+        self._timer_event = asyncio.Event()
         self._reset_election_timer()
         self._last_fetch_ok = time.monotonic()
         if self.is_voter():
@@ -272,6 +274,8 @@ class RaftMetadataLog:
         timeout = self.config.election_timeout_ms / 1000
         self._election_deadline = time.monotonic() + (base_s if base_s is not None else
                                                       random.uniform(timeout, 2 * timeout))
+        self._timer_event.set()  # an unattached voter waiting for the old deadline looks again
+        self._timer_event = asyncio.Event()
 
     def _fail_waiters(self, message: str) -> None:
         waiters, self._waiters = self._waiters, []
@@ -342,11 +346,15 @@ class RaftMetadataLog:
                               self.role.value)
                 await asyncio.sleep(0.1)
 
-    async def _wait_change(self, timeout_s: float) -> None:
+    async def _wait_change(self, timeout_s: float, or_timer: bool = False) -> None:
+        """Wait up to ``timeout_s`` for a state transition (or, with ``or_timer``, a new election deadline)."""
+        events = [self._changed] + ([self._timer_event] if or_timer else [])
+        waiters = [asyncio.ensure_future(e.wait()) for e in events]
         try:
-            await asyncio.wait_for(self._changed.wait(), max(0.0, timeout_s))
-        except asyncio.TimeoutError:
-            pass
+            await asyncio.wait(waiters, timeout=max(0.0, timeout_s), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
 
     def _channel(self, node: int, purpose: str) -> RaftChannel:
         key = (node, purpose)
@@ -365,7 +373,7 @@ class RaftMetadataLog:
                 if len(self.voters) == 1:
                     self._become_candidate()
                     return
-                await self._wait_change(self._election_deadline - time.monotonic())
+                await self._wait_change(self._election_deadline - time.monotonic(), or_timer=True)
                 if self._version == version and time.monotonic() >= self._election_deadline:
                     if not await self._probe_leader():
                         self._become_candidate()
@@ -457,8 +465,11 @@ class RaftMetadataLog:
             return
         error = response.error_code or p.error_code
         if error != ErrorCode.none:
-            if error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and leader.leader_epoch == -1:
+            if error == ErrorCode.not_leader_or_follower and leader.leader_epoch == self.epoch \
+                    and leader.leader_id != self.leader_id:
+                # Our leader resigned in this epoch (check-quorum or stop): no leader until the next election.
                 self._transition(Role.UNATTACHED, self.epoch, -1, self.voted_id)
+                self._reset_election_timer()
             return
         self._last_fetch_ok = time.monotonic()
         if p.diverging_epoch.epoch >= 0 or p.diverging_epoch.end_offset >= 0:
@@ -657,7 +668,7 @@ class RaftMetadataLog:
             self._transition(Role.UNATTACHED, p.leader_epoch, -1, -1)
         elif self.role is Role.FOLLOWER and self.leader_id == p.leader_id:
             self._transition(Role.UNATTACHED, self.epoch, -1, self.voted_id)
-        else:
+        elif self.role is not Role.UNATTACHED:  # a candidate or another leader of this epoch: nothing to do
             return self._partition_answer(ErrorCode.none, END_QUORUM_EPOCH)
         # Kafka: the preferred successors stand first; the others wait a little longer.
         successors = list(p.preferred_successors)
