@@ -236,6 +236,13 @@ class FencedLeaderEpochError(KafkaError):
     error_code = ErrorCode.fenced_leader_epoch
 
 
+class NotControllerError(KafkaError):
+    """This node is not the active controller (the controller quorum's leader), or it lost the
+    leadership before a metadata record was committed (NOT_CONTROLLER, 41): retry on the current leader."""
+
+    error_code = ErrorCode.not_controller
+
+
 class UnknownLeaderEpochError(KafkaError):
     """A request's current leader epoch is newer than the leader's (UNKNOWN_LEADER_EPOCH)."""
 
