@@ -65,7 +65,7 @@ from pyspark.sql.types import (
 
 from pyspark_kafka import transactions as txn
 from pyspark_kafka.clients import ClientPool, close_quietly, config_key, new_consumer, new_producer, producer_config
-from pyspark_kafka.errors import DeliveryError, OptionError, RecordError, SchemaError
+from pyspark_kafka.errors import DeliveryError, OptionError, RecordError, SchemaError, authorization_hint
 from pyspark_kafka.javaconfig import java_partitioner
 from pyspark_kafka.options import get_option, kafka_params, redact
 from pyspark_kafka.routing import Router, load_partitioner
@@ -477,7 +477,8 @@ class _DeliveryFailures:
 
     def __call__(self, err, msg) -> None:
         self.count += 1
-        reason = f"topic '{msg.topic()}' partition {msg.partition()}: {err.str()} ({err.name()})"
+        reason = (f"topic '{msg.topic()}' partition {msg.partition()}: {err.str()} ({err.name()})"
+                  + authorization_hint(err.name(), "WRITE", msg.topic()))
         if len(self.reasons) < 3 and reason not in self.reasons:
             self.reasons.append(reason)
 
@@ -487,6 +488,8 @@ class _PooledProducer:
     key: tuple
     producer: object
     failures: _DeliveryFailures
+    fatal: txn.FirstFatalError | None = None
+    """librdkafka's first fatal error (``error_cb``): the cause behind a later ``_FATAL`` refusal."""
 
 
 MAX_IDLE_PRODUCERS = 4
@@ -509,8 +512,9 @@ def _acquire(conf: Mapping[str, object]) -> _PooledProducer:
         pooled.failures.reset()
         return pooled
     failures = _DeliveryFailures()
-    producer = new_producer({**conf, "delivery.report.only.error": True, "on_delivery": failures})
-    return _PooledProducer(key, producer, failures)
+    fatal = txn.FirstFatalError()
+    producer = new_producer({**conf, "delivery.report.only.error": True, "on_delivery": failures, "error_cb": fatal})
+    return _PooledProducer(key, producer, failures, fatal)
 
 
 def _release(pooled: _PooledProducer) -> None:
@@ -692,10 +696,25 @@ class _WriteTask:
             err = e.args[0]
             row = n - operator.length_hint(values_left) - 1
             t = topic[row] if isinstance(topic, list) else topic
+            cause = self._fatal_cause(err)
             raise DeliveryError(
                 f"the producer refused a record for topic '{t}' partition {partitions[row]}: {err.str()} "
-                f"({err.name()})" + _hint(err)
+                f"({err.name()})" + cause + _hint(err)
             ) from None
+
+    def _fatal_cause(self, err) -> str:
+        """For a ``_FATAL`` refusal, the fatal error librdkafka reported first (e.g. the
+        InitProducerId of an idempotent producer denied CLUSTER_AUTHORIZATION_FAILED when the
+        principal may WRITE no topic: KIP-679); else ""."""
+        from confluent_kafka import KafkaError
+
+        if err.code() != KafkaError._FATAL or self.pooled.fatal is None:
+            return ""
+        self.producer.poll(0)  # serve a pending error_cb
+        first = self.pooled.fatal.error
+        if first is None:
+            return ""
+        return f"; cause: {first.str()} ({first.name()})" + _hint(first)
 
     def _produce_plain(self, topic, values, values_left, keys, partitions) -> None:
         """Rows without timestamp and headers: ``produce(topic, value, key, partition)`` per row, from C.
@@ -798,6 +817,9 @@ def _hint(err) -> str:
                 "option kafka.enable.idempotence=false (at-least-once still holds)")
     if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
         return "; raise kafka.message.max.bytes (and the topic's max.message.bytes) or send smaller values"
+    if err.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+        return ("; the idempotent producer's InitProducerId was denied: the principal needs WRITE on the topic "
+                "(which implies IDEMPOTENT_WRITE, KIP-679) or IDEMPOTENT_WRITE on the cluster (kafka-acls)")
     return ""
 
 

@@ -51,6 +51,17 @@ def test_every_translated_setting_is_accepted_by_librdkafka():
     Consumer(consumer).close()
 
 
+@pytest.mark.parametrize("java,librdkafka", [("", "none"), (" ", "none"), ("https", "https"), ("HTTPS", "HTTPS")])
+def test_empty_endpoint_identification_turns_the_host_name_check_off(java, librdkafka):
+    """The Java client disables the host name check with an empty value (SslConfigs); librdkafka
+    refuses an empty value and says ``none``: the translation is accepted by librdkafka."""
+    from confluent_kafka import Producer
+
+    out = to_librdkafka({"bootstrap.servers": "127.0.0.1:1", "ssl.endpoint.identification.algorithm": java})
+    assert out["ssl.endpoint.identification.algorithm"] == librdkafka
+    Producer(out).flush(0)
+
+
 @pytest.mark.parametrize("value,expected", [
     (PLAIN, ("org.apache.kafka.common.security.plain.PlainLoginModule", {"username": "alice", "password": 's3cr=t"x'})),
     (SCRAM, ("org.apache.kafka.common.security.scram.ScramLoginModule", {"username": "bob", "password": "pw"})),

@@ -21,7 +21,7 @@ from pyspark.sql.datasource import InputPartition
 
 from pyspark_kafka import offsets as O
 from pyspark_kafka.clients import consumer_config, pooled_consumer
-from pyspark_kafka.errors import DATA_LOSS_FIX, DataLossError, PySparkKafkaError
+from pyspark_kafka.errors import DATA_LOSS_FIX, DataLossError, PySparkKafkaError, authorization_hint
 from pyspark_kafka.read.options import kafka_schema
 
 log = logging.getLogger(__name__)
@@ -246,7 +246,8 @@ def _take(consumer, part: KafkaInputPartition, msgs: list, next_offset: int, bui
         elif err.retriable():
             log.warning("reading %s: %s (retrying until kafkaConsumer.pollTimeoutMs)", rng, err.str())
         else:
-            raise PySparkKafkaError(f"reading {rng} failed at offset {next_offset}: {err.str()}")
+            raise PySparkKafkaError(f"reading {rng} failed at offset {next_offset}: {err.str()} ({err.name()})"
+                                    + authorization_hint(err.name(), "READ", rng.topic))
     builder.add(kept)
     return next_offset
 

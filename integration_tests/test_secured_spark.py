@@ -1,0 +1,209 @@
+"""The same secured Spark job, with Spark's Kafka option names, on the embedded broker and on Apache Kafka.
+
+One set of options as written for Spark's ``format("kafka")`` over SASL_SSL with SCRAM
+(``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``,
+``kafka.ssl.truststore.location``/``password``/``type`` as JKS (made with ``keytool``) or PKCS12,
+``kafka.ssl.endpoint.identification.algorithm``) runs through ``format("pykafka")``:
+
+- ``embedded``: the embedded broker with a SASL_SSL listener (PEM key store) and a PLAINTEXT
+  listener for the admin side; SCRAM users made with AlterUserScramCredentials; no ACLs (the
+  embedded authorizer is another module's work);
+- ``apache-kafka``: Apache Kafka 4.3.1 (Maven Central's jars, :class:`SaslSsl`) with a SASL_SSL
+  listener (PKCS12 key store), SCRAM users created at format time and ``StandardAuthorizer``:
+  ``etl`` may use the ``secured-`` topics and every group, ``intruder`` may only describe them.
+
+Checked: a batch write then a batch read, an AvailableNow stream (SCRAM-SHA-256, PKCS12 trust
+store, host name check off the Java way: ``""``), a wrong password (an authentication error
+within the metadata wait, not a hang), a principal without READ/WRITE (topic authorization named),
+and on Apache Kafka Spark's own ``format("kafka")`` with the same options reads the same rows.
+About 70 s here (two backends, one Spark session; the reference job another 40 s).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from integration_tests.helpers import consume_all, run_available_now
+from support.certs import STORE_PASSWORD, make_pki
+
+pytestmark = pytest.mark.slow
+
+USERS = {"etl": "etl-pw-Qs81", "intruder": "intruder-pw-Zk40"}
+JKS_PASSWORD = "jks-trust-Vb27"
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+HANG_BOUND_S = 60.0
+"""A failed authentication must end the job well within Spark's default ``kafka.default.api.timeout.ms``
+(60 s): a hang would wait that long and more (retries)."""
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """The test PKI plus a JKS trust store made by ``keytool`` (Java's own tool, as users make them)."""
+    out = make_pki(tmp_path_factory.mktemp("pki"))
+    keytool = shutil.which("keytool")
+    if keytool is None:
+        pytest.skip("keytool (a JDK) is not installed: no JKS trust store")
+    out.ca_jks = out.ca_pem.parent / "truststore.jks"
+    subprocess.run([keytool, "-importcert", "-noprompt", "-alias", "test-ca", "-file", str(out.ca_pem),
+                    "-keystore", str(out.ca_jks), "-storetype", "JKS", "-storepass", JKS_PASSWORD],
+                   check=True, capture_output=True, timeout=60)
+    return out
+
+
+class Secured:
+    """One backend: ``name``, ``bootstrap`` (SASL_SSL), ``admin`` (PLAINTEXT, for setup and checks),
+    ``acls`` (whether an authorizer runs)."""
+
+    def __init__(self, name: str, bootstrap: str, admin: str, acls: bool):
+        self.name, self.bootstrap, self.admin, self.acls = name, bootstrap, admin, acls
+
+    def topic(self, partitions: int = 2) -> str:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        name = f"secured-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": self.admin})
+        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+        return name
+
+
+def _embedded(pki):
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    from pyspark_kafka.broker import EmbeddedBroker
+
+    config = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
+              "ssl.keystore.location": str(pki.server_pem), "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256"}
+    broker = EmbeddedBroker(config=config)
+    broker.__enter__()
+    ports = {lst.name: f"127.0.0.1:{lst.port}" for lst in broker.broker.security.listeners}
+    admin = AdminClient({"bootstrap.servers": ports["PLAINTEXT"]})
+    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(m, 4096), pw.encode())
+               for user, pw in USERS.items() for m in (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        future.result(30)
+    return Secured("embedded", ports["SASL_SSL"], ports["PLAINTEXT"], acls=False), broker.__exit__
+
+
+def _apache(pki):
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                       ResourceType)
+
+    from pyspark_kafka.testing.apache_kafka import ApacheKafka, SaslSsl
+    from pyspark_kafka.testing.maven import MavenUnavailable
+
+    kafka = ApacheKafka(sasl_ssl=SaslSsl(str(pki.server_p12), STORE_PASSWORD, users=USERS, authorizer=True))
+    try:
+        kafka.start()
+    except MavenUnavailable as e:
+        pytest.skip(f"Apache Kafka {kafka.version} from Maven Central unavailable: {e}")
+    allow = AclPermissionType.ALLOW
+
+    def acl(user, rtype, name, pattern, op):
+        return AclBinding(rtype, name, pattern, f"User:{user}", "*", op, allow)
+
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    bindings = [acl("etl", ResourceType.TOPIC, "secured-", ResourcePatternType.PREFIXED, AclOperation.ALL),
+                acl("etl", ResourceType.GROUP, "*", ResourcePatternType.LITERAL, AclOperation.ALL),
+                acl("intruder", ResourceType.TOPIC, "secured-", ResourcePatternType.PREFIXED, AclOperation.DESCRIBE),
+                acl("intruder", ResourceType.GROUP, "*", ResourcePatternType.LITERAL, AclOperation.ALL)]
+    for future in admin.create_acls(bindings).values():
+        future.result(30)
+    return Secured("apache-kafka", kafka.sasl_ssl_bootstrap_servers, kafka.bootstrap_servers, acls=True), \
+        lambda *exc: kafka.stop()
+
+
+@pytest.fixture(scope="module", params=["embedded", "apache-kafka"])
+def secured(request, pki):
+    backend, stop = (_embedded if request.param == "embedded" else _apache)(pki)
+    try:
+        yield backend
+    finally:
+        stop(None, None, None)
+
+
+def spark_options(bootstrap: str, pki, user: str = "etl", password: str | None = None, *,
+                  mechanism: str = "SCRAM-SHA-512", truststore: str = "JKS", hostname_check: str = "https") -> dict:
+    """The options of a Spark ``format("kafka")`` job over SASL_SSL/SCRAM, unchanged."""
+    store = {"JKS": (pki.ca_jks, JKS_PASSWORD), "PKCS12": (pki.ca_p12, STORE_PASSWORD)}[truststore]
+    return {
+        "kafka.bootstrap.servers": bootstrap,
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": mechanism,
+        "kafka.sasl.jaas.config": f'{SCRAM} required username="{user}" password="{password or USERS[user]}";',
+        "kafka.ssl.truststore.location": str(store[0]),
+        "kafka.ssl.truststore.password": store[1],
+        "kafka.ssl.truststore.type": truststore,
+        "kafka.ssl.endpoint.identification.algorithm": hostname_check,
+    }
+
+
+ROWS = [(f"k{i}", f"v{i}") for i in range(30)]
+
+
+def _write(spark, opts: dict, topic: str, rows=ROWS) -> None:
+    spark.createDataFrame(rows, "key string, value string").write.format("pykafka").options(
+        **opts, topic=topic).mode("append").save()
+
+
+def _read(spark, opts: dict, topic: str) -> list[tuple]:
+    df = spark.read.format("pykafka").options(**opts, subscribe=topic).load()
+    return sorted(tuple(r) for r in df.selectExpr("CAST(key AS STRING)", "CAST(value AS STRING)").collect())
+
+
+def test_batch_write_and_read_with_jks_truststore_and_scram_sha_512(spark, secured, pki):
+    topic = secured.topic()
+    opts = spark_options(secured.bootstrap, pki)
+    _write(spark, opts, topic)
+    assert _read(spark, opts, topic) == sorted(ROWS)
+    landed = consume_all(secured.admin, topic)  # an independent client on the admin listener
+    assert sorted((m.key().decode(), m.value().decode()) for m in landed) == sorted(ROWS)
+
+
+def test_available_now_stream_with_pkcs12_truststore_and_scram_sha_256(spark, secured, pki, tmp_path):
+    topic = secured.topic()
+    opts = spark_options(secured.bootstrap, pki, mechanism="SCRAM-SHA-256", truststore="PKCS12", hostname_check="")
+    _write(spark, opts, topic)
+    name = f"secured_{uuid.uuid4().hex[:8]}"
+    stream = (spark.readStream.format("pykafka").options(**opts, subscribe=topic, startingOffsets="earliest",
+                                                         maxOffsetsPerTrigger="12").load()
+              .selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"))
+    run_available_now(stream.writeStream.format("memory").queryName(name)
+                      .option("checkpointLocation", str(tmp_path / "checkpoint")))
+    assert sorted(tuple(r) for r in spark.sql(f"SELECT key, value FROM {name}").collect()) == sorted(ROWS)
+
+
+def test_wrong_password_is_an_authentication_error_not_a_hang(spark, secured, pki):
+    opts = spark_options(secured.bootstrap, pki, password="not-the-password")
+    started = time.monotonic()
+    with pytest.raises(Exception) as failure:
+        spark.read.format("pykafka").options(**opts, subscribe="secured-any").load().collect()
+    elapsed = time.monotonic() - started
+    text = str(failure.value)
+    assert "not-the-password" not in text
+    assert "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512" \
+        in text, text[-2000:]
+    assert elapsed < HANG_BOUND_S, f"the failed authentication took {elapsed:.0f} s to surface"
+
+
+def test_principal_without_read_or_write_acl_is_denied_naming_the_acl(spark, secured, pki):
+    if not secured.acls:
+        pytest.skip("the embedded broker has no authorizer in this module (ACLs are tested with its authorizer)")
+    topic = secured.topic()
+    _write(spark, spark_options(secured.bootstrap, pki), topic)
+    intruder = spark_options(secured.bootstrap, pki, user="intruder")
+    with pytest.raises(Exception) as failure:
+        spark.read.format("pykafka").options(**intruder, subscribe=topic).load().collect()
+    text = str(failure.value)
+    assert USERS["intruder"] not in text
+    assert f"lacks READ on topic '{topic}'" in text and "TOPIC_AUTHORIZATION_FAILED" in text, text[-2000:]
+    with pytest.raises(Exception) as failure:
+        _write(spark, intruder, topic, rows=[("x", "y")])
+    text = str(failure.value)
+    # the idempotent producer (Spark's default too) is denied its producer id first: no WRITE on any topic
+    assert "CLUSTER_AUTHORIZATION_FAILED" in text and "needs WRITE on the topic" in text, text[-2000:]
+    assert len(consume_all(secured.admin, topic)) == len(ROWS)  # nothing written by the intruder
