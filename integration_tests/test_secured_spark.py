@@ -21,6 +21,7 @@ About 70 s here (two backends, one Spark session; the reference job another 40 s
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -34,7 +35,7 @@ from support.certs import STORE_PASSWORD, make_pki
 pytestmark = pytest.mark.slow
 
 USERS = {"etl": "etl-pw-Qs81", "intruder": "intruder-pw-Zk40"}
-JKS_PASSWORD = "jks-trust-Vb27"
+TRUST_PASSWORD = "trust-store-Vb27"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 HANG_BOUND_S = 60.0
 """A failed authentication must end the job well within Spark's default ``kafka.default.api.timeout.ms``
@@ -43,15 +44,20 @@ HANG_BOUND_S = 60.0
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    """The test PKI plus a JKS trust store made by ``keytool`` (Java's own tool, as users make them)."""
+    """The test PKI plus JKS and PKCS12 trust stores made by ``keytool`` (Java's own tool, as users
+    make them). Not ``cryptography``'s PKCS12: Java trusts a PKCS12 certificate only with Oracle's
+    trusted-key-usage attribute, which keytool writes (Spark's connector with a PKCS12 made without
+    it failed its TLS handshakes until a 186 s timeout here; pykafka reads both)."""
     out = make_pki(tmp_path_factory.mktemp("pki"))
     keytool = shutil.which("keytool")
     if keytool is None:
         pytest.skip("keytool (a JDK) is not installed: no JKS trust store")
-    out.ca_jks = out.ca_pem.parent / "truststore.jks"
-    subprocess.run([keytool, "-importcert", "-noprompt", "-alias", "test-ca", "-file", str(out.ca_pem),
-                    "-keystore", str(out.ca_jks), "-storetype", "JKS", "-storepass", JKS_PASSWORD],
-                   check=True, capture_output=True, timeout=60)
+    for kind in ("JKS", "PKCS12"):
+        path = out.ca_pem.parent / f"truststore.{kind.lower()}"
+        subprocess.run([keytool, "-importcert", "-noprompt", "-alias", "test-ca", "-file", str(out.ca_pem),
+                        "-keystore", str(path), "-storetype", kind, "-storepass", TRUST_PASSWORD],
+                       check=True, capture_output=True, timeout=60)
+        setattr(out, f"ca_{kind.lower()}", path)
     return out
 
 
@@ -129,14 +135,14 @@ def secured(request, pki):
 def spark_options(bootstrap: str, pki, user: str = "etl", password: str | None = None, *,
                   mechanism: str = "SCRAM-SHA-512", truststore: str = "JKS", hostname_check: str = "https") -> dict:
     """The options of a Spark ``format("kafka")`` job over SASL_SSL/SCRAM, unchanged."""
-    store = {"JKS": (pki.ca_jks, JKS_PASSWORD), "PKCS12": (pki.ca_p12, STORE_PASSWORD)}[truststore]
+    store = {"JKS": pki.ca_jks, "PKCS12": pki.ca_pkcs12}[truststore]
     return {
         "kafka.bootstrap.servers": bootstrap,
         "kafka.security.protocol": "SASL_SSL",
         "kafka.sasl.mechanism": mechanism,
         "kafka.sasl.jaas.config": f'{SCRAM} required username="{user}" password="{password or USERS[user]}";',
-        "kafka.ssl.truststore.location": str(store[0]),
-        "kafka.ssl.truststore.password": store[1],
+        "kafka.ssl.truststore.location": str(store),
+        "kafka.ssl.truststore.password": TRUST_PASSWORD,
         "kafka.ssl.truststore.type": truststore,
         "kafka.ssl.endpoint.identification.algorithm": hostname_check,
     }
@@ -207,3 +213,43 @@ def test_principal_without_read_or_write_acl_is_denied_naming_the_acl(spark, sec
     # the idempotent producer (Spark's default too) is denied its producer id first: no WRITE on any topic
     assert "CLUSTER_AUTHORIZATION_FAILED" in text and "needs WRITE on the topic" in text, text[-2000:]
     assert len(consume_all(secured.admin, topic)) == len(ROWS)  # nothing written by the intruder
+
+
+def test_spark_own_connector_with_the_same_options_reads_the_same_rows(secured, pki, tmp_path):
+    """Spark's ``format("kafka")`` (the reference job, its own pyspark) and ``format("pykafka")`` with
+    the same options against Apache Kafka's SASL_SSL listener: the same rows; the denied reads
+    fail on both (the error texts are Kafka's Java exceptions and librdkafka's, recorded)."""
+    if secured.name != "apache-kafka":
+        pytest.skip("the reference connector runs against Apache Kafka's SASL_SSL listener only (time budget)")
+    from integration_tests.helpers import produce
+    from integration_tests.reference.test_reference_batch import reference_or_skip, run_job
+
+    ref = reference_or_skip(type("Backend", (), {"name": "apache-kafka"})())
+    topic = secured.topic(partitions=3)
+    produce(secured.admin, topic, [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 3,
+                                    "headers": [("h", str(i).encode())] * (i % 2)} for i in range(24)])
+    auth = ["TopicAuthorizationException", "TOPIC_AUTHORIZATION_FAILED", "SaslAuthenticationException",
+            "Authentication failed during authentication due to invalid credentials"]
+
+    def case(name, **opts):
+        return {"name": name, "kind": "rows", "mentions": auth,
+                "options": {**opts, "subscribe": topic, "includeHeaders": "true"}}
+
+    cases = [case("jks_scram_sha_512", **spark_options(secured.bootstrap, pki)),
+             case("pkcs12_scram_sha_256_no_host_check", **spark_options(
+                 secured.bootstrap, pki, mechanism="SCRAM-SHA-256", truststore="PKCS12", hostname_check="")),
+             case("no_read_acl", **spark_options(secured.bootstrap, pki, user="intruder")),
+             case("wrong_password", **spark_options(secured.bootstrap, pki, password="not-the-password"))]
+    result = run_job(ref, cases, tmp_path)["cases"]
+    for name in ("jks_scram_sha_512", "pkcs12_scram_sha_256_no_host_check"):
+        kafka, pykafka = result[name]["kafka"], result[name]["pykafka"]
+        assert "ok" in kafka and len(kafka["ok"]) == 24, (name, kafka)
+        assert pykafka == kafka, name
+    denied = {name: {fmt: result[name][fmt].get("error", {}).get("mentions") for fmt in ("kafka", "pykafka")}
+              for name in ("no_read_acl", "wrong_password")}
+    print(json.dumps(denied, indent=1))
+    assert denied["no_read_acl"]["kafka"]["TopicAuthorizationException"], result["no_read_acl"]
+    assert denied["no_read_acl"]["pykafka"]["TOPIC_AUTHORIZATION_FAILED"], result["no_read_acl"]
+    for fmt in ("kafka", "pykafka"):
+        assert denied["wrong_password"][fmt]["Authentication failed during authentication due to invalid credentials"], \
+            result["wrong_password"]
