@@ -253,3 +253,40 @@ def test_spark_own_connector_with_the_same_options_reads_the_same_rows(secured, 
     for fmt in ("kafka", "pykafka"):
         assert denied["wrong_password"][fmt]["Authentication failed during authentication due to invalid credentials"], \
             result["wrong_password"]
+
+
+@pytest.mark.parametrize("change,names", [
+    ({"keystore_location": "/nonexistent/server.p12"}, "ssl.keystore.location"),
+    ({"keystore_type": "JCEKS"}, "ssl.keystore.type"),
+    ({"keystore_password": None}, "ssl.keystore.password"),
+    ({"mechanisms": ("PLAIN",)}, "sasl.enabled.mechanisms"),
+    ({"users": {"etl": "a,b"}}, "--add-scram"),
+    ({"authorizer": True, "super_users": ("User:admin",)}, "super.users"),
+    ({"iterations": 1000}, "minimum 4096"),
+])
+def test_sasl_ssl_settings_are_checked_before_any_jvm_starts(pki, change, names):
+    from dataclasses import replace
+
+    from pyspark_kafka.testing.apache_kafka import ApacheKafka, SaslSsl
+
+    good = SaslSsl(str(pki.server_p12), STORE_PASSWORD, users={"etl": "pw"})
+    good.check()
+    with pytest.raises(ValueError, match=names.replace(".", r"\.").replace("-", r"\-")) as failure:
+        ApacheKafka(sasl_ssl=replace(good, **change))
+    assert "a,b" not in str(failure.value)
+
+
+def test_apache_kafka_with_a_wrong_keystore_password_names_the_config(pki):
+    from pyspark_kafka.testing.apache_kafka import ApacheKafka, KafkaStartError, SaslSsl
+    from pyspark_kafka.testing.maven import MavenUnavailable
+
+    kafka = ApacheKafka(sasl_ssl=SaslSsl(str(pki.server_p12), "wrong-keystore-pw", users={"etl": "pw-Tt5"}))
+    try:
+        with pytest.raises(KafkaStartError) as failure:
+            kafka.start()
+    except MavenUnavailable as e:
+        pytest.skip(f"Apache Kafka unavailable: {e}")
+    text = str(failure.value)
+    assert "Failed to load SSL keystore" in text and "listener.name.sasl_ssl.ssl.keystore.password" in text, text[:3000]
+    assert "wrong-keystore-pw" not in text and "pw-Tt5" not in text
+    assert kafka.pids == {1: None} and kafka.folder is None  # stopped and cleaned up after the failure

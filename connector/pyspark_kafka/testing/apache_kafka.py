@@ -501,6 +501,9 @@ class ApacheKafka:
 
     def _start_error(self, node: _Node, what: str) -> KafkaStartError:
         cause = _config_error(node.log_path)
+        if cause and self.sasl_ssl is not None and "keystore" in cause.lower():
+            cause += (" -- check the SaslSsl key store: listener.name.sasl_ssl.ssl.keystore.location, "
+                      "listener.name.sasl_ssl.ssl.keystore.password, listener.name.sasl_ssl.ssl.keystore.type")
         return KafkaStartError(f"Apache Kafka {self.version} node {node.node_id} {what}\n"
                                + (f"cause: {cause}\n" if cause else "") +
                                f"command: {_quote(self._server_command(node))}\n"
@@ -539,16 +542,18 @@ _CONFIG_ERROR_MARKERS = ("ConfigException", "Invalid value", "Failed to load SSL
 
 
 def _config_error(path: Path) -> str | None:
-    """The first line of a node's log that says which configuration is wrong (Kafka's
-    ``ConfigException: Invalid value ... for configuration <name>``, a key store that cannot be
-    loaded...), or None."""
+    """What a node's log says is wrong with its configuration, or None: the first line with a
+    configuration error (Kafka's ``ConfigException: Invalid value ... for configuration <name>``, a
+    key store that cannot be loaded...) and the root ``Caused by:`` line after it (e.g.
+    ``keystore password was incorrect``)."""
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return None
-    for line in lines:
+    for i, line in enumerate(lines):
         if any(m in line for m in _CONFIG_ERROR_MARKERS):
-            return line.strip()[:600]
+            causes = [ln.strip() for ln in lines[i + 1:i + 200] if ln.strip().startswith("Caused by:")]
+            return line.strip()[:600] + (f" ({causes[-1][:300]})" if causes else "")
     return None
 
 
