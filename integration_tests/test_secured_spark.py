@@ -10,7 +10,8 @@ One set of options as written for Spark's ``format("kafka")`` over SASL_SSL with
   embedded authorizer is another module's work);
 - ``apache-kafka``: Apache Kafka 4.3.1 (Maven Central's jars, :class:`SaslSsl`) with a SASL_SSL
   listener (PKCS12 key store), SCRAM users created at format time and ``StandardAuthorizer``:
-  ``etl`` may use the ``secured-`` topics, ``intruder`` may only describe them; nobody has a
+  ``etl`` may READ and WRITE the ``secured-`` topics (DESCRIBE implied), ``intruder`` may only
+  DESCRIBE them; nobody has a
   group ACL (reads need none, as with Spark's connector; ``startingOffsets=group`` does).
 
 Checked: a batch write then a batch read, an AvailableNow stream (SCRAM-SHA-256, PKCS12 trust
@@ -116,7 +117,8 @@ def _apache(pki):
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     # no group ACL at all: reads with assigned partitions need none (Kafka's Java consumer never
     # looks up the coordinator then; pykafka's executors go on when librdkafka's lookup is denied)
-    bindings = [acl("etl", ResourceType.TOPIC, "secured-", ResourcePatternType.PREFIXED, AclOperation.ALL),
+    bindings = [acl("etl", ResourceType.TOPIC, "secured-", ResourcePatternType.PREFIXED, AclOperation.READ),
+                acl("etl", ResourceType.TOPIC, "secured-", ResourcePatternType.PREFIXED, AclOperation.WRITE),
                 acl("intruder", ResourceType.TOPIC, "secured-", ResourcePatternType.PREFIXED, AclOperation.DESCRIBE)]
     for future in admin.create_acls(bindings).values():
         future.result(30)
