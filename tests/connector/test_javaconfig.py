@@ -221,3 +221,12 @@ def test_client_params_translate_and_spark_write_honours_java_settings(spark, bo
 
     counts = Counter(m.partition() for m in consume_all(bootstrap, topic))
     assert counts == {0: 100, 1: 100, 2: 100}  # round robin despite the keys, as the Java class asks
+
+
+def test_authorization_hints_name_the_acl_needed():
+    from pyspark_kafka.errors import authorization_hint
+
+    assert "lacks READ on topic 'orders'" in authorization_hint("TOPIC_AUTHORIZATION_FAILED", "READ", "orders")
+    assert "--operation Write --topic orders" in authorization_hint("TOPIC_AUTHORIZATION_FAILED", "WRITE", "orders")
+    assert "group ACL" in authorization_hint("GROUP_AUTHORIZATION_FAILED", "READ", "orders")
+    assert authorization_hint("NOT_LEADER_OR_FOLLOWER", "READ", "orders") == ""

@@ -241,19 +241,17 @@ def test_latest_initial_offsets_are_kept_across_a_stop_as_spark_does(spark, boot
 
     topic = make_topic(partitions=1)
     produce(bootstrap, topic, 3, partition=0, prefix="before")
-    first = Collector()
-    query = start(spark, bootstrap, first, checkpoint_dir, {"availableNow": True}, subscribe=topic)
-    try:
-        assert query.awaitTermination(120), "AvailableNow query did not stop by itself"
-    finally:
-        query.stop()
-    assert first.rows == []  # latest: the 3 earlier records are not read
+
+    def run_once() -> Collector:
+        collector = Collector()
+        query = start(spark, bootstrap, collector, checkpoint_dir, {"availableNow": True}, subscribe=topic)
+        try:
+            assert query.awaitTermination(120), "AvailableNow query did not stop by itself"
+        finally:
+            query.stop()
+        return collector
+
+    assert run_once().rows == []  # latest: the 3 earlier records are not read
     assert os.path.exists(os.path.join(checkpoint_dir, "offsets", "0"))
     between = produce(bootstrap, topic, 4, partition=0, prefix="between")
-    again = Collector()
-    query = start(spark, bootstrap, again, checkpoint_dir, {"availableNow": True}, subscribe=topic)
-    try:
-        assert query.awaitTermination(120), "AvailableNow query did not stop by itself"
-    finally:
-        query.stop()
-    assert sorted(r[2] for r in again.rows) == sorted(between)
+    assert sorted(r[2] for r in run_once().rows) == sorted(between)
