@@ -300,3 +300,31 @@ def test_apache_kafka_with_a_wrong_keystore_password_names_the_config(pki):
     assert "Failed to load SSL keystore" in text and "listener.name.sasl_ssl.ssl.keystore.password" in text, text[:3000]
     assert "wrong-keystore-pw" not in text and "pw-Tt5" not in text
     assert kafka.pids == {1: None} and kafka.folder is None  # stopped and cleaned up after the failure
+
+
+def test_apache_kafka_with_a_pem_keystore_and_one_mechanism(pki):
+    """SaslSsl's other key store form (PEM: chain + unencrypted PKCS8 key) and a single mechanism:
+    librdkafka authenticates with SCRAM-SHA-256; SCRAM-SHA-512 is not enabled, so it is refused."""
+    from confluent_kafka.admin import AdminClient
+
+    from pyspark_kafka.testing.apache_kafka import ApacheKafka, SaslSsl
+    from pyspark_kafka.testing.maven import MavenUnavailable
+
+    kafka = ApacheKafka(sasl_ssl=SaslSsl(str(pki.server_pem), keystore_type="PEM", users={"etl": USERS["etl"]},
+                                         mechanisms=("SCRAM-SHA-256",)))
+    try:
+        kafka.start()
+    except MavenUnavailable as e:
+        pytest.skip(f"Apache Kafka unavailable: {e}")
+    try:
+        def brokers(mechanism: str):
+            admin = AdminClient({"bootstrap.servers": kafka.sasl_ssl_bootstrap_servers, "security.protocol": "SASL_SSL",
+                                 "sasl.mechanism": mechanism, "sasl.username": "etl", "sasl.password": USERS["etl"],
+                                 "ssl.ca.location": str(pki.ca_pem)})
+            return admin.list_topics(timeout=5).brokers
+
+        assert list(brokers("SCRAM-SHA-256")) == [1]
+        with pytest.raises(Exception, match="Failed to get metadata|Broker transport failure|mechanism"):
+            brokers("SCRAM-SHA-512")
+    finally:
+        kafka.stop()
