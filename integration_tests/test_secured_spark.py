@@ -227,8 +227,10 @@ def test_principal_without_read_or_write_acl_is_denied_naming_the_acl(spark, sec
 
 def test_spark_own_connector_with_the_same_options_reads_the_same_rows(secured, pki, tmp_path):
     """Spark's ``format("kafka")`` (the reference job, its own pyspark) and ``format("pykafka")`` with
-    the same options against Apache Kafka's SASL_SSL listener: the same rows; the denied reads
-    fail on both (the error texts are Kafka's Java exceptions and librdkafka's, recorded)."""
+    the same options against Apache Kafka's SASL_SSL listener: the same batch rows, the same
+    AvailableNow micro-batches and checkpoint offsets, the same records written (each connector to
+    its own topic, read back with confluent-kafka); the denied reads fail on both (the error
+    texts are Kafka's Java exceptions and librdkafka's, recorded)."""
     if secured.name != "apache-kafka":
         pytest.skip("the reference connector runs against Apache Kafka's SASL_SSL listener only (time budget)")
     from integration_tests.helpers import produce
@@ -250,7 +252,18 @@ def test_spark_own_connector_with_the_same_options_reads_the_same_rows(secured, 
                  secured.bootstrap, pki, mechanism="SCRAM-SHA-256", truststore="PKCS12", hostname_check="")),
              case("no_read_acl", **spark_options(secured.bootstrap, pki, user="intruder")),
              case("wrong_password", **spark_options(secured.bootstrap, pki, password="not-the-password"))]
+    jks = spark_options(secured.bootstrap, pki)
+    cases.append({"name": "stream", "kind": "stream",
+                  "options": {**jks, "subscribe": topic, "startingOffsets": "earliest", "maxOffsetsPerTrigger": "10"}})
+    targets = {fmt: secured.topic(partitions=2) for fmt in ("kafka", "pykafka")}
+    written = [{"key": f"w{i}", "value": f"x{i}"} for i in range(12)]
+    cases.append({"name": "write", "kind": "write", "options": jks, "topics": targets, "rows": written})
     result = run_job(ref, cases, tmp_path)["cases"]
+    assert "ok" in result["stream"]["kafka"] and result["stream"]["pykafka"] == result["stream"]["kafka"], result["stream"]
+    assert sum(len(records) for _, records in result["stream"]["kafka"]["ok"]["batches"]) == 24
+    assert result["write"]["kafka"] == result["write"]["pykafka"] == {"ok": 12}, result["write"]
+    landed = {fmt: sorted((m.key(), m.value()) for m in consume_all(secured.admin, t)) for fmt, t in targets.items()}
+    assert landed["pykafka"] == landed["kafka"] == sorted((r["key"].encode(), r["value"].encode()) for r in written)
     for name in ("jks_scram_sha_512", "pkcs12_scram_sha_256_no_host_check"):
         kafka, pykafka = result[name]["kafka"], result[name]["pykafka"]
         assert "ok" in kafka and len(kafka["ok"]) == 24, (name, kafka)
