@@ -18,7 +18,7 @@ Checked: a batch write then a batch read, an AvailableNow stream (SCRAM-SHA-256,
 store, host name check off the Java way: ``""``), a wrong password (an authentication error
 within the metadata wait, not a hang), a principal without READ/WRITE (topic authorization named),
 and on Apache Kafka Spark's own ``format("kafka")`` with the same options reads the same rows.
-About 70 s here (two backends, one Spark session; the reference job another 40 s).
+About 75-120 s here (two backends, one Spark session start, the reference job 30-45 s of it).
 """
 
 from __future__ import annotations
@@ -341,3 +341,26 @@ def test_apache_kafka_with_a_pem_keystore_and_one_mechanism(pki):
             brokers("SCRAM-SHA-512")
     finally:
         kafka.stop()
+
+
+def test_a_denied_idempotent_producer_always_names_the_cause(secured, pki):
+    """Whichever way librdkafka surfaces the denied InitProducerId (KafkaException from flush, a
+    ``_FATAL`` refusal in produce, or confluent-kafka's SystemError whose cause is the fatal
+    KafkaException, which raced about 1 run in 4 here), the task fails with a DeliveryError
+    naming CLUSTER_AUTHORIZATION_FAILED. Without Spark: ``write_batches`` directly, 6 times."""
+    if not secured.acls:
+        pytest.skip("the embedded broker has no authorizer in this module")
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from pyspark_kafka.errors import DeliveryError
+    from pyspark_kafka.writer import WriteSpec, close_idle_producers, write_batches
+
+    topic = secured.topic(partitions=1)
+    spec = WriteSpec.from_options({**spark_options(secured.bootstrap, pki, user="intruder"), "topic": topic},
+                                  StructType([StructField("value", StringType())]))
+    for _ in range(6):
+        with pytest.raises(DeliveryError, match="CLUSTER_AUTHORIZATION_FAILED.*needs WRITE on the topic"):
+            write_batches(spec, [pa.RecordBatch.from_pydict({"value": ["a", "b", "c"]})])
+        close_idle_producers()
+    assert consume_all(secured.admin, topic) == []

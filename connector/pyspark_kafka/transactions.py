@@ -377,7 +377,7 @@ class SparkLiveness:
             )
 
 
-class FirstFatalError:
+class _FirstFatalError:
     """librdkafka ``error_cb`` keeping the first fatal error (``KafkaError.fatal()``)."""
 
     def __init__(self):
@@ -411,7 +411,7 @@ class TaskTransaction:
         self.txn_timeout_ms = int(producer_conf.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
         # not a bound method: a producer whose close() fails (fenced) would otherwise stay in an
         # uncollectable cycle with this object and keep reconnecting
-        self._fatal = FirstFatalError()
+        self._fatal = _FirstFatalError()
         conf = {**producer_conf, "transactional.id": self.tid, "error_cb": self._fatal}
         self.producer = new_producer(conf)
         self.consumer = new_consumer({**consumer_conf, "group.id": self.tid})

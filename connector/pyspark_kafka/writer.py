@@ -379,6 +379,15 @@ def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch]) -> KafkaCo
         task.abandon()
         err = e.args[0]
         raise DeliveryError(f"the Kafka producer failed: {err.str()} ({err.name()})" + _hint(err)) from None
+    except SystemError as e:
+        # confluent-kafka (2.16) sets a fatal error's KafkaException in flush() and then runs the
+        # delivery callback of each purged record, whose first C call fails with this SystemError
+        # ("returned a result with an exception set"), the KafkaException as its cause: name that
+        task.abandon()
+        if not isinstance(e.__cause__, KafkaException):
+            raise
+        err = e.__cause__.args[0]
+        raise DeliveryError(f"the Kafka producer failed: {err.str()} ({err.name()})" + _hint(err)) from None
     except BaseException:
         task.abandon()
         raise
@@ -488,8 +497,6 @@ class _PooledProducer:
     key: tuple
     producer: object
     failures: _DeliveryFailures
-    fatal: txn.FirstFatalError | None = None
-    """librdkafka's first fatal error (``error_cb``): the cause behind a later ``_FATAL`` refusal."""
 
 
 MAX_IDLE_PRODUCERS = 4
@@ -512,9 +519,8 @@ def _acquire(conf: Mapping[str, object]) -> _PooledProducer:
         pooled.failures.reset()
         return pooled
     failures = _DeliveryFailures()
-    fatal = txn.FirstFatalError()
-    producer = new_producer({**conf, "delivery.report.only.error": True, "on_delivery": failures, "error_cb": fatal})
-    return _PooledProducer(key, producer, failures, fatal)
+    producer = new_producer({**conf, "delivery.report.only.error": True, "on_delivery": failures})
+    return _PooledProducer(key, producer, failures)
 
 
 def _release(pooled: _PooledProducer) -> None:
@@ -703,16 +709,22 @@ class _WriteTask:
             ) from None
 
     def _fatal_cause(self, err) -> str:
-        """For a ``_FATAL`` refusal, the fatal error librdkafka reported first (e.g. the
-        InitProducerId of an idempotent producer denied CLUSTER_AUTHORIZATION_FAILED when the
-        principal may WRITE no topic: KIP-679); else ""."""
-        from confluent_kafka import KafkaError
+        """For a ``_FATAL`` refusal, the fatal error behind it, which confluent-kafka raises from
+        the next ``poll`` (e.g. the InitProducerId of an idempotent producer denied
+        CLUSTER_AUTHORIZATION_FAILED when the principal may WRITE no topic: KIP-679); else ""."""
+        from confluent_kafka import KafkaError, KafkaException
 
-        if err.code() != KafkaError._FATAL or self.pooled.fatal is None:
+        if err.code() != KafkaError._FATAL:
             return ""
-        self.producer.poll(0)  # serve a pending error_cb
-        first = self.pooled.fatal.error
-        if first is None:
+        try:
+            self.producer.poll(0)
+        except KafkaException as e:
+            first = e.args[0]
+        except SystemError as e:  # see write_batches: the fatal KafkaException is its cause
+            if not isinstance(e.__cause__, KafkaException):
+                return ""
+            first = e.__cause__.args[0]
+        else:
             return ""
         return f"; cause: {first.str()} ({first.name()})" + _hint(first)
 
