@@ -44,3 +44,19 @@ class RecordError(PySparkKafkaError, ValueError):
 
     The message names the topic, the row's problem and the fix.
     """
+
+
+def authorization_hint(error_name: str, operation: str, topic: str) -> str:
+    """The fix for a denied access, or "" for any other error.
+
+    ``error_name`` is Kafka's error name (librdkafka's ``KafkaError.name()``, e.g.
+    ``TOPIC_AUTHORIZATION_FAILED``), ``operation`` the ACL operation the request needed (Kafka's
+    ``AclOperation``: ``READ`` for Fetch, ``WRITE`` for Produce; ``KafkaApis`` checks them).
+    """
+    if error_name == "TOPIC_AUTHORIZATION_FAILED":
+        return (f"; the principal of the 'kafka.sasl.jaas.config' (or TLS certificate) lacks {operation} on topic "
+                f"'{topic}': ask for an ACL, e.g. kafka-acls --add --allow-principal User:<name> "
+                f"--operation {operation.capitalize()} --topic {topic}")
+    if error_name == "GROUP_AUTHORIZATION_FAILED":
+        return "; the principal lacks READ on the consumer group: ask for a group ACL (kafka-acls --group ...)"
+    return ""

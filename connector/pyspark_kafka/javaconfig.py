@@ -12,6 +12,8 @@ but for the format name; the table lives in ``docs/migration.md`` and in :data:`
   (``buffer.memory`` bytes → ``queue.buffering.max.kbytes``; ``partition.assignment.strategy``
   Java class names → ``range`` / ``roundrobin`` / ``cooperative-sticky``;
   ``compression.<codec>.level`` → ``compression.level``);
+- ``ssl.endpoint.identification.algorithm`` empty (the Java client's way to turn the host name
+  check off, SslConfigs) → ``none`` (librdkafka refuses an empty value);
 - ``sasl.jaas.config`` (PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule,
   Krb5LoginModule with a keytab) → ``sasl.username``/``sasl.password``, librdkafka's OAUTHBEARER
   settings, or ``sasl.kerberos.keytab``/``sasl.kerberos.principal``;
@@ -219,6 +221,8 @@ def to_librdkafka(params: Mapping[str, str]) -> dict[str, str]:
                 out["compression.level"] = value
         elif key == "sasl.jaas.config":
             out.update(_jaas_settings(value, params))
+        elif key == "ssl.endpoint.identification.algorithm" and not value.strip():
+            out[key] = "none"  # the Java client's empty value turns the host name check off; librdkafka says "none"
         elif key.startswith("ssl.truststore.") or key.startswith("ssl.keystore."):
             continue  # handled below, as a whole
         else:

@@ -65,7 +65,7 @@ from pyspark.sql.types import (
 
 from pyspark_kafka import transactions as txn
 from pyspark_kafka.clients import ClientPool, close_quietly, config_key, new_consumer, new_producer, producer_config
-from pyspark_kafka.errors import DeliveryError, OptionError, RecordError, SchemaError
+from pyspark_kafka.errors import DeliveryError, OptionError, RecordError, SchemaError, authorization_hint
 from pyspark_kafka.javaconfig import java_partitioner
 from pyspark_kafka.options import get_option, kafka_params, redact
 from pyspark_kafka.routing import Router, load_partitioner
@@ -379,6 +379,15 @@ def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch]) -> KafkaCo
         task.abandon()
         err = e.args[0]
         raise DeliveryError(f"the Kafka producer failed: {err.str()} ({err.name()})" + _hint(err)) from None
+    except SystemError as e:
+        # confluent-kafka (2.16) sets a fatal error's KafkaException in flush() and then runs the
+        # delivery callback of each purged record, whose first C call fails with this SystemError
+        # ("returned a result with an exception set"), the KafkaException as its cause: name that
+        task.abandon()
+        if not isinstance(e.__cause__, KafkaException):
+            raise
+        err = e.__cause__.args[0]
+        raise DeliveryError(f"the Kafka producer failed: {err.str()} ({err.name()})" + _hint(err)) from None
     except BaseException:
         task.abandon()
         raise
@@ -477,7 +486,8 @@ class _DeliveryFailures:
 
     def __call__(self, err, msg) -> None:
         self.count += 1
-        reason = f"topic '{msg.topic()}' partition {msg.partition()}: {err.str()} ({err.name()})"
+        reason = (f"topic '{msg.topic()}' partition {msg.partition()}: {err.str()} ({err.name()})"
+                  + authorization_hint(err.name(), "WRITE", msg.topic()))
         if len(self.reasons) < 3 and reason not in self.reasons:
             self.reasons.append(reason)
 
@@ -692,10 +702,31 @@ class _WriteTask:
             err = e.args[0]
             row = n - operator.length_hint(values_left) - 1
             t = topic[row] if isinstance(topic, list) else topic
+            cause = self._fatal_cause(err)
             raise DeliveryError(
                 f"the producer refused a record for topic '{t}' partition {partitions[row]}: {err.str()} "
-                f"({err.name()})" + _hint(err)
+                f"({err.name()})" + cause + _hint(err)
             ) from None
+
+    def _fatal_cause(self, err) -> str:
+        """For a ``_FATAL`` refusal, the fatal error behind it, which confluent-kafka raises from
+        the next ``poll`` (e.g. the InitProducerId of an idempotent producer denied
+        CLUSTER_AUTHORIZATION_FAILED when the principal may WRITE no topic: KIP-679); else ""."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        if err.code() != KafkaError._FATAL:
+            return ""
+        try:
+            self.producer.poll(0)
+        except KafkaException as e:
+            first = e.args[0]
+        except SystemError as e:  # see write_batches: the fatal KafkaException is its cause
+            if not isinstance(e.__cause__, KafkaException):
+                return ""
+            first = e.__cause__.args[0]
+        else:
+            return ""
+        return f"; cause: {first.str()} ({first.name()})" + _hint(first)
 
     def _produce_plain(self, topic, values, values_left, keys, partitions) -> None:
         """Rows without timestamp and headers: ``produce(topic, value, key, partition)`` per row, from C.
@@ -798,6 +829,9 @@ def _hint(err) -> str:
                 "option kafka.enable.idempotence=false (at-least-once still holds)")
     if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
         return "; raise kafka.message.max.bytes (and the topic's max.message.bytes) or send smaller values"
+    if err.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+        return ("; the idempotent producer's InitProducerId was denied: the principal needs WRITE on the topic "
+                "(which implies IDEMPOTENT_WRITE, KIP-679) or IDEMPOTENT_WRITE on the cluster (kafka-acls)")
     return ""
 
 

@@ -51,6 +51,17 @@ def test_every_translated_setting_is_accepted_by_librdkafka():
     Consumer(consumer).close()
 
 
+@pytest.mark.parametrize("java,librdkafka", [("", "none"), (" ", "none"), ("https", "https"), ("HTTPS", "HTTPS")])
+def test_empty_endpoint_identification_turns_the_host_name_check_off(java, librdkafka):
+    """The Java client disables the host name check with an empty value (SslConfigs); librdkafka
+    refuses an empty value and says ``none``: the translation is accepted by librdkafka."""
+    from confluent_kafka import Producer
+
+    out = to_librdkafka({"bootstrap.servers": "127.0.0.1:1", "ssl.endpoint.identification.algorithm": java})
+    assert out["ssl.endpoint.identification.algorithm"] == librdkafka
+    Producer(out).flush(0)
+
+
 @pytest.mark.parametrize("value,expected", [
     (PLAIN, ("org.apache.kafka.common.security.plain.PlainLoginModule", {"username": "alice", "password": 's3cr=t"x'})),
     (SCRAM, ("org.apache.kafka.common.security.scram.ScramLoginModule", {"username": "bob", "password": "pw"})),
@@ -210,3 +221,12 @@ def test_client_params_translate_and_spark_write_honours_java_settings(spark, bo
 
     counts = Counter(m.partition() for m in consume_all(bootstrap, topic))
     assert counts == {0: 100, 1: 100, 2: 100}  # round robin despite the keys, as the Java class asks
+
+
+def test_authorization_hints_name_the_acl_needed():
+    from pyspark_kafka.errors import authorization_hint
+
+    assert "lacks READ on topic 'orders'" in authorization_hint("TOPIC_AUTHORIZATION_FAILED", "READ", "orders")
+    assert "--operation Write --topic orders" in authorization_hint("TOPIC_AUTHORIZATION_FAILED", "WRITE", "orders")
+    assert "group ACL" in authorization_hint("GROUP_AUTHORIZATION_FAILED", "READ", "orders")
+    assert authorization_hint("NOT_LEADER_OR_FOLLOWER", "READ", "orders") == ""

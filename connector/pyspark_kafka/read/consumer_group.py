@@ -308,6 +308,17 @@ def commit_fix(exc: Exception) -> str:
     return "check that the brokers are reachable; the offsets are committed with the next micro-batch"
 
 
+COMMITTED_SLICE_S = 1.0
+"""Slice of an OffsetFetch wait (seconds) after which pending error events are looked at."""
+
+
+def _timed_out(exc: Exception) -> bool:
+    from confluent_kafka import KafkaError
+
+    err = exc.args[0] if exc.args else None
+    return hasattr(err, "code") and err.code() == KafkaError._TIMED_OUT
+
+
 class GroupOffsets:
     """Reads and commits one consumer group's offsets through a confluent-kafka Consumer.
 
@@ -331,14 +342,40 @@ class GroupOffsets:
 
         if not tps:
             return {}
-        try:
-            got = self.consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=self._timeout_s)
-        except KafkaException as exc:
-            raise PySparkKafkaError(
-                f"could not fetch the committed offsets of group {self.group_id!r} for {partitions_text(tps)}: {exc}. "
-                f"Check that the brokers are reachable"
-            ) from exc
+        deadline = time.monotonic() + self._timeout_s
+        while True:  # 1 s slices: a denied group (an error event, not an answer) ends the wait at once
+            remaining = deadline - time.monotonic()
+            try:
+                got = self.consumer.committed([TopicPartition(t, p) for t, p in tps],
+                                              timeout=max(0.1, min(COMMITTED_SLICE_S, remaining)))
+                break
+            except KafkaException as exc:
+                denied = self._group_denied()
+                if denied is None and _timed_out(exc) and remaining > COMMITTED_SLICE_S:
+                    continue
+                raise PySparkKafkaError(
+                    f"could not fetch the committed offsets of group {self.group_id!r} for {partitions_text(tps)}: "
+                    + (f"{denied.str()} ({denied.name()}); the principal lacks READ (and DESCRIBE) on group "
+                       f"{self.group_id!r}: ask for a group ACL, e.g. kafka-acls --add --allow-principal "
+                       f"User:<name> --operation Read --group {self.group_id}" if denied is not None else
+                       f"{exc}. Check that the brokers are reachable")
+                ) from exc
         return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in got}
+
+    def _group_denied(self):
+        """GROUP_AUTHORIZATION_FAILED among the consumer's pending error events (librdkafka reports
+        a denied FindCoordinator that way), or None. Only a consumer without assigned partitions
+        is asked (its queue holds no records to lose)."""
+        from confluent_kafka import KafkaError
+
+        try:
+            if self.consumer.assignment():
+                return None
+            events = self.consumer.consume(10, 0)
+        except Exception:  # noqa: BLE001 - a closed or subscribed consumer: nothing to learn here
+            return None
+        return next((m.error() for m in events
+                     if m.error() is not None and m.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED), None)
 
     def _commit_once(self, offsets: Mapping[tuple, int]) -> None:
         from confluent_kafka import KafkaException, TopicPartition

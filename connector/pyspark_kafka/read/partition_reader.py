@@ -21,7 +21,7 @@ from pyspark.sql.datasource import InputPartition
 
 from pyspark_kafka import offsets as O
 from pyspark_kafka.clients import consumer_config, pooled_consumer
-from pyspark_kafka.errors import DATA_LOSS_FIX, DataLossError, PySparkKafkaError
+from pyspark_kafka.errors import DATA_LOSS_FIX, DataLossError, PySparkKafkaError, authorization_hint
 from pyspark_kafka.read.options import kafka_schema
 
 log = logging.getLogger(__name__)
@@ -243,12 +243,30 @@ def _take(consumer, part: KafkaInputPartition, msgs: list, next_offset: int, bui
             kept = []
             next_offset = _on_out_of_range(consumer, part, next_offset)
             break
+        elif code == KafkaError.GROUP_AUTHORIZATION_FAILED and m.topic() is None:
+            _group_denied_once(err)
         elif err.retriable():
             log.warning("reading %s: %s (retrying until kafkaConsumer.pollTimeoutMs)", rng, err.str())
         else:
-            raise PySparkKafkaError(f"reading {rng} failed at offset {next_offset}: {err.str()}")
+            raise PySparkKafkaError(f"reading {rng} failed at offset {next_offset}: {err.str()} ({err.name()})"
+                                    + authorization_hint(err.name(), "READ", rng.topic))
     builder.add(kept)
     return next_offset
+
+
+_GROUP_DENIED_WARNED: list[bool] = []
+
+
+def _group_denied_once(err) -> None:
+    """librdkafka looks up the coordinator of the consumer's ``group.id`` even for assigned
+    partitions (confluent-kafka refuses a consumer without one); executors never commit nor read
+    committed offsets, so a denied group (FindCoordinator: GROUP_AUTHORIZATION_FAILED) does not
+    stop the read. Kafka's Java consumer never asks with manual assignment, so Spark's connector
+    needs no group ACL to read either. Logged once per worker process."""
+    if not _GROUP_DENIED_WARNED:
+        _GROUP_DENIED_WARNED.append(True)
+        log.warning("reading goes on without the consumer group: %s (executors assign partitions and "
+                    "never commit, so no group ACL is needed)", err.str())
 
 
 def _on_out_of_range(consumer, part: KafkaInputPartition, next_offset: int) -> int:

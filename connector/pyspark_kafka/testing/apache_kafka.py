@@ -17,7 +17,15 @@ jar of ``libs/`` on the classpath), in KRaft mode, each node a combined broker a
 a three-voter quorum, ``default.replication.factor=3``, ``min.insync.replicas=2`` and internal
 topics (``__consumer_offsets``, ``__transaction_state``) replicated three times.
 
-What it does not do: TLS/SASL, separate controller nodes, dynamic (KIP-853) quorums, ZooKeeper.
+Secured mode: ``ApacheKafka(sasl_ssl=SaslSsl(...))`` adds a ``SASL_SSL`` client listener (SCRAM
+users created at format time with ``kafka-storage format --add-scram``, a PKCS12 or PEM key store,
+optionally Kafka's ``StandardAuthorizer`` with ``super.users``); the PLAINTEXT listener stays on
+127.0.0.1 as the admin, inter-broker and controller channel (principal ``User:ANONYMOUS``, a super
+user when the authorizer is on). See :class:`SaslSsl`.
+
+What it does not do: SSL-only or SASL_PLAINTEXT client listeners by itself (``config=`` or a
+subclass overriding :meth:`ApacheKafka.properties` can add them), mutual TLS, separate controller
+nodes, dynamic (KIP-853) quorums, ZooKeeper.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark_kafka.testing import maven
@@ -88,6 +96,96 @@ log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
 """
 
 
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+"""The SASL/SCRAM mechanisms Kafka's broker serves (RFC 7677 / KIP-84)."""
+AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"""Kafka's ACL authorizer for KRaft clusters (KIP-801)."""
+
+
+@dataclass(frozen=True)
+class SaslSsl:
+    """A ``SASL_SSL`` client listener for :class:`ApacheKafka` (SCRAM, TLS, optional ACLs).
+
+    - ``keystore_location``: the broker's key store (its certificate chain and private key), a
+      PKCS12 file (``keystore_type="PKCS12"``, ``keystore_password`` required) or a PEM file with
+      the chain and an unencrypted PKCS8 key (``keystore_type="PEM"``); set as the listener's
+      ``listener.name.sasl_ssl.ssl.keystore.*``.
+    - ``users``: ``{user name: password}``; each user gets a SCRAM credential for every mechanism of
+      ``mechanisms`` at format time (``kafka-storage format --add-scram
+      'SCRAM-SHA-512=[name=U,password=P,iterations=N]'``: the credentials exist before the first
+      start, no admin call needed). Names and passwords may not contain ``,``, ``[``, ``]``, ``=``
+      or ``"`` (the storage tool's syntax); ``ValueError`` otherwise.
+    - ``mechanisms``: ``sasl.enabled.mechanisms`` (a subset of :data:`SCRAM_MECHANISMS`; each gets
+      the JAAS entry Kafka requires, ``ScramLoginModule required;``).
+    - ``iterations``: SCRAM iterations (4096 is Kafka's minimum).
+    - ``authorizer``: ``authorizer.class.name=`` :data:`AUTHORIZER_CLASS` with
+      ``allow.everyone.if.no.acl.found=false``: a principal may do only what an ACL (or
+      ``super_users``) allows; ACLs are created through the PLAINTEXT listener (admin API or
+      ``kafka-acls``).
+    - ``super_users``: ``super.users``; ``User:ANONYMOUS`` (the PLAINTEXT listener's principal,
+      used by the broker and controller themselves) must stay in it when ``authorizer`` is on.
+    """
+
+    keystore_location: str
+    keystore_password: str | None = None
+    keystore_type: str = "PKCS12"
+    users: dict[str, str] = field(default_factory=dict)
+    mechanisms: tuple[str, ...] = SCRAM_MECHANISMS
+    iterations: int = 4096
+    authorizer: bool = False
+    super_users: tuple[str, ...] = ("User:ANONYMOUS",)
+
+    def check(self) -> None:
+        """Raise ValueError naming the Kafka config (or argument) that is wrong, before any JVM starts."""
+        if not Path(self.keystore_location).is_file():
+            raise ValueError(f"listener SASL_SSL: ssl.keystore.location {self.keystore_location!r} is not a file; "
+                             "pass the broker's PKCS12 or PEM key store")
+        if self.keystore_type.upper() not in ("PKCS12", "PEM", "JKS"):
+            raise ValueError(f"listener SASL_SSL: ssl.keystore.type {self.keystore_type!r} is not one of "
+                             "PKCS12, PEM, JKS")
+        if self.keystore_type.upper() != "PEM" and not self.keystore_password:
+            raise ValueError(f"listener SASL_SSL: ssl.keystore.password is required for a "
+                             f"{self.keystore_type.upper()} key store")
+        unknown = [m for m in self.mechanisms if m not in SCRAM_MECHANISMS]
+        if unknown or not self.mechanisms:
+            raise ValueError(f"listener SASL_SSL: sasl.enabled.mechanisms {list(self.mechanisms)} must be a non-empty "
+                             f"subset of {list(SCRAM_MECHANISMS)} (this backend creates SCRAM users only)")
+        if self.iterations < 4096:
+            raise ValueError(f"SCRAM iterations {self.iterations} is below Kafka's minimum 4096")
+        for name, password in self.users.items():
+            if not name or not password or any(c in name + password for c in ',[]="'):
+                raise ValueError(f"SCRAM user {name!r}: name and password must be non-empty without , [ ] = or \" "
+                                 "(kafka-storage format --add-scram syntax); password not shown")
+        if self.authorizer and "User:ANONYMOUS" not in self.super_users:
+            raise ValueError("super.users must keep User:ANONYMOUS with the authorizer on: the broker and the "
+                             "controller talk over the PLAINTEXT listener as ANONYMOUS")
+
+    def properties(self, port: int) -> dict[str, str]:
+        """The broker settings this listener adds (listener list entries excluded)."""
+        prefix = "listener.name.sasl_ssl."
+        props = {f"{prefix}ssl.keystore.location": str(self.keystore_location),
+                 f"{prefix}ssl.keystore.type": self.keystore_type.upper(),
+                 "sasl.enabled.mechanisms": ",".join(self.mechanisms)}
+        if self.keystore_password:
+            props[f"{prefix}ssl.keystore.password"] = self.keystore_password
+        for mechanism in self.mechanisms:
+            props[f"{prefix}{mechanism.lower()}.sasl.jaas.config"] = \
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        if self.authorizer:
+            props["authorizer.class.name"] = AUTHORIZER_CLASS
+            props["allow.everyone.if.no.acl.found"] = "false"
+            props["super.users"] = ";".join(self.super_users)
+        return props
+
+    def format_arguments(self) -> list[str]:
+        """``--add-scram`` arguments of ``kafka-storage format`` for every user and mechanism."""
+        args = []
+        for name, password in self.users.items():
+            for mechanism in self.mechanisms:
+                args += ["--add-scram", f"{mechanism}=[name={name},password={password},iterations={self.iterations}]"]
+        return args
+
+
 class KafkaStartError(RuntimeError):
     """A Kafka node did not start (or the storage could not be formatted); the message carries
     the command line and the tail of the node's log."""
@@ -127,6 +225,7 @@ class _Node:
     controller_port: int
     folder: Path
     process: subprocess.Popen | None = None
+    sasl_ssl_port: int | None = None
 
     @property
     def address(self) -> str:
@@ -144,7 +243,8 @@ class ApacheKafka:
     ``nodes`` 1 or more (3 gives a three-voter quorum, ``default.replication.factor=3``,
     ``min.insync.replicas=2``); ``version`` an Apache Kafka version on Maven Central (default
     ``$KAFKA_VERSION`` or :data:`~pyspark_kafka.testing.maven.DEFAULT_KAFKA_VERSION`);
-    ``config`` broker settings by Kafka's names, applied to every node over :data:`TEST_DEFAULTS`.
+    ``config`` broker settings by Kafka's names, applied to every node over :data:`TEST_DEFAULTS`;
+    ``sasl_ssl`` a :class:`SaslSsl` listener added to every node (``sasl_ssl_bootstrap_servers``).
 
     Attributes once started: ``bootstrap_servers`` (``"127.0.0.1:P1,127.0.0.1:P2,..."``),
     ``node_ids`` (``[1, 2, 3]``), ``pids`` (``{node_id: pid or None when not running}``),
@@ -152,14 +252,20 @@ class ApacheKafka:
 
     Raises :class:`~pyspark_kafka.testing.maven.MavenUnavailable` when java, mvn or Maven
     Central is missing (turn it into a skip), :class:`KafkaStartError` (command line and log
-    tail) when a node does not start within ``start_timeout_s`` seconds. Nodes are stopped on
+    tail, and first the log's configuration error when there is one, e.g. a wrong key store
+    password names ``listener.name.sasl_ssl.ssl.keystore.password``) when a node does not start
+    within ``start_timeout_s`` seconds; ValueError for a bad :class:`SaslSsl`. Nodes are stopped on
     exit (SIGTERM, SIGKILL after :data:`STOP_TIMEOUT_S`), also when the block raises.
     """
 
     def __init__(self, nodes: int = 1, version: str | None = None, config: dict[str, str] | None = None,
-                 java_options: tuple[str, ...] | None = None, start_timeout_s: float = START_TIMEOUT_S):
+                 java_options: tuple[str, ...] | None = None, start_timeout_s: float = START_TIMEOUT_S,
+                 sasl_ssl: SaslSsl | None = None):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
+        if sasl_ssl is not None:
+            sasl_ssl.check()
+        self.sasl_ssl = sasl_ssl
         self.nodes = nodes
         self.version = version or maven.kafka_version()
         self.config = dict(config or {})
@@ -176,6 +282,13 @@ class ApacheKafka:
     def bootstrap_servers(self) -> str:
         """Every node's client listener, comma-separated."""
         return ",".join(n.address for n in self._nodes.values())
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        """Every node's SASL_SSL listener, comma-separated (ValueError without ``sasl_ssl``)."""
+        if self.sasl_ssl is None:
+            raise ValueError("this ApacheKafka has no SASL_SSL listener: pass sasl_ssl=SaslSsl(...)")
+        return ",".join(f"127.0.0.1:{n.sasl_ssl_port}" for n in self._nodes.values())
 
     @property
     def node_ids(self) -> list[int]:
@@ -211,7 +324,8 @@ class ApacheKafka:
             ports = [(_free_port(), _free_port()) for _ in range(self.nodes)]
             voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
             for i, (port, cport) in enumerate(ports):
-                node = _Node(i + 1, port, cport, self.folder / f"node-{i + 1}")
+                node = _Node(i + 1, port, cport, self.folder / f"node-{i + 1}",
+                             sasl_ssl_port=_free_port() if self.sasl_ssl is not None else None)
                 node.folder.mkdir()
                 self._write_properties(node, voters)
                 self._nodes[node.node_id] = node
@@ -298,6 +412,12 @@ class ApacheKafka:
             "share.coordinator.state.topic.replication.factor": rf,
             "share.coordinator.state.topic.min.isr": "2" if self.nodes >= 3 else "1",
         }
+        if self.sasl_ssl is not None:
+            listener = f"SASL_SSL://127.0.0.1:{node.sasl_ssl_port}"
+            props["listeners"] += "," + listener
+            props["advertised.listeners"] += "," + listener
+            props["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
+            props.update(self.sasl_ssl.properties(node.sasl_ssl_port))
         props.update(TEST_DEFAULTS)
         props.update(self.config)
         return props
@@ -325,7 +445,8 @@ class ApacheKafka:
         procs = []
         for node in self._nodes.values():
             cmd = self._java(node, STORAGE_TOOL_MAIN, "format", "-t", self.cluster_id,
-                             "-c", str(node.folder / "server.properties"))
+                             "-c", str(node.folder / "server.properties"),
+                             *(self.sasl_ssl.format_arguments() if self.sasl_ssl is not None else ()))
             out = open(node.folder / "format.log", "wb")
             procs.append((node, cmd, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                                       stdin=subprocess.DEVNULL), out))
@@ -340,7 +461,7 @@ class ApacheKafka:
             if rc != 0:
                 raise KafkaStartError(
                     f"Kafka {self.version}: formatting node {node.node_id}'s storage "
-                    f"{'timed out' if rc is None else f'exited with {rc}'}\ncommand: {_quote(cmd)}\n"
+                    f"{'timed out' if rc is None else f'exited with {rc}'}\ncommand: {_quote(_redacted(cmd))}\n"
                     f"{_tail(node.folder / 'format.log')}")
 
     def _launch(self, node: _Node) -> None:
@@ -379,7 +500,12 @@ class ApacheKafka:
             time.sleep(0.2)
 
     def _start_error(self, node: _Node, what: str) -> KafkaStartError:
+        cause = _config_error(node.log_path)
+        if cause and self.sasl_ssl is not None and "keystore" in cause.lower():
+            cause += (" -- check the SaslSsl key store: listener.name.sasl_ssl.ssl.keystore.location, "
+                      "listener.name.sasl_ssl.ssl.keystore.password, listener.name.sasl_ssl.ssl.keystore.type")
         return KafkaStartError(f"Apache Kafka {self.version} node {node.node_id} {what}\n"
+                               + (f"cause: {cause}\n" if cause else "") +
                                f"command: {_quote(self._server_command(node))}\n"
                                f"log ({node.log_path}), last {LOG_TAIL_LINES} lines:\n{_tail(node.log_path)}")
 
@@ -409,6 +535,33 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     except OSError as e:
         return f"(no log: {e})"
     return "\n".join(text.splitlines()[-lines:])
+
+
+_CONFIG_ERROR_MARKERS = ("ConfigException", "Invalid value", "Failed to load SSL keystore", "KafkaException:",
+                         "IllegalArgumentException", "Missing required configuration")
+
+
+def _config_error(path: Path) -> str | None:
+    """What a node's log says is wrong with its configuration, or None: the first line with a
+    configuration error (Kafka's ``ConfigException: Invalid value ... for configuration <name>``, a
+    key store that cannot be loaded...) and the root ``Caused by:`` line after it (e.g.
+    ``keystore password was incorrect``)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for i, line in enumerate(lines):
+        if any(m in line for m in _CONFIG_ERROR_MARKERS):
+            causes = [ln.strip() for ln in lines[i + 1:i + 200] if ln.strip().startswith("Caused by:")]
+            return line.strip()[:600] + (f" ({causes[-1][:300]})" if causes else "")
+    return None
+
+
+def _redacted(cmd: list[str]) -> list[str]:
+    """``cmd`` with SCRAM passwords of ``--add-scram`` arguments replaced by ``***``."""
+    import re
+
+    return [re.sub(r"password=[^,\]]*", "password=***", c) for c in cmd]
 
 
 def _quote(cmd: list[str]) -> str:

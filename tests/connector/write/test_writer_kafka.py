@@ -173,6 +173,18 @@ def test_kcat_reads_what_spark_wrote(spark, bootstrap, make_topic):
 # -- bad input and failures -----------------------------------------------------------
 
 
+def test_default_save_mode_is_refused_by_pyspark_saying_append(spark, bootstrap, make_topic):
+    """pyspark refuses ErrorIfExists for every Python data source before the writer runs (Spark's
+    own sink accepts it: a pinned difference, migration.md's first point); its message names Append."""
+    from pyspark.errors import AnalysisException
+
+    topic = make_topic(partitions=1)
+    df = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(AnalysisException, match=r"UNSUPPORTED_DATA_SOURCE_SAVE_MODE.*ErrorIfExists.*\"Append\""):
+        df.write.format("pykafka").options(**opts(bootstrap, topic=topic)).save()
+    assert consume_all(bootstrap, topic) == []
+
+
 def test_extra_columns_are_not_written_as_in_spark(spark, bootstrap, make_topic):
     topic = make_topic(partitions=1)
     df = spark.createDataFrame([("v", "x", 7)], "value string, valeu string, n int")
