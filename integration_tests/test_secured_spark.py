@@ -6,8 +6,9 @@ One set of options as written for Spark's ``format("kafka")`` over SASL_SSL with
 ``kafka.ssl.endpoint.identification.algorithm``) runs through ``format("pykafka")``:
 
 - ``embedded``: the embedded broker with a SASL_SSL listener (PEM key store) and a PLAINTEXT
-  listener for the admin side; SCRAM users made with AlterUserScramCredentials; no ACLs (the
-  embedded authorizer is another module's work);
+  listener for the admin side; SCRAM users made with AlterUserScramCredentials; the same
+  ``StandardAuthorizer`` ACLs as below (``User:ANONYMOUS``, the PLAINTEXT admin channel, is a
+  super user on both);
 - ``apache-kafka``: Apache Kafka 4.3.1 (Maven Central's jars, :class:`SaslSsl`) with a SASL_SSL
   listener (PKCS12 key store), SCRAM users created at format time and ``StandardAuthorizer``:
   ``etl`` may READ and WRITE the ``secured-`` topics (DESCRIBE implied), ``intruder`` may only
@@ -64,11 +65,11 @@ def pki(tmp_path_factory):
 
 
 class Secured:
-    """One backend: ``name``, ``bootstrap`` (SASL_SSL), ``admin`` (PLAINTEXT, for setup and checks),
-    ``acls`` (whether an authorizer runs)."""
+    """One backend: ``name``, ``bootstrap`` (SASL_SSL, StandardAuthorizer on), ``admin`` (PLAINTEXT,
+    a super user, for setup and checks)."""
 
-    def __init__(self, name: str, bootstrap: str, admin: str, acls: bool):
-        self.name, self.bootstrap, self.admin, self.acls = name, bootstrap, admin, acls
+    def __init__(self, name: str, bootstrap: str, admin: str):
+        self.name, self.bootstrap, self.admin = name, bootstrap, admin
 
     def topic(self, partitions: int = 2) -> str:
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -84,8 +85,11 @@ def _embedded(pki):
 
     from pyspark_kafka.broker import EmbeddedBroker
 
+    # the same authorizer as the Apache Kafka backend: PLAINTEXT's User:ANONYMOUS is the admin channel
     config = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
-              "ssl.keystore.location": str(pki.server_pem), "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256"}
+              "ssl.keystore.location": str(pki.server_pem), "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256",
+              "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+              "super.users": "User:ANONYMOUS"}
     broker = EmbeddedBroker(config=config)
     broker.__enter__()
     ports = {lst.name: f"127.0.0.1:{lst.port}" for lst in broker.broker.security.listeners}
@@ -94,12 +98,28 @@ def _embedded(pki):
                for user, pw in USERS.items() for m in (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)]
     for future in admin.alter_user_scram_credentials(upserts).values():
         future.result(30)
-    return Secured("embedded", ports["SASL_SSL"], ports["PLAINTEXT"], acls=False), broker.__exit__
+    _create_job_acls(admin)
+    return Secured("embedded", ports["SASL_SSL"], ports["PLAINTEXT"]), broker.__exit__
+
+
+def _create_job_acls(admin) -> None:
+    """The ACLs of both backends: ``etl`` may read and write ``secured-*`` topics, ``intruder`` only
+    describe them. No group ACL at all: reads with assigned partitions need none (Kafka's Java
+    consumer never looks up the coordinator then; pykafka's executors go on when librdkafka's
+    lookup is denied)."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    def acl(user, op):
+        return AclBinding(ResourceType.TOPIC, "secured-", ResourcePatternType.PREFIXED, f"User:{user}", "*", op,
+                          AclPermissionType.ALLOW)
+
+    bindings = [acl("etl", AclOperation.READ), acl("etl", AclOperation.WRITE), acl("intruder", AclOperation.DESCRIBE)]
+    for future in admin.create_acls(bindings).values():
+        future.result(30)
 
 
 def _apache(pki):
-    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
-                                       ResourceType)
+    from confluent_kafka.admin import AdminClient
 
     from pyspark_kafka.testing.apache_kafka import ApacheKafka, SaslSsl
     from pyspark_kafka.testing.maven import MavenUnavailable
@@ -109,20 +129,8 @@ def _apache(pki):
         kafka.start()
     except MavenUnavailable as e:
         pytest.skip(f"Apache Kafka {kafka.version} from Maven Central unavailable: {e}")
-    allow = AclPermissionType.ALLOW
-
-    def acl(user, rtype, name, pattern, op):
-        return AclBinding(rtype, name, pattern, f"User:{user}", "*", op, allow)
-
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
-    # no group ACL at all: reads with assigned partitions need none (Kafka's Java consumer never
-    # looks up the coordinator then; pykafka's executors go on when librdkafka's lookup is denied)
-    bindings = [acl("etl", ResourceType.TOPIC, "secured-", ResourcePatternType.PREFIXED, AclOperation.READ),
-                acl("etl", ResourceType.TOPIC, "secured-", ResourcePatternType.PREFIXED, AclOperation.WRITE),
-                acl("intruder", ResourceType.TOPIC, "secured-", ResourcePatternType.PREFIXED, AclOperation.DESCRIBE)]
-    for future in admin.create_acls(bindings).values():
-        future.result(30)
-    return Secured("apache-kafka", kafka.sasl_ssl_bootstrap_servers, kafka.bootstrap_servers, acls=True), \
+    _create_job_acls(AdminClient({"bootstrap.servers": kafka.bootstrap_servers}))
+    return Secured("apache-kafka", kafka.sasl_ssl_bootstrap_servers, kafka.bootstrap_servers), \
         lambda *exc: kafka.stop()
 
 
@@ -200,8 +208,6 @@ def test_wrong_password_is_an_authentication_error_not_a_hang(spark, secured, pk
 
 
 def test_principal_without_read_or_write_acl_is_denied_naming_the_acl(spark, secured, pki):
-    if not secured.acls:
-        pytest.skip("the embedded broker has no authorizer in this module (ACLs are tested with its authorizer)")
     topic = secured.topic()
     _write(spark, spark_options(secured.bootstrap, pki), topic)
     intruder = spark_options(secured.bootstrap, pki, user="intruder")
@@ -348,8 +354,6 @@ def test_a_denied_idempotent_producer_always_names_the_cause(secured, pki):
     ``_FATAL`` refusal in produce, or confluent-kafka's SystemError whose cause is the fatal
     KafkaException, which raced about 1 run in 4 here), the task fails with a DeliveryError
     naming CLUSTER_AUTHORIZATION_FAILED. Without Spark: ``write_batches`` directly, 6 times."""
-    if not secured.acls:
-        pytest.skip("the embedded broker has no authorizer in this module")
     import pyarrow as pa
     from pyspark.sql.types import StringType, StructField, StructType
 
