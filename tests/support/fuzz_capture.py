@@ -3,12 +3,14 @@
 Runs the conformance scenarios (produce with every codec, fetch, offsets by time, groups with
 rebalances, idempotent and transactional producers, read_committed, ACL administration) with confluent-kafka,
 kafka-python, aiokafka and kcat, plus admin calls (topics, partitions, configs, groups,
-offsets) and KIP-848 consumer groups (librdkafka ``group.protocol=consumer`` and raw heartbeats), all through a recording :class:`kafka_proxy.KafkaProxy` in front of an embedded
+offsets) KIP-848 consumer groups (librdkafka ``group.protocol=consumer`` and raw heartbeats), ACL calls, and raw
+DescribeTopicPartitions and SASL frames, all through a recording :class:`kafka_proxy.KafkaProxy` in front of an embedded
 broker, and keeps up to :data:`PER_API_VERSION` frames per (api key, version), the most
 different sizes first. The result is ``fuzz_corpus/seeds.bin`` (see :mod:`fuzz_corpus`),
 committed so fuzz runs are reproducible and need no clients.
 
-Regenerate with ``python tests/broker/fuzz_capture.py`` (about a minute).
+Regenerate with ``PYTHONPATH=. python tests/support/fuzz_capture.py`` from the repository root (about two
+minutes).
 """
 
 from __future__ import annotations
@@ -162,6 +164,35 @@ def _acl_calls(bootstrap: str) -> None:
         f.result(30)
 
 
+def _raw_calls(bootstrap: str) -> None:
+    """Frames no captured client sends here: DescribeTopicPartitions v0 (Kafka's Java tools; with and
+    without a cursor), SaslHandshake v0/v1 and SaslAuthenticate v0/v2 (PLAIN and SCRAM first messages;
+    on a PLAINTEXT listener the broker answers them with errors or closes: the frames are what counts)."""
+    from kio.schema.describe_topic_partitions.v0.request import (
+        Cursor, DescribeTopicPartitionsRequest, TopicRequest)
+    from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest as SaslAuthenticateV0
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeV0
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+    from kio.static.primitive import i32
+
+    from support.wire import WireClient
+
+    with WireClient(bootstrap) as c:
+        c.request(DescribeTopicPartitionsRequest(topics=(TopicRequest(name="fuzz-admin"),),
+                                                 response_partition_limit=i32(2000), cursor=None))
+        c.request(DescribeTopicPartitionsRequest(
+            topics=(TopicRequest(name="fuzz-admin"), TopicRequest(name="fuzz-kip848")),
+            response_partition_limit=i32(1), cursor=Cursor(topic_name="fuzz-admin", partition_index=i32(1))))
+    sasl = [SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeV0(mechanism="SCRAM-SHA-512"),
+            SaslAuthenticateRequest(auth_bytes=b"\0alice\0not-a-password"),
+            SaslAuthenticateV0(auth_bytes=b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL")]
+    for request in sasl:
+        with WireClient(bootstrap) as c:
+            c.send(request)  # recorded by the proxy; the answer may be an error or a closed connection
+            c.recv_frame()
+
+
 #: The capture broker authorizes (so the ACL APIs answer) but lets PLAINTEXT clients do everything.
 CAPTURE_CONFIG = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                   "super.users": "User:ANONYMOUS"}
@@ -197,6 +228,7 @@ def capture() -> list[bytes]:
         _admin_calls(proxy.bootstrap)
         _consumer_group_calls(proxy.bootstrap)
         _acl_calls(proxy.bootstrap)
+        _raw_calls(proxy.bootstrap)
     return _select(frames)
 
 
