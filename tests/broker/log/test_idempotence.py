@@ -24,8 +24,7 @@ DEADLINE_S = 30.0
 NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-INVALID_RECORD = 87
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 
 
 def produce_request(topic: str, batch: bytes, partition: int = 0, transactional_id: str | None = None):
@@ -112,14 +111,17 @@ def test_sequence_rules_on_the_wire(bootstrap, make_topic):
         assert stale.error_code == INVALID_PRODUCER_EPOCH and "older than its current epoch 1" in stale.error_message
         # an unknown producer id may start anywhere (its state may have been deleted, KIP-360)
         assert send(1, 77, producer_id=other_pid).base_offset == 6
-        # clients may not write transaction markers or transactional batches outside a transaction
+        # clients may not write transaction markers or transactional batches without a transactional id:
+        # Kafka 4.3.1 answers both with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, authorizer or not
+        # (``handleProduceRequest``: ``hasTransactionalRecords`` and a null transactional id; checked by a
+        # raw probe against Apache Kafka)
         from pyspark_kafka.broker.log.records import control_batch
 
         marker = partition_response(client.request(produce_request(topic, control_batch(pid, 1, True, 0, 1))))
-        assert marker.error_code == INVALID_RECORD
+        assert marker.error_code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         txn_batch = bytearray(make_batch(1, producer_id=pid, producer_epoch=1, base_sequence=1))
         txn = partition_response(client.request(produce_request(topic, transactional(txn_batch))))
-        assert txn.error_code == INVALID_TXN_STATE
+        assert txn.error_code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert len(read_all(bootstrap, topic)) == 7
 
 

@@ -157,3 +157,33 @@ def test_partial_denials_name_the_partition(wire_broker):
                          "acl-wire-other": [ErrorCode.unknown_topic_or_partition]}
     finally:
         authorizer.delete(set(grants))
+
+
+def _produce(broker, batch: bytes, transactional_id):
+    import datetime
+
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    response = request(broker, ProduceRequest(
+        transactional_id=transactional_id, acks=-1, timeout=datetime.timedelta(seconds=10),
+        topic_data=(TopicProduceData(name=TOPIC, partition_data=(PartitionProduceData(index=0, records=batch),)),)))
+    return response.responses[0].partition_responses[0].error_code
+
+
+def test_produce_checks_the_transactional_id_only_for_transactional_batches(wire_broker):
+    """Kafka's ``handleProduceRequest``: WRITE on the transactional id is asked only when a batch is
+    transactional (``RequestUtils.hasTransactionalRecords``); a transactional batch without a
+    transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED too. Topic WRITE is granted
+    here, the transactional id has no ACL."""
+    from support.batches import make_batch, transactional
+
+    authorizer = wire_broker.broker.authorizer
+    grant = [anon(ResourceType.TOPIC, TOPIC, AclOperation.WRITE)]
+    authorizer.create(grant)
+    try:
+        assert _produce(wire_broker, bytes(make_batch([b"plain"])), TXN) == ErrorCode.none
+        txn_batch = transactional(bytearray(make_batch([b"txn"], producer_id=7, producer_epoch=0)))
+        assert _produce(wire_broker, txn_batch, TXN) == ErrorCode.transactional_id_authorization_failed
+        assert _produce(wire_broker, txn_batch, None) == ErrorCode.transactional_id_authorization_failed
+    finally:
+        authorizer.delete(set(grant))

@@ -26,8 +26,8 @@ Control batches are refused (INVALID_RECORD): only the broker writes transaction
 Internal topics (``__consumer_offsets``, ``__transaction_state``) are refused with
 INVALID_TOPIC_EXCEPTION, as Kafka does ("Cannot append to internal topic").
 
-Authorization (with an authorizer, as Kafka's ``KafkaApis.handleProduceRequest``): a request with a
-``transactional_id`` needs WRITE on that TRANSACTIONAL_ID, else every partition answers
+Authorization (with an authorizer, as Kafka's ``KafkaApis.handleProduceRequest``): a request with
+transactional batches needs a ``transactional_id`` with WRITE on that TRANSACTIONAL_ID, else every partition answers
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53); each topic needs WRITE, else its partitions answer
 TOPIC_AUTHORIZATION_FAILED (29), checked before the topic's existence. Idempotent producers need
 nothing more here (KIP-679: InitProducerId checks them).
@@ -48,6 +48,7 @@ from pyspark_kafka.broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from pyspark_kafka.broker.handlers import CloseConnection, RequestContext, now_ms, register
+from pyspark_kafka.broker.log.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_BIT
 from pyspark_kafka.broker.replica_manager import AppendResult, ReplicaManager
 from pyspark_kafka.broker.security.acls import AclOperation, ResourceType
 
@@ -83,6 +84,20 @@ def _append(replica_manager: ReplicaManager, topic: str | None, partition: int, 
     return _partition_result(partition, ErrorCode.none, None, result)
 
 
+def _has_transactional_records(request) -> bool:
+    """Whether a partition's batch has the transactional attribute bit (Kafka's
+    ``RequestUtils.hasTransactionalRecords``). Only the first batch of each partition is looked at:
+    a request with more is refused per partition anyway (INVALID_RECORD); too-short data is not
+    transactional here (the append answers CORRUPT_MESSAGE)."""
+    for topic_data in request.topic_data:
+        for pdata in topic_data.partition_data:
+            records = pdata.records
+            if records is not None and len(records) >= ATTRIBUTES_OFFSET + 2 and \
+                    int.from_bytes(records[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2], "big") & TRANSACTIONAL_BIT:
+                return True
+    return False
+
+
 @register(api_key=0, min_version=3, max_version=11)
 async def produce(ctx: RequestContext, request) -> dict | None:
     """Append every partition's records; the response carries base offset, log append time, log start offset."""
@@ -92,7 +107,8 @@ async def produce(ctx: RequestContext, request) -> dict | None:
     responses = []
     failed = False
     txn_id = getattr(request, "transactional_id", None)
-    txn_denied = txn_id is not None and not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    txn_denied = _has_transactional_records(request) and (
+        txn_id is None or not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id))
     for topic_data in request.topic_data:
         name = getattr(topic_data, "name", None)
         topic_id = getattr(topic_data, "topic_id", None)
