@@ -44,13 +44,14 @@ def _mono_ms() -> int:
 class QuorumController:
     """The active controller: answers controller-channel requests and fences silent brokers.
 
-    ``QuorumController(metadata_log, config)``; :meth:`start` replays the log and starts the session check,
+    ``QuorumController(metadata_log, config, cluster_id)``; :meth:`start` replays the log and starts the session check,
     :meth:`handle` answers one request dict (see :mod:`~pyspark_kafka.broker.controller.channel`). Used from
     one event loop; appends are serialised by a lock so each decision sees the image of the previous one.
     """
 
-    def __init__(self, metadata_log: MetadataLog, config: BrokerConfig) -> None:
+    def __init__(self, metadata_log: MetadataLog, config: BrokerConfig, cluster_id: str = "") -> None:
         self.log = metadata_log
+        self.cluster_id = cluster_id  # every broker answers it (Kafka keeps it in each node's meta.properties)
         self.config = config
         self.image = ClusterImage()
         self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
@@ -107,7 +108,7 @@ class QuorumController:
         self._last_heartbeat[node] = _mono_ms()
         await self._elect_for_offline(node)
         log.info("broker %d registered at %s:%d with broker epoch %d", node, req["host"], req["port"], epoch)
-        return {"error_code": 0, "broker_epoch": epoch}
+        return {"error_code": 0, "broker_epoch": epoch, "cluster_id": self.cluster_id}
 
     def _check_epoch(self, req: dict):
         b = self.image.brokers.get(req["node_id"])

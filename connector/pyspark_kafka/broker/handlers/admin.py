@@ -27,6 +27,9 @@ start) or another resource type; UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEP
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+
 from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
@@ -69,11 +72,41 @@ def _partition_count(broker, topic) -> int:
     return topic.num_partitions
 
 
+async def _forward_create_topics(broker, request, validate_only: bool) -> dict:
+    """CreateTopics in a replicated cluster: forwarded to the controller (replica assignment there); answered
+    once this broker's metadata image has the new topics (at most 5 s), like Kafka's forwarding."""
+    asked = [{"name": t.name, "partitions": t.num_partitions, "replication_factor": t.replication_factor,
+              "configs": {c.name: c.value for c in t.configs}} for t in request.topics]
+    try:
+        answer = await broker.lifecycle.call({"op": "create_topics", "topics": asked, "validate_only": validate_only})
+        by_name = {r["name"]: r for r in answer["topics"]}
+    except ConnectionError as exc:
+        by_name = {t["name"]: {"error_code": int(ErrorCode.not_controller), "error_message": str(exc)} for t in asked}
+    image = broker.lifecycle.image
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    created = [n for n, r in by_name.items() if r["error_code"] == 0 and not validate_only]
+    while any(n not in image.topics for n in created) and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+    results = []
+    for t in request.topics:
+        r = by_name.get(t.name, {"error_code": int(ErrorCode.unknown_server_error)})
+        ok = r["error_code"] == 0
+        topic_id = r.get("topic_id")
+        results.append({"name": t.name, "topic_id": uuid.UUID(topic_id) if ok and topic_id else None,
+                        "error_code": ErrorCode(r["error_code"]), "error_message": r.get("error_message"),
+                        "num_partitions": r.get("partitions", -1) if ok else -1,
+                        "replication_factor": r.get("replication_factor", -1) if ok else -1, "configs": []})
+    return {"throttle_time": 0, "topics": results}
+
+
 @register(api_key=19, min_version=2, max_version=7)
 async def create_topics(ctx: RequestContext, request) -> dict:
     """Create each topic (or only validate it), reporting per-topic errors."""
     broker = ctx.broker
     validate_only = getattr(request, "validate_only", False)
+    if broker.lifecycle is not None:  # a replicated cluster: the controller creates topics (Kafka forwards)
+        return await _forward_create_topics(broker, request, validate_only)
     names = [t.name for t in request.topics]
     asked = sum(max(t.num_partitions, len(t.assignments or ())) for t in request.topics)
     too_many = asked > MAX_PARTITIONS_PER_REQUEST  # Kafka's controller refuses the whole request
