@@ -282,6 +282,13 @@ class RequestTimedOutError(KafkaError):
     error_code = ErrorCode.request_timed_out
 
 
+class OffsetNotAvailableError(KafkaError):
+    """ListOffsets to a new leader whose high watermark is still below the start of its leader epoch
+    (OFFSET_NOT_AVAILABLE): the client retries."""
+
+    error_code = ErrorCode.offset_not_available
+
+
 class BrokerNotAvailableError(KafkaError):
     """No live broker can take the request (BROKER_NOT_AVAILABLE)."""
 

@@ -34,6 +34,7 @@ from pyspark_kafka.broker.errors import (
     FencedLeaderEpochError,
     KafkaError,
     NotEnoughReplicasAfterAppendError,
+    OffsetNotAvailableError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
@@ -303,7 +304,13 @@ class ReplicaManager:
 
     # --- list offsets -----------------------------------------------------------------------
 
-    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, read_committed: bool) -> tuple[int, int]:
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's current leader epoch (0 on a single node, which never changes leader)."""
+        part = self.partitions.get((topic, partition)) if self.replicated else None
+        return 0 if part is None else part.state.leader_epoch
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, read_committed: bool,
+                             current_leader_epoch: int = -1) -> tuple[int, int]:
         """``(offset, timestamp)`` answering ListOffsets ``timestamp`` (ms, or a special target) for one partition.
 
         Kafka's ``fetchOffsetForTimestamp``: LATEST (-1) → high watermark, or the last stable
@@ -314,6 +321,15 @@ class ReplicaManager:
         another negative target.
         """
         plog = self._partition_log(topic, partition)
+        part = self.leader_partition(topic, partition, current_leader_epoch)
+        if part is not None and timestamp == LATEST:
+            epoch_start = part.epochs.end_offset_for(part.state.leader_epoch - 1, plog.log_end_offset)[1]
+            if plog.high_watermark < epoch_start:
+                # Kafka's Partition.fetchOffsetForTimestamp: a new leader whose high watermark has not yet
+                # reached the start of its epoch might answer an offset below what the old leader answered
+                raise OffsetNotAvailableError(
+                    f"the new leader of {topic}-{partition} has not yet caught its high watermark up to the start "
+                    f"of leader epoch {part.state.leader_epoch} (offset {epoch_start}): retry")
         if timestamp == LATEST:
             return (plog.last_stable_offset if read_committed else plog.high_watermark), -1
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
