@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_kafka.broker.cluster import EmbeddedCluster
 
-FAST = {"broker.session.timeout.ms": "1500", "broker.heartbeat.interval.ms": "250",
+FAST = {"broker.session.timeout.ms": "1000", "broker.heartbeat.interval.ms": "200",
         "replica.lag.time.max.ms": "3000", "replica.fetch.backoff.ms": "100", "min.insync.replicas": "2",
         "default.replication.factor": "3"}
 
@@ -98,7 +98,7 @@ def test_min_insync_replicas_refuses_acks_all_with_not_enough_replicas(cluster):
 
 @pytest.mark.parametrize("why", ["fenced", "lagging"])
 def test_a_paused_follower_leaves_the_isr_and_returns(tmp_path, why):
-    # fenced: the session (1.5 s) ends first and the controller removes it from the ISR (KRaft);
+    # fenced: the session (1 s) ends first and the controller removes it from the ISR (KRaft);
     # lagging: a long session (20 s), the leader shrinks the ISR after replica.lag.time.max.ms (2 s)
     config = FAST if why == "fenced" else {**FAST, "broker.session.timeout.ms": "20000",
                                             "replica.lag.time.max.ms": "2000"}
@@ -119,7 +119,7 @@ def test_a_paused_follower_leaves_the_isr_and_returns(tmp_path, why):
         finally:
             cluster.resume(follower)
         cluster.wait_for(lambda: follower in cluster.isr("paused", 0), 30, "the follower back in the ISR")
-        assert out_after >= (1.0 if why == "fenced" else 1.5)
+        assert out_after >= (0.8 if why == "fenced" else 1.5)
 
 
 def test_kafka_python_rides_through_a_leader_change(cluster):
@@ -181,12 +181,12 @@ def test_hard_bounce_every_acknowledged_record_exactly_once(cluster):
             cluster.kill(leader)
             produce(100)
             assert producer.flush(60) == 0
-            try:
-                watermarks.append(probe.get_watermark_offsets(TopicPartition("bounce", 0), timeout=10)[1])
-            except KafkaException:
-                pass  # OFFSET_NOT_AVAILABLE from a new leader is allowed; a lower offset is not
             cluster.restart(leader)
             cluster.wait_for(lambda: len(cluster.isr("bounce", 0)) == 3, 60, "the restarted broker back in the ISR")
+            try:
+                watermarks.append(probe.get_watermark_offsets(TopicPartition("bounce", 0), timeout=5)[1])
+            except KafkaException:
+                pass  # OFFSET_NOT_AVAILABLE from a new leader is allowed; a lower offset is not
     finally:
         probe.close()
     assert failed == []
@@ -197,4 +197,4 @@ def test_hard_bounce_every_acknowledged_record_exactly_once(cluster):
     assert offsets == list(range(len(records)))  # contiguous from 0
     assert sorted(values, key=int) == [str(i) for i in range(seq)]  # every record exactly once
     assert all(acked[v] == o for o, v in records)  # at the offset its acknowledgement named
-    assert watermarks == sorted(watermarks)  # the HW never went backwards to a reader
+    assert len(watermarks) >= bounces // 2 and watermarks == sorted(watermarks)  # the HW never went backwards
