@@ -198,3 +198,35 @@ def test_hard_bounce_every_acknowledged_record_exactly_once(cluster):
     assert sorted(values, key=int) == [str(i) for i in range(seq)]  # every record exactly once
     assert all(acked[v] == o for o, v in records)  # at the offset its acknowledgement named
     assert len(watermarks) >= bounces // 2 and watermarks == sorted(watermarks)  # the HW never went backwards
+
+
+def test_producer_ids_are_unique_across_brokers_and_groups_share_one_coordinator(cluster):
+    # InitProducerId goes to any broker: ids come from controller blocks (KIP-730), never the same twice
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+    from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+    from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+    from kio.static.primitive import i8, i32
+    import datetime
+
+    from pyspark_kafka.testing.clusters import send_request
+
+    ids = []
+    coordinators = set()
+    for node in cluster.broker_ids:
+        for _ in range(2):
+            answer = None
+            for _ in range(50):  # COORDINATOR_LOAD_IN_PROGRESS while the first block is on its way
+                answer = send_request(cluster.address(node), InitProducerIdRequest(
+                    transactional_id=None, transaction_timeout=datetime.timedelta(milliseconds=60000),
+                    producer_id=-1, producer_epoch=-1), InitProducerIdResponse)
+                if answer.error_code == 0:
+                    break
+                time.sleep(0.1)
+            assert answer.error_code == 0
+            ids.append(int(answer.producer_id))
+        found = send_request(cluster.address(node), FindCoordinatorRequest(
+            key_type=i8(0), coordinator_keys=("g",)), FindCoordinatorResponse)
+        coordinators.add(int(found.coordinators[0].node_id))
+    assert len(set(ids)) == len(ids) == 6
+    assert coordinators == {0}

@@ -20,6 +20,7 @@ import asyncio
 import uuid
 
 from pyspark_kafka.broker.cluster.partition import Partition, mono_ms
+from pyspark_kafka.broker.cluster.producer_ids import ClusterProducerIdManager
 from pyspark_kafka.broker.cluster.replica_fetcher import ReplicaFetcher
 from pyspark_kafka.broker.controller.channel import ChannelClient
 from pyspark_kafka.broker.controller.image import ClusterImage, PartitionState, decode
@@ -84,6 +85,9 @@ class BrokerLifecycle:
     async def start(self) -> None:
         rm = self.replica_manager
         rm.replicated = True
+        self.producer_ids = ClusterProducerIdManager(self)
+        coordinator = self.broker.txn_coordinator
+        coordinator.producer_ids = self.producer_ids  # cluster-unique producer ids (KIP-730)
         self.metadata_log.subscribe(self._on_record)
         await self.metadata_log.start()
         self._tasks = [asyncio.create_task(self._heartbeat_loop()), asyncio.create_task(self._isr_loop())]
@@ -118,6 +122,7 @@ class BrokerLifecycle:
         self.registered_offset = self.broker_epoch
         log.info("broker %d registered with the controller %d: broker epoch %d", self.node_id,
                  self.controller_id, self.broker_epoch)
+        self.producer_ids.prefetch()
 
     async def _heartbeat_loop(self) -> None:
         interval = self.config.get_int("broker.heartbeat.interval.ms") / 1000

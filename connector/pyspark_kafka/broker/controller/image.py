@@ -12,6 +12,8 @@ fields under a ``type``):
 - ``{"type": "partition", "topic", "partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch"}``: a
   partition's whole state (Kafka writes ``PartitionRecord`` once and ``PartitionChangeRecord`` deltas; ours
   always carries the whole state, so replaying the last record of a partition is enough).
+- ``{"type": "producer_ids", "broker", "next"}``: a block of producer ids handed to a broker ends before ``next``
+  (Kafka's ``ProducerIdsRecord``).
 
 :class:`ClusterImage` applies records in offset order; controller and brokers build the same image.
 """
@@ -84,6 +86,7 @@ class ClusterImage:
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicImage] = {}
+        self.next_producer_id = 0  # the first producer id no block has handed out
         self.offset = -1
 
     def apply(self, offset: int, record: dict) -> None:
@@ -105,6 +108,8 @@ class ClusterImage:
                 topic.partitions[record["partition"]] = PartitionState(
                     tuple(record["replicas"]), tuple(record["isr"]), record["leader"], record["leader_epoch"],
                     record["partition_epoch"])
+        elif kind == "producer_ids":
+            self.next_producer_id = max(self.next_producer_id, record["next"])
         elif kind == "remove_topic":
             self.topics.pop(record["name"], None)
 

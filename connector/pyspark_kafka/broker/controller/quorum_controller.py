@@ -16,6 +16,8 @@ applying the committed records (also after a restart: replay), exactly as the br
   member when it returns), or of those it replicates when unclean election is enabled.
 - Topics: ``create_topics`` assigns replicas with :func:`~pyspark_kafka.broker.controller.assignment.assign_replicas`
   over the unfenced brokers and writes ``topic`` + ``partition`` records (leader = first replica, ISR = replicas).
+- ``allocate_producer_ids`` (Kafka's AllocateProducerIds, KIP-730): blocks of 1000 producer ids, unique in the
+  cluster, so idempotent and transactional producers on different brokers never share an id.
 - ``alter_partition`` (Kafka's AlterPartition, KIP-497): the leader proposes a new ISR at its leader epoch and
   partition epoch; stale epochs are refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION.
 """
@@ -35,6 +37,7 @@ from pyspark_kafka.broker.errors import ErrorCode, KafkaError, TopicExistsError
 from pyspark_kafka.broker.log_escape import get_logger
 
 log = get_logger("pyspark_kafka.controller")
+PRODUCER_ID_BLOCK = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 
 
 def _mono_ms() -> int:
@@ -97,6 +100,8 @@ class QuorumController:
                     return await self._create_topics(request)
                 if op == "alter_partition":
                     return await self._alter_partition(request)
+                if op == "allocate_producer_ids":
+                    return await self._allocate_producer_ids(request)
         except KafkaError as exc:
             return {"error_code": int(exc.error_code), "error_message": str(exc)}
         return {"error_code": int(ErrorCode.invalid_request), "error_message": f"unknown controller op {op!r}"}
@@ -245,6 +250,13 @@ class QuorumController:
         await self._append(records)
         log.info("created topic %s: %d partitions, replicas %s", name, partitions, assignment)
         return {"partitions": partitions, "replication_factor": factor, "topic_id": topic_id}
+
+    async def _allocate_producer_ids(self, req: dict) -> dict:
+        """Kafka's AllocateProducerIds (KIP-730): a block of ``PRODUCER_ID_BLOCK_SIZE`` ids unique in the cluster."""
+        self._check_epoch(req)
+        first = self.image.next_producer_id
+        await self._append([{"type": "producer_ids", "broker": req["node_id"], "next": first + PRODUCER_ID_BLOCK}])
+        return {"error_code": 0, "first": first, "size": PRODUCER_ID_BLOCK}
 
     async def _alter_partition(self, req: dict) -> dict:
         self._check_epoch(req)
