@@ -230,3 +230,16 @@ def test_producer_ids_are_unique_across_brokers_and_groups_share_one_coordinator
         coordinators.add(int(found.coordinators[0].node_id))
     assert len(set(ids)) == len(ids) == 6
     assert coordinators == {0}
+
+
+def test_admin_operations_the_controller_does_not_forward_are_refused_with_a_clear_error(cluster):
+    from confluent_kafka.admin import NewPartitions
+
+    create(cluster, "admin", rf=2)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for future in (admin.delete_topics(["admin"])["admin"],
+                   admin.create_partitions([NewPartitions("admin", 3)])["admin"]):
+        with pytest.raises(KafkaException) as refused:
+            future.result(30)
+        assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert cluster.leader("admin", 0) >= 0  # the topic is untouched

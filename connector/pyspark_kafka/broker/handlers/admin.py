@@ -72,6 +72,10 @@ def _partition_count(broker, topic) -> int:
     return topic.num_partitions
 
 
+_NOT_IN_CLUSTER = ("{} is not supported by the replicated embedded cluster yet (the controller does not "
+                   "forward it; docs/replication.md): create a new topic instead, or use the single-node broker")
+
+
 async def _forward_create_topics(broker, request, validate_only: bool) -> dict:
     """CreateTopics in a replicated cluster: forwarded to the controller (replica assignment there); answered
     once this broker's metadata image has the new topics (at most 5 s), like Kafka's forwarding."""
@@ -157,6 +161,8 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
             error_code = PolicyViolationError.error_code
             message = (f"internal topic {name} cannot be deleted: it holds the "
                        f"{'group' if name == '__consumer_offsets' else 'transaction'} coordinator's state")
+        if error_code == ErrorCode.none and broker.lifecycle is not None:
+            error_code, message = ErrorCode.invalid_request, _NOT_IN_CLUSTER.format("DeleteTopics")
         if error_code == ErrorCode.none:
             try:
                 topic_id = broker.replica_manager.logs.delete_topic(name).topic_id
@@ -177,6 +183,8 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
     for topic in request.topics:
         error_code, message = ErrorCode.none, None
         try:
+            if broker.lifecycle is not None:
+                raise InvalidRequestError(_NOT_IN_CLUSTER.format("CreatePartitions"))
             if added > MAX_PARTITIONS_PER_REQUEST:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
             for a in topic.assignments or ():
