@@ -256,12 +256,16 @@ class ReplicaManager:
         """Write a transaction marker (COMMIT or ABORT control batch) and wake the partition's fetches.
 
         Returns False when the partition no longer exists (nothing written). Raises KafkaError
-        from the log (e.g. InvalidProducerEpochError for a stale epoch).
+        from the log (e.g. InvalidProducerEpochError for a stale epoch), NotLeaderOrFollowerError in a
+        replicated cluster when this broker does not lead the partition.
         """
         plog = self.logs.get_log(topic, partition)
         if plog is None:
             return False
+        part = self.leader_partition(topic, partition)  # never into a follower's copy (it would diverge)
         plog.append_marker(producer_id, producer_epoch, commit, now_ms=now_ms)
+        if part is not None:
+            part.maybe_increment_hw()
         self.notify_append(topic, partition)
         return True
 

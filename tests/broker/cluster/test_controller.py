@@ -171,6 +171,8 @@ def test_topics_over_the_live_broker_count_and_duplicates_are_refused_with_kafka
             {"name": "big", "partitions": 1, "replication_factor": 3}, {"name": "dflt"}, {"name": "dflt"}]})
         codes = [t["error_code"] for t in answer["topics"]]
         assert codes == [ErrorCode.invalid_replication_factor, 0, ErrorCode.topic_already_exists]
+        internal = await c.handle({"op": "create_topics", "topics": [{"name": "__consumer_offsets"}]})
+        assert internal["topics"][0]["error_code"] == ErrorCode.invalid_request
         assert len(c.image.partition("dflt", 0).replicas) == 2  # default.replication.factor
         await log.stop()
     run(scenario())

@@ -243,3 +243,40 @@ def test_admin_operations_the_controller_does_not_forward_are_refused_with_a_cle
             future.result(30)
         assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
     assert cluster.leader("admin", 0) >= 0  # the topic is untouched
+
+
+def test_unclean_election_loses_a_record_and_reports_it(cluster):
+    create(cluster, "unclean", rf=2, config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"})
+    leader = cluster.leader("unclean", 0)
+    follower = next(r for r in cluster.isr("unclean", 0) if r != leader)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    producer.produce("unclean", b"replicated", partition=0)
+    assert producer.flush(20) == 0
+    cluster.kill(follower)
+    cluster.wait_for(lambda: cluster.isr("unclean", 0) == [leader], 20, "ISR = the leader alone")
+    acked = []
+    producer.produce("unclean", b"only on the leader", partition=0,
+                     on_delivery=lambda err, msg: acked.append((err, msg.offset())))
+    assert producer.flush(20) == 0 and acked == [(None, 1)]  # acks=all with min.insync.replicas=1
+    cluster.kill(leader)
+    cluster.wait_for(lambda: cluster.leader("unclean", 0) == -1, 20, "the partition offline")
+    cluster.restart(follower)  # not in the ISR: only unclean election lets it lead
+    cluster.wait_for(lambda: cluster.leader("unclean", 0) == follower, 20, "the unclean leader")
+    cluster.restart(leader)  # the old leader truncates its divergent record (KIP-101) and follows
+    cluster.wait_for(lambda: sorted(cluster.isr("unclean", 0)) == sorted([leader, follower]), 30, "both in ISR")
+    assert [v for _, v in read_all(cluster, "unclean", 1, timeout_s=10)] == ["replicated"]
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "hw"})
+    assert consumer.get_watermark_offsets(TopicPartition("unclean", 0), timeout=10) == (0, 1)  # offset 1 is gone
+    consumer.close()
+    controller_log = (cluster.node_dir(3000) / "node.log").read_text()
+    assert f"unclean leader election for unclean-0: broker {follower}" in controller_log  # reported, not silent
+
+
+def test_transactional_producers_are_refused_with_a_clear_error(cluster):
+    from confluent_kafka import KafkaException as KE
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tx"})
+    with pytest.raises(KE):
+        producer.init_transactions(3)
+    assert any("transactions are not supported by the replicated embedded cluster" in
+               (cluster.node_dir(i) / "node.log").read_text() for i in cluster.broker_ids)

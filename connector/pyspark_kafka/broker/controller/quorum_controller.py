@@ -33,7 +33,7 @@ from pyspark_kafka.broker.config import BrokerConfig, validate_topic_config, val
 from pyspark_kafka.broker.controller.assignment import assign_replicas
 from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, PartitionState, decode, encode
 from pyspark_kafka.broker.controller.metadata_log import MetadataLog
-from pyspark_kafka.broker.errors import ErrorCode, KafkaError, TopicExistsError
+from pyspark_kafka.broker.errors import ErrorCode, InvalidRequestError, KafkaError, TopicExistsError
 from pyspark_kafka.broker.log_escape import get_logger
 
 log = get_logger("pyspark_kafka.controller")
@@ -229,6 +229,9 @@ class QuorumController:
     async def _create_topic(self, t: dict, validate_only: bool) -> dict:
         name = t["name"]
         validate_topic_name(name)
+        if name in ("__consumer_offsets", "__transaction_state"):
+            raise InvalidRequestError(f"{name} is an internal topic: its coordinator creates it (in this build on "
+                                      "the coordinator broker only, docs/replication.md)")
         if name in self.image.topics:
             raise TopicExistsError(f"Topic '{name}' already exists.")
         partitions = t.get("partitions", -1)
