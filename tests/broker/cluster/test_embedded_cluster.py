@@ -280,3 +280,33 @@ def test_transactional_producers_are_refused_with_a_clear_error(cluster):
         producer.init_transactions(3)
     assert any("transactions are not supported by the replicated embedded cluster" in
                (cluster.node_dir(i) / "node.log").read_text() for i in cluster.broker_ids)
+
+
+def test_kafkas_own_kafka_topics_describes_leaders_and_isr(cluster):
+    import shutil
+    import subprocess
+
+    from pyspark_kafka.testing.maven import MavenUnavailable, kafka_classpath
+
+    try:
+        classpath = kafka_classpath()
+    except MavenUnavailable as exc:
+        pytest.skip(str(exc))
+    if shutil.which("java") is None:
+        pytest.skip("no java")
+    create(cluster, "desc", partitions=2)
+    victim = cluster.leader("desc", 0)
+    cluster.kill(victim)
+    cluster.wait_for(lambda: victim not in cluster.isr("desc", 0) and cluster.leader("desc", 0) >= 0, 20, "failover")
+    out = subprocess.run(["java", "-cp", classpath, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server",
+                          cluster.bootstrap_servers, "--describe", "--topic", "desc"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [line.split("\t") for line in out.stdout.splitlines() if "Partition: " in line]
+    for p, fields in enumerate(lines):
+        row = {k.strip(): v.strip() for k, v in (f.split(": ", 1) for f in fields if ": " in f)}
+        expected = cluster.partition_metadata("desc", p)
+        assert row["Leader"] == str(expected.leader_id) != str(victim)
+        assert row["Isr"] == ",".join(map(str, expected.isr_nodes)) and str(victim) not in row["Isr"].split(",")
+        assert row["Replicas"] == ",".join(map(str, expected.replica_nodes))
+    assert len(lines) == 2
