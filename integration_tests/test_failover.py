@@ -158,7 +158,9 @@ def _run_with_kills(kafka_cluster, source_bootstrap: str, source: str, start_que
         for i in range(KILLS):
             _wait(_progressed(query, sink_count), "the query wrote to its sink")
             topic = watched or start_query.sink_topic
-            leader = _wait(lambda: _leader(bootstrap, topic), f"a leader for {topic}-0")
+            # a 1-tuple: node id 0 (the embedded cluster's first broker) is a leader too, though falsy
+            leader, = _wait(lambda: (lambda n: (n,) if n >= 0 else None)(_leader(bootstrap, topic)),
+                            f"a leader for {topic}-0")
             mark(f"kill {i + 1}: node {leader} (leader of {topic}-0)")
             kafka.kill(leader)
             _wait(lambda: _leader(bootstrap, topic) not in (-1, leader), f"a new leader for {topic}-0")
