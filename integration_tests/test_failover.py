@@ -17,9 +17,9 @@ every kill lands on a running query.
 - (d) an exactly-once Kafka write (``deliveryGuarantee=exactly-once``) into the cluster,
   checked with a read_committed consumer.
 
-(a) and (c) run on Apache Kafka's three-node cluster and on the replicated embedded cluster
-(``failover_cluster``; (b) passed there too when run by hand, left out of CI for time); (d) only on Apache
-Kafka (the embedded cluster refuses transactions yet).
+(a) runs on Apache Kafka's three-node cluster and on the replicated embedded cluster (``failover_cluster``;
+(c) passed there too when run by hand, left out of CI for time: switch its fixture to ``failover_cluster``);
+(d) only on Apache Kafka (the embedded cluster refuses transactions yet).
 """
 
 from __future__ import annotations
@@ -273,10 +273,10 @@ def test_streaming_write_with_acks_all_survives_leader_kills(spark, apache_kafka
     _assert_kafka_causes(errors)
 
 
-def test_exactly_once_sql_sink_survives_leader_kills(spark, failover_cluster, tmp_path):
+def test_exactly_once_sql_sink_survives_leader_kills(spark, apache_kafka_cluster, tmp_path):
     import sqlalchemy as sa
 
-    cluster = failover_cluster
+    cluster = apache_kafka_cluster
     topic = cluster.create_topic(2)
     url = f"sqlite:///{tmp_path}/sink.db"
     engine = sa.create_engine(url)
