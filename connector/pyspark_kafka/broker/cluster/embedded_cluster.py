@@ -256,10 +256,14 @@ class EmbeddedCluster:
             for i in group:
                 proc = self.procs.pop(i)
                 try:
-                    proc.wait(STOP_TIMEOUT_S)
+                    proc.wait(STOP_TIMEOUT_S / 3)
                 except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(STOP_TIMEOUT_S)
+                    os.kill(proc.pid, signal.SIGUSR1)  # the node's stacks into its node.log, then a crash stop
+                    try:
+                        proc.wait(STOP_TIMEOUT_S * 2 / 3)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait(STOP_TIMEOUT_S)
         self.paused.clear()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)

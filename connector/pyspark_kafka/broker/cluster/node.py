@@ -10,6 +10,7 @@ configs. Kafka runs the same split with ``process.roles=controller`` and ``proce
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import base64
 import uuid
 import asyncio
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--voters", required=True, help="controller.quorum.voters: id@host:port")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>`: stacks into node.log
     config = dict(item.split("=", 1) for item in args.config)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s node-{args.node_id} %(levelname)s %(name)s: %(message)s")
