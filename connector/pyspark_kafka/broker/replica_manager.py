@@ -112,6 +112,7 @@ class ReplicaManager:
         self.node_id = config.get_int("node.id")
         # Replicated cluster (docs/replication.md): set by the broker lifecycle; False = the single node
         self.replicated = False
+        self.shutting_down = False  # set by the broker lifecycle's controlled shutdown
         self.partitions: dict[tuple[str, int], "Partition"] = {}
 
     # --- replication (a replicated cluster only) -------------------------------------------------
@@ -170,7 +171,10 @@ class ReplicaManager:
         deadline = loop.time() + max(0, timeout_ms) / 1000
         while True:
             part = self.partitions.get((topic, partition))
-            if part is None or not part.is_leader:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # Python 3.11's wait_for may have swallowed it
+                raise asyncio.CancelledError()
+            if part is None or not part.is_leader or self.shutting_down:
                 raise NotLeaderOrFollowerError(f"broker {self.node_id} lost the leadership of {topic}-{partition} "
                                                "before the ISR had the records: retry on the new leader")
             if part.log.high_watermark >= required_offset:

@@ -17,6 +17,8 @@ the ``ReplicaManager.applyDelta`` that makes replicas leaders or followers).
 from __future__ import annotations
 
 import asyncio
+import signal
+import sys
 import uuid
 
 from pyspark_kafka.broker.cluster.partition import Partition, mono_ms
@@ -51,6 +53,14 @@ def is_cluster_broker(config) -> bool:
     return bool(config.get("controller.quorum.voters")) and config.get("process.roles").strip() == "broker"
 
 
+def _dump_tasks() -> None:
+    """SIGUSR2: every asyncio task of this broker with its stack, on stderr (node.log)."""
+    for task in asyncio.all_tasks():
+        print(f"--- {task!r}", file=sys.stderr)
+        task.print_stack(file=sys.stderr)
+    sys.stderr.flush()
+
+
 class BrokerLifecycle:
     """``BrokerLifecycle(broker)`` for a :class:`~pyspark_kafka.broker.server.Broker` in a replicated cluster.
 
@@ -76,7 +86,7 @@ class BrokerLifecycle:
         self.registered_offset = 1 << 62
         self.lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
         self._tasks: list[asyncio.Task] = []
-        self._pending_changes: set[tuple[str, int]] = set()
+        self._stopping = False  # Python 3.11's wait_for can swallow a cancellation: loops also check this flag
 
     def _address_of(self, node: int):
         b = self.image.brokers.get(node)
@@ -91,8 +101,13 @@ class BrokerLifecycle:
         self.metadata_log.subscribe(self._on_record)
         await self.metadata_log.start()
         self._tasks = [asyncio.create_task(self._heartbeat_loop()), asyncio.create_task(self._isr_loop())]
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, _dump_tasks)  # diagnosis: stuck tasks
 
     async def stop(self) -> None:
+        self._stopping = True
+        self.replica_manager.shutting_down = True
+        for key in list(self.replica_manager.partitions):  # acks=all waiters answer NOT_LEADER_OR_FOLLOWER now
+            self.replica_manager.notify_append(*key)
         if self.broker_epoch >= 0:
             try:
                 await self.channel.call({"op": "shutdown", "node_id": self.node_id,
@@ -126,7 +141,7 @@ class BrokerLifecycle:
 
     async def _heartbeat_loop(self) -> None:
         interval = self.config.get_int("broker.heartbeat.interval.ms") / 1000
-        while True:
+        while not self._stopping:
             try:
                 if self.broker_epoch < 0:
                     await self._register()
@@ -201,7 +216,7 @@ class BrokerLifecycle:
 
     async def _isr_loop(self) -> None:
         period = max(0.05, self.lag_max_ms / 2000)
-        while True:
+        while not self._stopping:
             await asyncio.sleep(period)
             now = mono_ms()
             for part in list(self.replica_manager.partitions.values()):

@@ -259,6 +259,8 @@ class EmbeddedCluster:
                     proc.wait(STOP_TIMEOUT_S / 3)
                 except subprocess.TimeoutExpired:
                     os.kill(proc.pid, signal.SIGUSR1)  # the node's stacks into its node.log, then a crash stop
+                    if i != CONTROLLER_ID:
+                        os.kill(proc.pid, signal.SIGUSR2)  # and its asyncio tasks
                     try:
                         proc.wait(STOP_TIMEOUT_S * 2 / 3)
                     except subprocess.TimeoutExpired:

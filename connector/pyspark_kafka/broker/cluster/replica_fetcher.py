@@ -46,9 +46,12 @@ class ReplicaFetcher:
         self.max_bytes = config.get_int("replica.fetch.max.bytes")
         self.backoff_s = config.get_int("replica.fetch.backoff.ms") / 1000
         self._tasks: dict[tuple[str, int], asyncio.Task] = {}
+        self._closed = False  # Python 3.11's wait_for can swallow a cancellation: loops also check this flag
 
     def follow(self, part: Partition) -> None:
         """Fetch ``part`` from its current leader (restarting any fetch of an older leader or epoch)."""
+        if self._closed:
+            return
         self.stop_following(part.topic, part.index)
         self._tasks[(part.topic, part.index)] = asyncio.create_task(self._run(part, part.state.leader,
                                                                                part.state.leader_epoch))
@@ -59,6 +62,7 @@ class ReplicaFetcher:
             task.cancel()
 
     async def close(self) -> None:
+        self._closed = True
         tasks = list(self._tasks.values())
         self._tasks.clear()
         for t in tasks:
@@ -68,8 +72,9 @@ class ReplicaFetcher:
     async def _run(self, part: Partition, leader: int, epoch: int) -> None:
         client = None
         truncated = False
+        task = asyncio.current_task()
         try:
-            while True:
+            while not self._closed and not task.cancelling() and self._tasks.get((part.topic, part.index)) is task:
                 address = self.address_of(leader)
                 if address is None:
                     await asyncio.sleep(self.backoff_s)

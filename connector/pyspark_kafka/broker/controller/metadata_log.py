@@ -77,6 +77,7 @@ class SingleVoterMetadataLog:
         self._task: asyncio.Task | None = None
         self._appended = asyncio.Event()
         self.reachable = False  # observers: the last fetch from the voter succeeded
+        self._stopping = False
 
     def is_voter(self) -> bool:
         return self.node_id == self.voter_id
@@ -100,6 +101,7 @@ class SingleVoterMetadataLog:
             self._task = asyncio.create_task(self._fetch_loop())
 
     async def stop(self) -> None:
+        self._stopping = True  # Python 3.11's wait_for can swallow a cancellation: loops also check this flag
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -160,7 +162,7 @@ class SingleVoterMetadataLog:
     async def _fetch_loop(self) -> None:
         client = ChannelClient(*self.voter_address)
         try:
-            while True:
+            while not self._stopping:
                 try:
                     answer = await client.call({"op": "fetch_metadata", "offset": self._next, "max_records": 5000,
                                                 "wait_ms": 500, "node_id": self.node_id}, timeout_s=5)
