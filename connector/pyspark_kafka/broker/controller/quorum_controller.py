@@ -220,11 +220,9 @@ class QuorumController:
         return {"error_code": 0, "topics": results}
 
     def default_replication_factor(self, name: str) -> int:
-        """``offsets.topic.replication.factor`` / ``transaction.state.log.replication.factor`` for the internal
-        topics, else ``default.replication.factor``."""
-        key = {"__consumer_offsets": "offsets.topic.replication.factor",
-               "__transaction_state": "transaction.state.log.replication.factor"}.get(name, "default.replication.factor")
-        return self.config.get_int(key)
+        """``default.replication.factor`` (the internal topics, which would use ``offsets.topic.replication.factor``
+        / ``transaction.state.log.replication.factor``, are not created here yet)."""
+        return self.config.get_int("default.replication.factor")
 
     async def _create_topic(self, t: dict, validate_only: bool) -> dict:
         name = t["name"]
