@@ -292,6 +292,18 @@ def test_broker_bad_config_exit_2(tmp_path, config, message):
     assert not (tmp_path / "data").exists()  # nothing was started or written
 
 
+@pytest.mark.parametrize("config, message", [
+    ("authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+     b"authorizer.class.name='kafka.security.authorizer.AclAuthorizer' is not supported"),
+    ("listeners=FOO://127.0.0.1:0", b"no security protocol is defined for listener FOO"),
+])
+def test_broker_config_refused_when_the_broker_is_built_exit_1(tmp_path, config, message):
+    r = cli("broker", "--data-dir", str(tmp_path / "data"), "--port", "0", "--config", config, timeout=30)
+    assert r.returncode == 1
+    assert r.stderr.startswith(b"pyspark-kafka broker: error: ") and message in r.stderr
+    assert b"Traceback" not in r.stderr
+
+
 def test_broker_command_serves_metadata_and_stops_on_sigterm(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "pyspark_kafka", "broker", "--data-dir", str(tmp_path / "data"), "--port", "0",

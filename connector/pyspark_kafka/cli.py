@@ -256,12 +256,15 @@ def cmd_broker(args) -> int:
     Its log goes to stderr; once listening it logs one line
     ``... pyspark-kafka broker listening on HOST:PORT (data dir DIR)``.
     """
+    from pyspark_kafka.broker.errors import ConfigError
     from pyspark_kafka.broker.server import run_broker
 
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         run_broker(args.data_dir, host=args.host, port=args.port, config=dict(args.config))
+    except ConfigError as e:  # listeners, TLS, SASL, authorizer configs checked when the broker is built
+        raise CliError(str(e)) from None
     except OSError as e:
         raise CliError(f"cannot listen on {args.host}:{args.port} with data dir {args.data_dir!r}: "
                        f"{e.strerror or e}; pick another --port (0 = any free port) or --data-dir") from None

@@ -24,7 +24,7 @@ from pyspark_kafka.broker.config import BROKER_DEFAULTS, TOPIC_CONFIG_TO_BROKER
 from pyspark_kafka.broker.handlers import load_handlers
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-BROKER_DOCS = ("broker.md", "broker-storage.md", "transactions.md", "consumer-groups-broker.md", "replication.md")
+BROKER_DOCS = ("broker.md", "broker-storage.md", "transactions.md", "consumer-groups-broker.md")
 API_ROW = re.compile(r"^\|\s*(\w+) \((\d+)\)\s*\|\s*(\d+)(?:\s*[–-]\s*(\d+))?\s*\|", re.M)
 TABLE_ROW = re.compile(r"^\|(.+)\|\s*$", re.M)
 CONFIG_NAME = re.compile(r"^`([a-z0-9.]+)`")

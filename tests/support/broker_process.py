@@ -12,10 +12,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 DEADLINE_S = 60.0
 LISTENING = re.compile(r"listening on (\S+):(\d+)")
+LISTENER = re.compile(r"listener (\w+) \(\w+\) on [\d.]+:(\d+)")
 
 
 class BrokerProcess:
@@ -63,3 +65,32 @@ class BrokerProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(DEADLINE_S)
+
+    def listener_ports(self, count: int, timeout_s: float = 30.0) -> dict[str, int]:
+        """``{listener name: bound port}`` of the first ``count`` listeners, from the log lines
+        (bounded wait); the lines read are kept in ``seen``."""
+        self.seen = getattr(self, "seen", [])
+        ports, deadline = {}, time.monotonic() + timeout_s
+        while len(ports) < count and time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            m = LISTENER.search(line)
+            if m:
+                ports[m.group(1)] = int(m.group(2))
+        assert len(ports) == count, self.seen
+        return ports
+
+    def output(self) -> str:
+        """Everything the process wrote (call after :meth:`kill`; waits at most 5 s for more lines)."""
+        self.seen = getattr(self, "seen", [])
+        while True:
+            try:
+                self.seen.append(self.lines.get(timeout=5))
+            except queue.Empty:
+                break
+            if self.seen[-1] == "":
+                break
+        return "".join(self.seen)

@@ -1,7 +1,7 @@
 """Capture the fuzzers' seed corpus: real request frames sent by real clients.
 
 Runs the conformance scenarios (produce with every codec, fetch, offsets by time, groups with
-rebalances, idempotent and transactional producers, read_committed) with confluent-kafka,
+rebalances, idempotent and transactional producers, read_committed, ACL administration) with confluent-kafka,
 kafka-python, aiokafka and kcat, plus admin calls (topics, partitions, configs, groups,
 offsets) and KIP-848 consumer groups (librdkafka ``group.protocol=consumer`` and raw heartbeats), all through a recording :class:`kafka_proxy.KafkaProxy` in front of an embedded
 broker, and keeps up to :data:`PER_API_VERSION` frames per (api key, version), the most
@@ -121,6 +121,52 @@ def _consumer_group_calls(bootstrap: str) -> None:
         regex.leave()
 
 
+def _acl_calls(bootstrap: str) -> None:
+    """CreateAcls, DescribeAcls and DeleteAcls from confluent-kafka and kafka-python (literal, prefixed,
+    deny, MATCH and ANY filters, an invalid CLUSTER name)."""
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             KafkaAdminClient, ResourcePattern, ResourcePatternFilter)
+    from kafka.admin import ResourceType as KpResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    bindings = [
+        AclBinding(ResourceType.TOPIC, "fuzz-acl", ResourcePatternType.LITERAL, "User:alice", "*",
+                   AclOperation.READ, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.GROUP, "fuzz-", ResourcePatternType.PREFIXED, "User:bob", "127.0.0.1",
+                   AclOperation.ALL, AclPermissionType.DENY),
+        AclBinding(ResourceType.TRANSACTIONAL_ID, "*", ResourcePatternType.LITERAL, "User:*", "*",
+                   AclOperation.WRITE, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.BROKER, "not-kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                   AclOperation.ALTER, AclPermissionType.ALLOW),
+    ]
+    for f in admin.create_acls(bindings).values():
+        try:
+            f.result(30)
+        except Exception:
+            pass  # the invalid CLUSTER name: INVALID_REQUEST, the request is what we want
+    for pattern, name in ((ResourcePatternType.ANY, None), (ResourcePatternType.MATCH, "fuzz-acl")):
+        admin.describe_acls(AclBindingFilter(ResourceType.ANY, name, pattern, None, None, AclOperation.ANY,
+                                             AclPermissionType.ANY)).result(30)
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fuzz-capture-acl")
+    try:
+        kp.create_acls([ACL("User:carol", "*", ACLOperation.DESCRIBE, ACLPermissionType.ALLOW,
+                            ResourcePattern(KpResourceType.TOPIC, "fuzz-", ACLResourcePatternType.PREFIXED))])
+        kp.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                   ResourcePatternFilter(KpResourceType.TOPIC, None, ACLResourcePatternType.ANY)))
+    finally:
+        kp.close()
+    for f in admin.delete_acls([AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                                 AclOperation.ANY, AclPermissionType.ANY)]).values():
+        f.result(30)
+
+
+#: The capture broker authorizes (so the ACL APIs answer) but lets PLAINTEXT clients do everything.
+CAPTURE_CONFIG = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                  "super.users": "User:ANONYMOUS"}
+
+
 def _select(frames: list[bytes]) -> list[bytes]:
     """Up to PER_API_VERSION frames per (api key, version): the smallest, the largest, and sizes between."""
     by_key: dict[tuple[int, int], dict[int, bytes]] = {}
@@ -144,12 +190,13 @@ def capture() -> list[bytes]:
     from pyspark_kafka.broker import EmbeddedBroker
 
     frames: list[bytes] = []
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(data_dir=tmp) as broker, \
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(data_dir=tmp, config=CAPTURE_CONFIG) as broker, \
             KafkaProxy(broker.bootstrap_servers, on_request=frames.append) as proxy:
         cluster = C.Cluster("embedded", proxy.bootstrap, C.api_versions(broker.bootstrap_servers), broker)
         run_matrix(cluster, log=lambda line: print(line, flush=True))
         _admin_calls(proxy.bootstrap)
         _consumer_group_calls(proxy.bootstrap)
+        _acl_calls(proxy.bootstrap)
     return _select(frames)
 
 

@@ -48,7 +48,10 @@ class _FailOnHandlerError(logging.Handler):
 
 
 _TMP = tempfile.TemporaryDirectory(prefix="fuzz-inprocess-")
-_BROKER = Broker(_TMP.name, {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"})
+_BROKER = Broker(_TMP.name, {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0",
+                             # ACL APIs and checks fuzzed too; the in-process requests are User:ANONYMOUS
+                             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                             "super.users": "User:ANONYMOUS"})
 _BROKER.replica_manager.logs.load()
 _SERVED = sorted((api.key, v) for api in load_handlers().values() for v in range(api.min_version, api.max_version + 1))
 _LOOP = asyncio.new_event_loop()

@@ -55,6 +55,10 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "sasl.jaas.config": None,
     "connections.max.reauth.ms": "0",
     "sasl.server.max.receive.size": "524288",
+    # authorization (Kafka's StandardAuthorizer: broker/security/authorizer.py)
+    "authorizer.class.name": "",
+    "super.users": None,
+    "allow.everyone.if.no.acl.found": "false",
     # topics
     "num.partitions": "1",
     "default.replication.factor": "1",
@@ -220,6 +224,7 @@ _TYPES: dict[str, tuple[str, int | float | None]] = {
     "num.partitions": (_INT, 1),
     "default.replication.factor": (_INT, 1),
     "auto.create.topics.enable": (_BOOL, None),
+    "allow.everyone.if.no.acl.found": (_BOOL, None),
     "delete.topic.enable": (_BOOL, None),
     "min.insync.replicas": (_INT, 1),
     "unclean.leader.election.enable": (_BOOL, None),

@@ -236,6 +236,13 @@ class FencedLeaderEpochError(KafkaError):
     error_code = ErrorCode.fenced_leader_epoch
 
 
+class NotControllerError(KafkaError):
+    """This node is not the active controller (the controller quorum's leader), or it lost the
+    leadership before a metadata record was committed (NOT_CONTROLLER, 41): retry on the current leader."""
+
+    error_code = ErrorCode.not_controller
+
+
 class UnknownLeaderEpochError(KafkaError):
     """A request's current leader epoch is newer than the leader's (UNKNOWN_LEADER_EPOCH)."""
 
@@ -253,13 +260,6 @@ class NotLeaderOrFollowerError(KafkaError):
     the client refreshes its metadata and retries on the leader."""
 
     error_code = ErrorCode.not_leader_or_follower
-
-
-class NotControllerError(KafkaError):
-    """A controller request sent to a node that is not the active controller, or a metadata append whose
-    leadership was lost before commit (NOT_CONTROLLER)."""
-
-    error_code = ErrorCode.not_controller
 
 
 class NotEnoughReplicasError(KafkaError):
@@ -293,6 +293,45 @@ class BrokerNotAvailableError(KafkaError):
     """No live broker can take the request (BROKER_NOT_AVAILABLE)."""
 
     error_code = ErrorCode.broker_not_available
+
+
+# -- authorization (Kafka's StandardAuthorizer; broker/security/authorizer.py) ---------------------
+
+
+class TopicAuthorizationError(KafkaError):
+    """The principal lacks the ACL the request needs on a topic (TOPIC_AUTHORIZATION_FAILED)."""
+
+    error_code = ErrorCode.topic_authorization_failed
+
+    def __init__(self, message: str = "Topic authorization failed.") -> None:
+        super().__init__(message)
+
+
+class GroupAuthorizationError(KafkaError):
+    """The principal lacks the ACL the request needs on a group (GROUP_AUTHORIZATION_FAILED)."""
+
+    error_code = ErrorCode.group_authorization_failed
+
+    def __init__(self, message: str = "Group authorization failed.") -> None:
+        super().__init__(message)
+
+
+class ClusterAuthorizationError(KafkaError):
+    """The principal lacks the ACL the request needs on the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
+
+    error_code = ErrorCode.cluster_authorization_failed
+
+    def __init__(self, message: str = "Cluster authorization failed.") -> None:
+        super().__init__(message)
+
+
+class TransactionalIdAuthorizationError(KafkaError):
+    """The principal lacks the ACL the request needs on a transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+
+    error_code = ErrorCode.transactional_id_authorization_failed
+
+    def __init__(self, message: str = "Transactional Id authorization failed.") -> None:
+        super().__init__(message)
 
 
 # -- mapping helpers ---------------------------------------------------------------------------

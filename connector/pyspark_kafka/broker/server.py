@@ -31,6 +31,7 @@ from pyspark_kafka.broker.handlers.api_versions import api_versions_body
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.replica_manager import ReplicaManager
 from pyspark_kafka.broker.security import session as sec
+from pyspark_kafka.broker.security.authorizer import authorizer_from_config
 from pyspark_kafka.broker.security.listeners import Listener
 from pyspark_kafka.broker.security.scram import SaslFailure
 from pyspark_kafka.broker.security.tls import certificate_principal
@@ -43,7 +44,9 @@ class Broker:
     ``Broker(data_dir, config: dict[str, str] | None, host)``; ``port`` and ``host`` are the
     first listener's advertised address, set once the sockets are bound; ``security``
     (:class:`~pyspark_kafka.broker.security.session.Security`) holds the listeners, their TLS
-    contexts, SASL mechanisms and the SCRAM credential store. ``replica_manager`` owns the logs (the
+    contexts, SASL mechanisms and the SCRAM credential store; ``authorizer`` the
+    :class:`~pyspark_kafka.broker.security.authorizer.StandardAuthorizer` (None when
+    ``authorizer.class.name`` is empty). ``replica_manager`` owns the logs (the
     handlers' only way to them); ``group_coordinator`` and ``txn_coordinator`` are created here
     and loaded by :func:`serve` (or on first use). Raises ConfigError for a bad config.
     """
@@ -56,6 +59,7 @@ class Broker:
         self.txn_coordinator = TransactionCoordinator(self.replica_manager, self.config, self.data_dir,
                                                       self.group_coordinator)
         self.security = sec.Security(self.config, self.data_dir)
+        self.authorizer = authorizer_from_config(self.config, self.data_dir)  # None: authorization off
         self.host = host
         self.port = 0
         self.node_id = self.config.get_int("node.id")

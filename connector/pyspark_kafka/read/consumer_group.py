@@ -413,6 +413,30 @@ def resolve_start(offsets: GroupOffsets, meta, tps: list, reset: str, report_dat
 
 # --------------------------------------------------------------------------- streaming
 
+CLOSE_DEADLINE_S = 30
+"""Bound of a stream reader's clean exit after SIGTERM (s): the consumer's commit and LeaveGroup
+(Kafka's ``KafkaConsumer.close()`` default timeout is 30 s too)."""
+
+
+def exit_once_on_sigterm(signum=signal.SIGTERM, frame=None) -> None:
+    """SIGTERM handler of Spark's stream-reader process: leave through SystemExit(143), once.
+
+    Spark signals that process twice when a query stops
+    (``PythonWorkerFactory.stopWorker`` destroys the worker, then ``stop()``
+    destroys every simple worker again). A second SystemExit raised while the
+    runner's ``finally: reader.stop()`` runs would cut the consumer's close
+    short: no commit of the revoked partitions, no LeaveGroup, and the other
+    members wait ``session.timeout.ms`` for the partitions. So the first
+    SIGTERM ignores further ones and arms ``SIGALRM`` (default action:
+    terminate) after :data:`CLOSE_DEADLINE_S`, which bounds the clean exit.
+
+    Raises SystemExit(143) (128 + SIGTERM, the status a shell reports).
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.alarm(CLOSE_DEADLINE_S)
+    raise SystemExit(143)
+
+
 
 class StreamGroup:
     """The consumer-group side of one streaming query (runs in Spark's stream-reader process).
@@ -561,9 +585,10 @@ class StreamGroup:
 
         Spark stops that process with SIGTERM when the query stops; without a
         handler it dies at once and the group only notices after
-        ``session.timeout.ms``. The handler raises SystemExit, so the runner's
-        ``finally: reader.stop()`` closes the consumer (revoke callback:
-        commit, then LeaveGroup). Nothing is installed in other processes.
+        ``session.timeout.ms``. The handler (:func:`exit_once_on_sigterm`)
+        raises SystemExit, so the runner's ``finally: reader.stop()`` closes
+        the consumer (revoke callback: commit, then LeaveGroup). Nothing is
+        installed in other processes.
         """
         main = sys.modules.get("__main__")
         if getattr(getattr(main, "__spec__", None), "name", None) != _RUNNER_MODULE:
@@ -573,10 +598,7 @@ class StreamGroup:
         if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
             return
 
-        def _exit(signum, frame):
-            raise SystemExit(143)
-
-        self._previous_sigterm = signal.signal(signal.SIGTERM, _exit)
+        self._previous_sigterm = signal.signal(signal.SIGTERM, exit_once_on_sigterm)
 
     def close(self) -> None:
         """Close the consumer: a member commits its processed offsets (revoke callback) and leaves the group."""

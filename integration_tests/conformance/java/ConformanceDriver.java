@@ -707,6 +707,51 @@ final class AdminOps {
                 get(admin.deleteTopics(List.of(topic)).all());
                 return "ok";
             }
+            case "create_acls": {  // "acls": [[resourceType, name, patternType, principal, host, operation, permission]]
+                List<org.apache.kafka.common.acl.AclBinding> bindings = new ArrayList<>();
+                for (JsonNode a : op.get("acls")) {
+                    bindings.add(new org.apache.kafka.common.acl.AclBinding(
+                        new org.apache.kafka.common.resource.ResourcePattern(
+                            org.apache.kafka.common.resource.ResourceType.fromString(a.get(0).asText()), a.get(1).asText(),
+                            org.apache.kafka.common.resource.PatternType.fromString(a.get(2).asText())),
+                        new org.apache.kafka.common.acl.AccessControlEntry(a.get(3).asText(), a.get(4).asText(),
+                            org.apache.kafka.common.acl.AclOperation.fromString(a.get(5).asText()),
+                            org.apache.kafka.common.acl.AclPermissionType.fromString(a.get(6).asText()))));
+                }
+                List<String> out = new ArrayList<>();
+                for (org.apache.kafka.common.KafkaFuture<Void> f : admin.createAcls(bindings).values().values()) {
+                    try {
+                        get(f);
+                        out.add("ok");
+                    } catch (java.util.concurrent.ExecutionException e) {
+                        out.add(org.apache.kafka.common.protocol.Errors.forException(e.getCause()).name());
+                    }
+                }
+                java.util.Collections.sort(out);
+                return out;
+            }
+            case "describe_acls":  // "filter": [resourceType, name|null, patternType, principal|null, host|null, operation, permission]
+            case "delete_acls": {
+                JsonNode f = op.get("filter");
+                org.apache.kafka.common.acl.AclBindingFilter filter = new org.apache.kafka.common.acl.AclBindingFilter(
+                    new org.apache.kafka.common.resource.ResourcePatternFilter(
+                        org.apache.kafka.common.resource.ResourceType.fromString(f.get(0).asText()),
+                        f.get(1).isNull() ? null : f.get(1).asText(),
+                        org.apache.kafka.common.resource.PatternType.fromString(f.get(2).asText())),
+                    new org.apache.kafka.common.acl.AccessControlEntryFilter(
+                        f.get(3).isNull() ? null : f.get(3).asText(), f.get(4).isNull() ? null : f.get(4).asText(),
+                        org.apache.kafka.common.acl.AclOperation.fromString(f.get(5).asText()),
+                        org.apache.kafka.common.acl.AclPermissionType.fromString(f.get(6).asText())));
+                java.util.Collection<org.apache.kafka.common.acl.AclBinding> found =
+                    op.get("op").asText().equals("describe_acls") ? get(admin.describeAcls(filter).values())
+                    : get(admin.deleteAcls(List.of(filter)).all());
+                List<String> out = new ArrayList<>();
+                for (org.apache.kafka.common.acl.AclBinding b : found) {
+                    out.add(b.toString());
+                }
+                java.util.Collections.sort(out);
+                return out;
+            }
             default:
                 throw new IllegalArgumentException("unknown admin op " + op.get("op"));
         }

@@ -21,6 +21,7 @@ from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechan
 
 from pyspark_kafka.broker import EmbeddedBroker
 from support.certs import STORE_PASSWORD, make_pki
+from support.log_capture import LogCapture
 
 DEADLINE_S = 30.0
 PLAIN_PW = "alice-pw-Zq81"
@@ -31,20 +32,11 @@ PLAIN_JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required 
 SCRAM_JAAS = f'org.apache.kafka.common.security.scram.ScramLoginModule required user_bob="{SCRAM_PW}";'
 
 
-class _Capture(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record):
-        self.lines.append(self.format(record) + (record.exc_text or ""))
-
-
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
     """``(EmbeddedBroker, {listener name: port}, Pki, captured log lines)``."""
     pki = make_pki(tmp_path_factory.mktemp("pki"))
-    capture = _Capture()
+    capture = LogCapture()
     # the broker's own loggers (clients' debug logs show SCRAM salts by design: not ours)
     loggers = [logging.getLogger(name) for name in ("pyspark_kafka", "asyncio")]
     old_levels = [lg.level for lg in loggers]
@@ -327,7 +319,7 @@ def test_describe_configs_hides_passwords_and_jaas(secured):
 def test_librdkafka_reauthenticates_before_the_session_expires(tmp_path):
     """KIP-368: with connections.max.reauth.ms the client re-authenticates on its open connections;
     no connection is closed for an expired session and every record is delivered."""
-    capture = _Capture()
+    capture = LogCapture()
     logger = logging.getLogger("pyspark_kafka")
     old = logger.level
     logger.addHandler(capture)

@@ -8,8 +8,6 @@ record reads back, and the broker's whole output holds no password.
 
 from __future__ import annotations
 
-import queue
-import re
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
@@ -21,23 +19,6 @@ DEADLINE_S = 30.0
 PASSWORD = "restart-pw-Vb62"
 CONFIG = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
           "sasl.enabled.mechanisms": "SCRAM-SHA-256"}
-LISTENER = re.compile(r"listener (\w+) \(\w+\) on [\d.]+:(\d+)")
-
-
-def listener_ports(proc: BrokerProcess) -> dict[str, int]:
-    """The bound port of each listener, from the broker's log lines (bounded wait)."""
-    ports, deadline = {}, time.monotonic() + DEADLINE_S
-    while len(ports) < 2 and time.monotonic() < deadline:
-        try:
-            line = proc.lines.get(timeout=1)
-        except queue.Empty:
-            continue
-        proc.seen.append(line)
-        m = LISTENER.search(line)
-        if m:
-            ports[m.group(1)] = int(m.group(2))
-    assert len(ports) == 2, proc.seen
-    return ports
 
 
 def scram(port: int, password: str) -> dict:
@@ -47,19 +28,7 @@ def scram(port: int, password: str) -> dict:
 
 def start(data_dir) -> tuple[BrokerProcess, dict[str, int]]:
     proc = BrokerProcess(data_dir, config=CONFIG)
-    proc.seen = []
-    return proc, listener_ports(proc)
-
-
-def drain(proc: BrokerProcess) -> str:
-    while True:
-        try:
-            proc.seen.append(proc.lines.get(timeout=5))
-        except queue.Empty:
-            break
-        if proc.seen[-1] == "":
-            break
-    return "".join(proc.seen)
+    return proc, proc.listener_ports(2)
 
 
 def test_credentials_and_records_survive_sigkill(tmp_path):
@@ -75,7 +44,7 @@ def test_credentials_and_records_survive_sigkill(tmp_path):
         assert producer.flush(DEADLINE_S) == 0
     finally:
         proc.kill()
-    first_log = drain(proc)
+    first_log = proc.output()
 
     proc, ports = start(tmp_path)
     try:
@@ -98,7 +67,7 @@ def test_credentials_and_records_survive_sigkill(tmp_path):
         assert errors and errors[0].code() == KafkaError._AUTHENTICATION
     finally:
         proc.kill()
-    log = first_log + drain(proc)
+    log = first_log + proc.output()
     assert "failed authentication" in log
     assert PASSWORD not in log
     assert PASSWORD not in (tmp_path / "scram-credentials.json").read_text()

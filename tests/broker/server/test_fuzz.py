@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from support.fuzz_capture import CAPTURE_CONFIG
 from support.fuzz_corpus import REGRESSIONS_DIR, read_frames, seeds
 from support.fuzz_network import BrokerProcess, answers_api_versions, fuzz
 from support.client_records import RECORDS, as_tuples, consume, expected, produce
@@ -38,7 +39,8 @@ FUZZ_NOFILE = 2048  # the fuzzed broker's open-file limit: it may hold (2048 - 5
 
 @pytest.fixture(scope="module")
 def broker_process(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("fuzzed") / "data", nofile=FUZZ_NOFILE) as b:
+    # the authorizer is on (ACL APIs and checks are fuzzed too); PLAINTEXT clients are super users
+    with BrokerProcess(tmp_path_factory.mktemp("fuzzed") / "data", config=CAPTURE_CONFIG, nofile=FUZZ_NOFILE) as b:
         yield b
 
 

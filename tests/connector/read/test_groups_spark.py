@@ -105,8 +105,12 @@ def test_two_streaming_queries_in_one_group_split_partitions_and_take_over(spark
                    "both queries to commit what they processed", DEADLINE_S, interval_s=0.2)
         query_a.stop()
         sent += [v for p in range(6) for v in produce(bootstrap, topic, 10, partition=p, prefix=f"r2p{p}")]
-        wait_until(lambda: group_offsets(bootstrap, group) == {p: 20 for p in range(6)},
-                   "query b to take over query a's partitions and commit", DEADLINE_S, interval_s=0.2)
+        try:
+            wait_until(lambda: group_offsets(bootstrap, group) == {p: 20 for p in range(6)},
+                       "query b to take over query a's partitions and commit", DEADLINE_S, interval_s=0.2)
+        except AssertionError as exc:  # say where it stuck: a still a member, or b not committing
+            raise AssertionError(f"{exc}; members {group_members(bootstrap, group)}, committed "
+                                 f"{group_offsets(bootstrap, group)}") from None
         assert group_members(bootstrap, group) == [[0, 1, 2, 3, 4, 5]]
         got = [r[2] for r in out_a.rows + out_b.rows]
         assert sorted(got) == sorted(sent)  # across both outputs: nothing lost, nothing processed twice

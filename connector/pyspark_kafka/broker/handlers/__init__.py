@@ -54,7 +54,8 @@ class RequestContext:
     ``client_host`` is the client's address as Kafka shows it (``/127.0.0.1``; empty when unknown).
     ``session`` is the connection's :class:`~pyspark_kafka.broker.security.session.Session`
     (listener, SASL state); :attr:`principal` is who the connection authenticated as
-    (``User:<name>``, ``User:ANONYMOUS``, ``User:CN=...``): the seam for authorization (ACLs).
+    (``User:<name>``, ``User:ANONYMOUS``, ``User:CN=...``); :meth:`authorized` asks the broker's
+    authorizer (:mod:`pyspark_kafka.broker.security.authorizer`) whether it may act on a resource.
     """
 
     broker: "Broker"
@@ -69,6 +70,36 @@ class RequestContext:
     def principal(self) -> str:
         """The authenticated principal (``User:ANONYMOUS`` when the connection has no session)."""
         return self.session.principal if self.session is not None else "User:ANONYMOUS"
+
+    @property
+    def host(self) -> str:
+        """The client's IP address as ACLs name it (``127.0.0.1``; empty when unknown)."""
+        return self.client_host[1:] if self.client_host.startswith("/") else self.client_host
+
+    def authorized(self, operation, resource_type, name: str) -> bool:
+        """True when the principal may do ``operation`` (an ``AclOperation``) on the resource
+        (``ResourceType``, name): always without an authorizer (``authorizer.class.name`` empty),
+        else :meth:`StandardAuthorizer.authorize <pyspark_kafka.broker.security.authorizer.StandardAuthorizer.authorize>`.
+        Every handler's check goes through here or :meth:`authorized_by_type`."""
+        authorizer = getattr(self.broker, "authorizer", None)
+        return authorizer is None or authorizer.authorize(self.principal, self.host, operation, resource_type, name)
+
+    def authorized_by_type(self, operation, resource_type) -> bool:
+        """True when the principal may do ``operation`` on some resource of ``resource_type``
+        (Kafka's ``authorizeByResourceType``, KIP-679); always without an authorizer."""
+        authorizer = getattr(self.broker, "authorizer", None)
+        return authorizer is None or authorizer.authorize_by_resource_type(self.principal, self.host, operation,
+                                                                           resource_type)
+
+    def authorized_operations(self, resource_type, name: str) -> int:
+        """The bitfield of operations the principal may do on the resource (Metadata's and
+        DescribeCluster's ``*_authorized_operations`` when asked for); every supported operation
+        without an authorizer, as Kafka answers."""
+        from pyspark_kafka.broker.security.authorizer import all_operations
+        authorizer = getattr(self.broker, "authorizer", None)
+        if authorizer is None:
+            return all_operations(resource_type)
+        return authorizer.authorized_operations(self.principal, self.host, resource_type, name)
 
     @property
     def listener(self) -> str | None:

@@ -23,6 +23,13 @@ persist the overrides in ``__topics.json`` and apply them to the open partition 
 Errors per resource, as Kafka: INVALID_REQUEST for a null value (other than DELETE), a config
 named twice, a resource named twice, a broker resource (broker configs are read-only here: set at
 start) or another resource type; UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEPTION.
+
+Authorization (with an authorizer, as Kafka's ``ControllerApis`` / ``ConfigAdminManager``): CreateTopics
+needs CREATE, DeleteTopics DELETE, CreatePartitions ALTER, each on the cluster or on the topic, else
+TOPIC_AUTHORIZATION_FAILED "Authorization failed." for that topic (a created topic's configs are
+left out unless the principal may DESCRIBE_CONFIGS it); DescribeConfigs needs DESCRIBE_CONFIGS and
+AlterConfigs / IncrementalAlterConfigs ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or,
+for a broker resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -33,19 +40,39 @@ import uuid
 from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
+    ClusterAuthorizationError,
     ErrorCode,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     KafkaError,
     PolicyViolationError,
+    TopicAuthorizationError,
 )
+from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
 from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST, OP_DELETE, OP_SET
 
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+_DENIED = "Authorization failed."  # Kafka's ControllerApis message for a topic it may not create/delete/alter
+
+
+def _topic_check(ctx: RequestContext, operation: AclOperation):
+    """``allowed(topic) -> bool``: ``operation`` on the cluster (asked once) or on the topic
+    (Kafka's ``ControllerApis``: CREATE for CreateTopics, DELETE for DeleteTopics, ALTER for CreatePartitions)."""
+    if ctx.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        return lambda name: True
+    return lambda name: ctx.authorized(operation, ResourceType.TOPIC, name)
+
+
+def _config_check(ctx: RequestContext, operation: AclOperation, resource_type: int, name: str) -> None:
+    """Raise the authorization error for ``operation`` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on a topic or broker resource."""
+    if resource_type == TOPIC_RESOURCE and not ctx.authorized(operation, ResourceType.TOPIC, name):
+        raise TopicAuthorizationError()
+    if resource_type == BROKER_RESOURCE and not ctx.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        raise ClusterAuthorizationError()
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
@@ -76,16 +103,20 @@ _NOT_IN_CLUSTER = ("{} is not supported by the replicated embedded cluster yet (
                    "forward it; docs/replication.md): create a new topic instead, or use the single-node broker")
 
 
-async def _forward_create_topics(broker, request, validate_only: bool) -> dict:
+async def _forward_create_topics(broker, request, validate_only: bool, may_create) -> dict:
     """CreateTopics in a replicated cluster: forwarded to the controller (replica assignment there); answered
-    once this broker's metadata image has the new topics (at most 5 s), like Kafka's forwarding."""
+    once this broker's metadata image has the new topics (at most 5 s), like Kafka's forwarding. Topics the
+    principal may not create (``may_create(name)`` False) are answered TOPIC_AUTHORIZATION_FAILED, not forwarded."""
+    denied = {t.name: {"error_code": int(ErrorCode.topic_authorization_failed), "error_message": _DENIED}
+              for t in request.topics if not may_create(t.name)}
     asked = [{"name": t.name, "partitions": t.num_partitions, "replication_factor": t.replication_factor,
-              "configs": {c.name: c.value for c in t.configs}} for t in request.topics]
+              "configs": {c.name: c.value for c in t.configs}} for t in request.topics if t.name not in denied]
     try:
         answer = await broker.lifecycle.call({"op": "create_topics", "topics": asked, "validate_only": validate_only})
-        by_name = {r["name"]: r for r in answer["topics"]}
+        by_name = {**{r["name"]: r for r in answer["topics"]}, **denied}
     except ConnectionError as exc:
-        by_name = {t["name"]: {"error_code": int(ErrorCode.not_controller), "error_message": str(exc)} for t in asked}
+        by_name = {**{t["name"]: {"error_code": int(ErrorCode.not_controller), "error_message": str(exc)}
+                      for t in asked}, **denied}
     image = broker.lifecycle.image
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 5
@@ -109,11 +140,12 @@ async def create_topics(ctx: RequestContext, request) -> dict:
     """Create each topic (or only validate it), reporting per-topic errors."""
     broker = ctx.broker
     validate_only = getattr(request, "validate_only", False)
-    if broker.lifecycle is not None:  # a replicated cluster: the controller creates topics (Kafka forwards)
-        return await _forward_create_topics(broker, request, validate_only)
     names = [t.name for t in request.topics]
     asked = sum(max(t.num_partitions, len(t.assignments or ())) for t in request.topics)
     too_many = asked > MAX_PARTITIONS_PER_REQUEST  # Kafka's controller refuses the whole request
+    may_create = _topic_check(ctx, AclOperation.CREATE)
+    if broker.lifecycle is not None:  # a replicated cluster: the controller creates topics (Kafka forwards)
+        return await _forward_create_topics(broker, request, validate_only, may_create)
     results = []
     for topic in request.topics:
         result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
@@ -121,6 +153,8 @@ async def create_topics(ctx: RequestContext, request) -> dict:
         try:
             if names.count(topic.name) > 1:
                 raise InvalidRequestError(f"topic {topic.name!r} appears more than once in the request")
+            if not may_create(topic.name):
+                raise TopicAuthorizationError(_DENIED)
             validate_topic_name(topic.name)
             if too_many:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
@@ -136,6 +170,9 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                 replication_factor=1,
                 configs=[] if validate_only else topic_configs(broker, topic.name, include_synonyms=False),
             )
+            if not ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name):
+                # Kafka: created, but its configs are not shown to a principal that may not describe them
+                result.update(configs=[], topic_config_error_code=ErrorCode.topic_authorization_failed)
         results.append(result)
     return {"throttle_time": 0, "topics": results}
 
@@ -148,6 +185,7 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
+    may_delete = _topic_check(ctx, AclOperation.DELETE)
     responses = []
     for name, topic_id in wanted:
         error_code, message = ErrorCode.none, None
@@ -155,6 +193,10 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
             name = broker.replica_manager.topic_name(topic_id)
             if name is None:
                 error_code, message = ErrorCode.unknown_topic_id, f"no topic has id {topic_id}"
+            elif not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                name, error_code, message = None, ErrorCode.topic_authorization_failed, _DENIED
+        if error_code == ErrorCode.none and not may_delete(name):
+            error_code, message = ErrorCode.topic_authorization_failed, _DENIED
         if error_code == ErrorCode.none and name in INTERNAL_TOPICS:
             # Deliberate difference: Apache Kafka 4.3 deletes them (and loses every group's offsets or
             # every transaction's state); the coordinators here keep their state only in these topics.
@@ -179,10 +221,13 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
     logs = broker.replica_manager.logs
     added = sum(max(0, t.count - (logs.topic(t.name).num_partitions if logs.topic(t.name) else 0))
                 for t in request.topics)
+    may_alter = _topic_check(ctx, AclOperation.ALTER)
     results = []
     for topic in request.topics:
         error_code, message = ErrorCode.none, None
         try:
+            if not may_alter(topic.name):
+                raise TopicAuthorizationError(_DENIED)
             if broker.lifecycle is not None:
                 raise InvalidRequestError(_NOT_IN_CLUSTER.format("CreatePartitions"))
             if added > MAX_PARTITIONS_PER_REQUEST:
@@ -249,6 +294,7 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
     for res in request.resources:
         error_code, message, configs = ErrorCode.none, None, []
         try:
+            _config_check(ctx, AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
             if res.resource_type == TOPIC_RESOURCE:
                 validate_topic_name(res.resource_name)
                 configs = topic_configs(broker, res.resource_name, synonyms)
@@ -287,6 +333,12 @@ def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
             duplicates = sorted({n for n in names if names.count(n) > 1})
             if duplicates:
                 raise InvalidRequestError(f"Error due to duplicate config keys : {', '.join(duplicates)}")
+            node = str(ctx.broker.node_id)
+            if res.resource_type == BROKER_RESOURCE and res.resource_name not in ("", node):
+                # Kafka's ConfigAdminManager.preprocess: checked before the authorization
+                raise InvalidRequestError(f"Unexpected broker id, expected {node} or empty string, but received "
+                                          f"{res.resource_name}")
+            _config_check(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
             if res.resource_type == BROKER_RESOURCE:
                 raise InvalidRequestError(
                     f"Cannot update these configs dynamically: {', '.join(names) or '(none)'}: this broker's configs "

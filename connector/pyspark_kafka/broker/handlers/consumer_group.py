@@ -4,15 +4,20 @@ This module maps the versions' fields (topic ids on the wire, names inside) to
 :class:`~pyspark_kafka.broker.coordinator.consumer_group.ConsumerGroupCoordinator`; the rules and
 their error codes live there. v1 of ConsumerGroupHeartbeat requires a client-generated member id
 and adds ``SubscribedTopicRegex``; v1 of ConsumerGroupDescribe adds ``MemberType`` (1: consumer).
+
+Authorization (with an authorizer, as Kafka's ``KafkaApis``): ConsumerGroupHeartbeat needs READ on
+the group (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic name
+(TOPIC_AUTHORIZATION_FAILED); ConsumerGroupDescribe DESCRIBE on each group.
 """
 
 from __future__ import annotations
 
 from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.handlers.group import _coordinator
+from pyspark_kafka.broker.handlers.group import _coordinator, _with_operations, group_denied
 from pyspark_kafka.broker.handlers.metadata import NO_AUTHORIZED_OPERATIONS
 from pyspark_kafka.broker.protocol import ms
+from pyspark_kafka.broker.security.acls import AclOperation, ResourceType
 
 CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType: 0 classic, 1 consumer
 
@@ -33,6 +38,16 @@ def _by_topic_id(cgc, partitions) -> list[dict]:
 @register(api_key=68, min_version=0, max_version=1)
 async def consumer_group_heartbeat(ctx: RequestContext, request) -> dict:
     """ConsumerGroupHeartbeat: join, heartbeat, leave; the member's epoch and (when changed) its assignment."""
+    denied = None
+    if group_denied(ctx, AclOperation.READ, request.group_id):
+        denied = ErrorCode.group_authorization_failed, "Group authorization failed."
+    elif any(not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, t)
+             for t in request.subscribed_topic_names or ()):
+        # Kafka: a member may not subscribe to topics it cannot DESCRIBE (their names are not disclosed)
+        denied = ErrorCode.topic_authorization_failed, "Topic authorization failed."
+    if denied is not None:
+        return {"throttle_time": 0, "error_code": denied[0], "error_message": denied[1], "member_id": None,
+                "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available,
@@ -93,4 +108,10 @@ async def consumer_group_describe(ctx: RequestContext, request) -> dict:
     """ConsumerGroupDescribe: epochs, assignor, members with current and target assignments; unknown or
     classic groups get GROUP_ID_NOT_FOUND."""
     coordinator = _coordinator(ctx)
-    return {"throttle_time": 0, "groups": [_describe(coordinator, g) for g in request.group_ids]}
+    return {"throttle_time": 0, "groups": [
+        _with_operations(ctx, request, _describe(coordinator, g)) if not group_denied(ctx, AclOperation.DESCRIBE, g)
+        else
+        {"error_code": ErrorCode.group_authorization_failed, "error_message": "Group authorization failed.",
+         "group_id": g, "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+         "members": [], "authorized_operations": NO_AUTHORIZED_OPERATIONS}
+        for g in request.group_ids]}

@@ -28,6 +28,10 @@ first offset of its oldest open transaction, else the high watermark). With
 overlapping the returned range, so the client drops those records (Kafka's
 ``collectAbortedTransactions``). Control batches (markers) are returned like data batches;
 clients skip them, so offsets keep their gaps.
+
+Authorization (with an authorizer): READ on each topic, else its partitions answer
+TOPIC_AUTHORIZATION_FAILED (29) with offsets -1 and no records; a follower's fetch needs
+CLUSTER_ACTION on the cluster.
 """
 
 from __future__ import annotations
@@ -38,8 +42,25 @@ from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.protocol import ms
 from pyspark_kafka.broker.replica_manager import LogReadResult, ReplicaManager
+from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 READ_COMMITTED = 1
+_DENIED = LogReadResult(ErrorCode.topic_authorization_failed, -1, -1, -1)
+
+
+def _denied_topics(ctx: RequestContext, request) -> frozenset[str]:
+    """The requested topics this fetch may not read (Kafka's ``handleFetchRequest``): a follower's fetch
+    (replica id >= 0) needs CLUSTER_ACTION on the cluster, else every topic is denied; a consumer's
+    needs READ on each topic."""
+    if getattr(ctx.broker, "authorizer", None) is None:
+        return frozenset()
+    state = getattr(request, "replica_state", None)
+    replica_id = state.replica_id if state is not None else getattr(request, "replica_id", -1)
+    names = {_resolve(ctx.broker.replica_manager, t) for t in request.topics} - {None}
+    if replica_id >= 0:
+        return frozenset() if ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME) \
+            else frozenset(names)
+    return frozenset(n for n in names if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, n))
 
 
 def _partition_data(index: int, result: LogReadResult, read_committed: bool) -> dict:
@@ -62,8 +83,9 @@ def _resolve(replica_manager: ReplicaManager, topic) -> str | None:
     return replica_manager.topic_name(topic.topic_id) if name is None else name
 
 
-def collect(replica_manager: ReplicaManager, request) -> tuple[list[dict], int, bool]:
-    """Read every requested partition once: (topic responses, total bytes, any error)."""
+def collect(replica_manager: ReplicaManager, request, denied: frozenset[str] = frozenset()) -> tuple[list[dict], int, bool]:
+    """Read every requested partition once: (topic responses, total bytes, any error). Partitions of
+    the topics in ``denied`` answer TOPIC_AUTHORIZATION_FAILED and are not read."""
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     replica_state = getattr(request, "replica_state", None)  # v15+ (KIP-903); before: replica_id
     replica_id = replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1)
@@ -75,6 +97,10 @@ def collect(replica_manager: ReplicaManager, request) -> tuple[list[dict], int, 
         name = _resolve(replica_manager, topic)
         partitions = []
         for p in topic.partitions:
+            if name in denied:
+                has_error = True
+                partitions.append(_partition_data(p.partition, _DENIED, False))
+                continue
             result = replica_manager.read_records(
                 name, p.partition, p.fetch_offset, max(0, min(p.partition_max_bytes, remaining)),
                 read_committed=read_committed, min_one_message=total == 0, replica_id=replica_id,
@@ -106,8 +132,9 @@ async def fetch(ctx: RequestContext, request) -> dict:
     replica_manager = ctx.broker.replica_manager
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, ms(request.max_wait)) / 1000
+    denied = _denied_topics(ctx, request)
     while True:
-        responses, total, has_error = collect(replica_manager, request)
+        responses, total, has_error = collect(replica_manager, request, denied)
         left = deadline - loop.time()
         if total >= request.min_bytes or has_error or left <= 0 or not request.topics:
             break

@@ -6,7 +6,15 @@ OffsetDelete (47). This handler module only maps the versions' request and respo
 the rules (and their Kafka error codes) are in the coordinator.
 
 FindCoordinator answers this broker for groups (key type 0) and transactional ids (key type 1):
-a single broker coordinates everything. Versions: OffsetCommit v2-v9 and OffsetFetch v1-v9
+a single broker coordinates everything.
+
+Authorization (with an authorizer, as Kafka's ``KafkaApis``): FindCoordinator DESCRIBE on the group
+(GROUP_AUTHORIZATION_FAILED) or transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup READ on the group; OffsetCommit READ on the group and on each topic
+(TOPIC_AUTHORIZATION_FAILED); OffsetFetch DESCRIBE on the group and on each topic (topics it may not
+describe are left out of an all-partitions answer); OffsetDelete DELETE on the group, READ on each
+topic; DescribeGroups DESCRIBE, DeleteGroups DELETE on each group; ListGroups lists every group with
+DESCRIBE on the cluster, else only the groups the principal may DESCRIBE. Versions: OffsetCommit v2-v9 and OffsetFetch v1-v9
 (v10 of both name topics by id, KIP-848, and are not served).
 """
 
@@ -18,9 +26,19 @@ from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
 from pyspark_kafka.broker.handlers.metadata import NO_AUTHORIZED_OPERATIONS
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ms
+from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 GROUP_KEY = 0
 TXN_KEY = 1
+
+
+def group_denied(ctx: RequestContext, operation: AclOperation, group_id: str) -> bool:
+    """True when the principal may not do ``operation`` on ``group_id`` (GROUP_AUTHORIZATION_FAILED)."""
+    return not ctx.authorized(operation, ResourceType.GROUP, group_id)
+
+
+def _topic_denied(ctx: RequestContext, operation: AclOperation, topic: str) -> bool:
+    return not ctx.authorized(operation, ResourceType.TOPIC, topic)
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator | None:
@@ -39,6 +57,13 @@ def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
     if key_type not in (GROUP_KEY, TXN_KEY):
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.invalid_request,
                 "error_message": f"key type {key_type} is not 0 (group) or 1 (transaction)"}
+    if key_type == GROUP_KEY and group_denied(ctx, AclOperation.DESCRIBE, key):
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.group_authorization_failed,
+                "error_message": "Group authorization failed."}
+    if key_type == TXN_KEY and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return {"key": key, "node_id": -1, "host": "", "port": -1,
+                "error_code": ErrorCode.transactional_id_authorization_failed,
+                "error_message": "Transactional Id authorization failed."}
     if key_type == GROUP_KEY and _coordinator(ctx) is None:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": "__consumer_offsets cannot be loaded"}
@@ -75,8 +100,10 @@ async def find_coordinator(ctx: RequestContext, request) -> dict:
 async def join_group(ctx: RequestContext, request) -> dict:
     """JoinGroup: answered when the join phase completes (up to the rebalance timeout)."""
     coordinator = _coordinator(ctx)
-    if coordinator is None:
-        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available, "generation_id": -1,
+    if coordinator is None or group_denied(ctx, AclOperation.READ, request.group_id):
+        code = ErrorCode.group_authorization_failed if group_denied(ctx, AclOperation.READ, request.group_id) \
+            else ErrorCode.coordinator_not_available
+        return {"throttle_time": 0, "error_code": code, "generation_id": -1,
                 "protocol_name": None, "leader": "", "member_id": request.member_id, "members": []}
     session_ms = ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
@@ -101,6 +128,8 @@ async def join_group(ctx: RequestContext, request) -> dict:
 @register(api_key=14, min_version=0, max_version=5)
 async def sync_group(ctx: RequestContext, request) -> dict:
     """SyncGroup: the leader's assignments in, each member's assignment out."""
+    if group_denied(ctx, AclOperation.READ, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "assignment": b""}
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available, "assignment": b""}
@@ -116,6 +145,8 @@ async def sync_group(ctx: RequestContext, request) -> dict:
 @register(api_key=12, min_version=0, max_version=4)
 async def heartbeat(ctx: RequestContext, request) -> dict:
     """Heartbeat: keeps the member's session; REBALANCE_IN_PROGRESS asks it to rejoin."""
+    if group_denied(ctx, AclOperation.READ, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
@@ -127,6 +158,8 @@ async def heartbeat(ctx: RequestContext, request) -> dict:
 @register(api_key=13, min_version=0, max_version=5)
 async def leave_group(ctx: RequestContext, request) -> dict:
     """LeaveGroup: one member (v0-2) or a batch of members by id or instance id (v3+, KIP-345)."""
+    if group_denied(ctx, AclOperation.READ, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "members": []}
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available, "members": []}
@@ -158,12 +191,17 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
                 now + retention_ms if retention_ms >= 0 else -1,
             )
     coordinator = _coordinator(ctx)
-    if coordinator is None:
+    if group_denied(ctx, AclOperation.READ, request.group_id):
+        errors = {tp: ErrorCode.group_authorization_failed for tp in offsets}
+    elif coordinator is None:
         errors = {tp: ErrorCode.coordinator_not_available for tp in offsets}
     else:
+        denied = {t.name for t in request.topics if _topic_denied(ctx, AclOperation.READ, t.name)}
+        allowed = {tp: v for tp, v in offsets.items() if tp[0] not in denied}
         errors = coordinator.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
-                                            request.member_id, getattr(request, "group_instance_id", None), offsets,
-                                            ctx.api_version)
+                                            request.member_id, getattr(request, "group_instance_id", None), allowed,
+                                            ctx.api_version) if allowed else {}
+        errors.update({tp: ErrorCode.topic_authorization_failed for tp in offsets if tp[0] in denied})
     return {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
@@ -171,10 +209,14 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
         for t in request.topics]}
 
 
-def _fetch_group(coordinator, group_id: str, topics, require_stable: bool, member_id: str | None = None,
-                 member_epoch: int = -1) -> tuple[int, list[dict]]:
+def _fetch_group(ctx: RequestContext, coordinator, group_id: str, topics, require_stable: bool,
+                 member_id: str | None = None, member_epoch: int = -1) -> tuple[int, list[dict]]:
     """``(group error, topics)`` of one OffsetFetch group; ``topics`` None means all committed partitions.
-    ``member_id``/``member_epoch`` (v9+) are checked against a KIP-848 group's members."""
+    ``member_id``/``member_epoch`` (v9+) are checked against a KIP-848 group's members. Needs DESCRIBE
+    on the group (GROUP_AUTHORIZATION_FAILED); partitions of topics the principal may not DESCRIBE
+    answer TOPIC_AUTHORIZATION_FAILED when named and are left out of an all-partitions answer."""
+    if group_denied(ctx, AclOperation.DESCRIBE, group_id):
+        return ErrorCode.group_authorization_failed, []
     if coordinator is None:
         return ErrorCode.coordinator_not_available, []
     if not group_id:
@@ -186,7 +228,16 @@ def _fetch_group(coordinator, group_id: str, topics, require_stable: bool, membe
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in (getattr(t, "partition_indexes", None) or ())]
     by_topic: dict[str, list[dict]] = {}
+    denied: dict[str, bool] = {}
     for (topic, partition), value, error in coordinator.fetch_offsets(group_id, wanted, require_stable):
+        if topic not in denied:
+            denied[topic] = _topic_denied(ctx, AclOperation.DESCRIBE, topic)
+        if denied[topic]:
+            if wanted is not None:
+                by_topic.setdefault(topic, []).append({
+                    "partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1,
+                    "metadata": "", "error_code": ErrorCode.topic_authorization_failed})
+            continue
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": value.offset if value else -1,
@@ -205,11 +256,11 @@ async def offset_fetch(ctx: RequestContext, request) -> dict:
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
-            error, topics = _fetch_group(coordinator, g.group_id, g.topics, require_stable,
+            error, topics = _fetch_group(ctx, coordinator, g.group_id, g.topics, require_stable,
                                          getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time": 0, "groups": groups}
-    error, topics = _fetch_group(coordinator, request.group_id, request.topics, require_stable)
+    error, topics = _fetch_group(ctx, coordinator, request.group_id, request.topics, require_stable)
     if ctx.api_version < 2 and error:  # v1 has only per-partition errors
         topics = [{"name": t.name, "partitions": [
             {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": error}
@@ -222,10 +273,14 @@ async def offset_delete(ctx: RequestContext, request) -> dict:
     """OffsetDelete (KIP-496): remove committed offsets of partitions the group no longer consumes."""
     coordinator = _coordinator(ctx)
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    if coordinator is None:
+    denied = {t.name for t in request.topics if _topic_denied(ctx, AclOperation.READ, t.name)}
+    if group_denied(ctx, AclOperation.DELETE, request.group_id):
+        error, errors = ErrorCode.group_authorization_failed, {}
+    elif coordinator is None:
         error, errors = ErrorCode.coordinator_not_available, {}
     else:
-        error, errors = coordinator.delete_offsets(request.group_id, wanted)
+        error, errors = coordinator.delete_offsets(request.group_id, [tp for tp in wanted if tp[0] not in denied])
+        errors = {**errors, **{tp: ErrorCode.topic_authorization_failed for tp in wanted if tp[0] in denied}}
     return {"error_code": error, "throttle_time": 0, "topics": [] if error else [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
@@ -244,9 +299,19 @@ async def list_groups(ctx: RequestContext, request) -> dict:
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available, "groups": []}
     groups = coordinator.list_groups(getattr(request, "states_filter", ()) or (),
                                      getattr(request, "types_filter", ()) or ())
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # Kafka: DESCRIBE on the cluster lists every group, else the groups the principal may DESCRIBE
+        groups = [g for g in groups if not group_denied(ctx, AclOperation.DESCRIBE, g[0])]
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": [
         {"group_id": group_id, "protocol_type": protocol_type, "group_state": state, "group_type": group_type}
         for group_id, protocol_type, state, group_type in groups]}
+
+
+def _with_operations(ctx: RequestContext, request, entry: dict) -> dict:
+    """``entry`` with ``authorized_operations`` (the group's ACL operations bitfield) when the request asks."""
+    if getattr(request, "include_authorized_operations", False) and entry["error_code"] == ErrorCode.none:
+        entry["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, entry["group_id"])
+    return entry
 
 
 def _describe(coordinator, group_id: str, version: int) -> dict:
@@ -280,7 +345,13 @@ def _describe(coordinator, group_id: str, version: int) -> dict:
 async def describe_groups(ctx: RequestContext, request) -> dict:
     """DescribeGroups: state, protocol, and members with metadata and assignment (when Stable)."""
     coordinator = _coordinator(ctx)
-    return {"throttle_time": 0, "groups": [_describe(coordinator, g, ctx.api_version) for g in request.groups]}
+    return {"throttle_time": 0, "groups": [
+        _with_operations(ctx, request, _describe(coordinator, g, ctx.api_version))
+        if not group_denied(ctx, AclOperation.DESCRIBE, g) else
+        {"error_code": ErrorCode.group_authorization_failed, "error_message": "Group authorization failed.",
+         "group_id": g, "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+         "authorized_operations": NO_AUTHORIZED_OPERATIONS}
+        for g in request.groups]}
 
 
 @register(api_key=42, min_version=0, max_version=2)
@@ -288,6 +359,9 @@ async def delete_groups(ctx: RequestContext, request) -> dict:
     """DeleteGroups: only Empty groups (NON_EMPTY_GROUP otherwise); offsets and metadata are tombstoned."""
     coordinator = _coordinator(ctx)
     names = list(request.groups_names)
-    results = {g: ErrorCode.coordinator_not_available for g in names} if coordinator is None else \
-        coordinator.delete_groups(names)
+    denied = {g for g in names if group_denied(ctx, AclOperation.DELETE, g)}
+    allowed = [g for g in names if g not in denied]
+    results = {g: ErrorCode.coordinator_not_available for g in allowed} if coordinator is None else \
+        coordinator.delete_groups(allowed) if allowed else {}
+    results.update({g: ErrorCode.group_authorization_failed for g in denied})
     return {"throttle_time": 0, "results": [{"group_id": g, "error_code": results[g]} for g in names]}

@@ -9,12 +9,15 @@ Special timestamps (Kafka's ``ListOffsetsRequest``): -2 EARLIEST → log start o
 record with the largest timestamp; -4 EARLIEST_LOCAL (KIP-405) → log start offset (all data is
 local). A timestamp >= 0 → the first offset whose timestamp is >= it, or offset -1 and
 timestamp -1 when there is none.
+
+Authorization (with an authorizer): DESCRIBE on the topic, else TOPIC_AUTHORIZATION_FAILED (29) per partition.
 """
 
 from __future__ import annotations
 
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.handlers import RequestContext, register
+from pyspark_kafka.broker.security.acls import AclOperation, ResourceType
 
 
 def _partition(index: int, error_code: int, offset: int = -1, timestamp: int = -1, leader_epoch: int = 0) -> dict:
@@ -35,7 +38,11 @@ async def list_offsets(ctx: RequestContext, request) -> dict:
     topics = []
     for t in request.topics:
         partitions = []
+        allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
+            if not allowed:
+                partitions.append(_partition(p.partition_index, ErrorCode.topic_authorization_failed))
+                continue
             try:
                 offset, ts = replica_manager.offset_for_timestamp(t.name, p.partition_index, p.timestamp,
                                                                   read_committed,

@@ -22,6 +22,11 @@ transactional): id, epoch, last sequence, last timestamp, the first offset of th
 transaction (-1: none), and ``coordinator_epoch``: the epoch carried by the last transaction
 marker written for the producer (-1 before any, e.g. an idempotent producer), as Kafka's
 ``ProducerStateEntry``. UNKNOWN_TOPIC_OR_PARTITION for a partition this broker lacks.
+
+Authorization (with an authorizer, as Kafka's ``KafkaApis``): DeleteRecords DELETE on the topic,
+OffsetForLeaderEpoch CLUSTER_ACTION on the cluster or DESCRIBE on the topic, DescribeProducers READ
+on the topic (else TOPIC_AUTHORIZATION_FAILED per partition); DescribeLogDirs DESCRIBE on the cluster
+(else CLUSTER_AUTHORIZATION_FAILED and no log dirs).
 """
 
 from __future__ import annotations
@@ -29,21 +34,32 @@ from __future__ import annotations
 import shutil
 from typing import Any, Callable
 
-from pyspark_kafka.broker.errors import ErrorCode, KafkaError
+from pyspark_kafka.broker.errors import ErrorCode, KafkaError, TopicAuthorizationError
 from pyspark_kafka.broker.handlers import RequestContext, register
+from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+
+
+def _may(ctx: RequestContext, operation: AclOperation) -> Callable[[str], bool]:
+    """``allowed(topic)`` for :func:`_each_partition`: ``operation`` on the topic is authorized."""
+    return lambda name: ctx.authorized(operation, ResourceType.TOPIC, name)
 
 
 def _each_partition(topics, name_key: str, partitions_key: str, answer: Callable[[str, Any], dict],
-                    failed: Callable[[Any, KafkaError], dict]) -> list[dict]:
+                    failed: Callable[[Any, KafkaError], dict], allowed: Callable[[str], bool] = lambda name: True,
+                    ) -> list[dict]:
     """The per-topic, per-partition response list: ``answer(topic, partition)`` for each requested
-    partition, or ``failed(partition, exc)`` when it raises a KafkaError. A response topic is keyed
-    by ``name_key``, the request's own name field."""
+    partition, or ``failed(partition, exc)`` when it raises a KafkaError or ``allowed(topic)`` is
+    false (TOPIC_AUTHORIZATION_FAILED). A response topic is keyed by ``name_key``, the request's
+    own name field."""
     out = []
     for t in topics:
         name = getattr(t, name_key)
+        permitted = allowed(name)
         partitions = []
         for p in getattr(t, partitions_key):
             try:
+                if not permitted:
+                    raise TopicAuthorizationError()
                 partitions.append(answer(name, p))
             except KafkaError as exc:
                 partitions.append(failed(p, exc))
@@ -63,7 +79,8 @@ async def delete_records(ctx: RequestContext, request) -> dict:
     def failed(p, exc: KafkaError) -> dict:
         return {"partition_index": p.partition_index, "low_watermark": -1, "error_code": exc.error_code}
 
-    return {"throttle_time": 0, "topics": _each_partition(request.topics, "name", "partitions", answer, failed)}
+    return {"throttle_time": 0, "topics": _each_partition(request.topics, "name", "partitions", answer, failed,
+                                                          _may(ctx, AclOperation.DELETE))}
 
 
 @register(api_key=23, min_version=2, max_version=4)
@@ -79,13 +96,21 @@ async def offset_for_leader_epoch(ctx: RequestContext, request) -> dict:
     def failed(p, exc: KafkaError) -> dict:
         return {"error_code": exc.error_code, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
 
-    return {"throttle_time": 0, "topics": _each_partition(request.topics, "topic", "partitions", answer, failed)}
+    # KIP-320: followers have CLUSTER_ACTION, consumers need DESCRIBE on the topic
+    if ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        allowed = lambda name: True  # noqa: E731
+    else:
+        allowed = _may(ctx, AclOperation.DESCRIBE)
+    return {"throttle_time": 0, "topics": _each_partition(request.topics, "topic", "partitions", answer, failed,
+                                                          allowed)}
 
 
 @register(api_key=35, min_version=1, max_version=5)
 async def describe_log_dirs(ctx: RequestContext, request) -> dict:
     """The data directory with every (or every requested) partition's size in bytes."""
     replica_manager = ctx.broker.replica_manager
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []}
     wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
     topics: dict[str, list[dict]] = {}
     for topic, partition, size in replica_manager.partition_sizes():
@@ -118,4 +143,5 @@ async def describe_producers(ctx: RequestContext, request) -> dict:
                 "active_producers": []}
 
     return {"throttle_time": 0,
-            "topics": _each_partition(request.topics, "name", "partition_indexes", answer, failed)}
+            "topics": _each_partition(request.topics, "name", "partition_indexes", answer, failed,
+                                      _may(ctx, AclOperation.READ))}

@@ -6,6 +6,13 @@ in-sync replica. Unknown topics are auto-created with ``num.partitions`` partiti
 ``auto.create.topics.enable`` is true and the request allows it (``allow_auto_topic_creation``,
 v4+; always allowed before v4, as in Kafka). Topic ids are served from v10 on.
 DescribeTopicPartitions (KIP-966) never creates topics and pages through partitions with a cursor.
+
+Authorization (with an authorizer, as Kafka's ``KafkaApis.handleTopicMetadataRequest``): a topic
+the principal may not DESCRIBE is left out of an all-topics answer and answered
+TOPIC_AUTHORIZATION_FAILED (29, no topic id) when named; auto-creating a topic needs CREATE on the
+cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED. DescribeTopicPartitions applies the same
+DESCRIBE rule. ``*_authorized_operations`` are answered when the request asks for them.
+DescribeCluster needs no ACL (as in Kafka).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from pyspark_kafka.broker.config import validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ProtocolError
+from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested" in Kafka's protocol
 ALL_TOPIC_OPERATIONS = 3576
@@ -69,12 +77,24 @@ def _error_entry(name: str | None, error_code: int, topic_id=None) -> dict:
     }
 
 
-def _lookup(broker, name: str, allow_create: bool) -> dict:
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation by Metadata needs CREATE on the cluster or on the topic (Kafka's ``handleTopicMetadataRequest``)."""
+    return ctx.authorized(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) or \
+        ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
+
+
+def _lookup(ctx: RequestContext, name: str, allow_create: bool) -> dict:
+    broker = ctx.broker
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _error_entry(name, ErrorCode.topic_authorization_failed)
     try:
         validate_topic_name(name)
         replica_manager = broker.replica_manager
-        if replica_manager.logs.topic(name) is None and not (allow_create and replica_manager.auto_create(name)):
-            return _error_entry(name, ErrorCode.unknown_topic_or_partition)
+        if replica_manager.logs.topic(name) is None:
+            if allow_create and broker.config.get_bool("auto.create.topics.enable") and not _may_create(ctx, name):
+                return _error_entry(name, ErrorCode.topic_authorization_failed)
+            if not (allow_create and replica_manager.auto_create(name)):
+                return _error_entry(name, ErrorCode.unknown_topic_or_partition)
     except KafkaError as exc:
         return _error_entry(name, exc.error_code)
     return topic_entry(broker, name)
@@ -111,7 +131,7 @@ async def _cluster_metadata(ctx: RequestContext, request) -> dict:
     image = broker.lifecycle.image
     requested = request.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        names = sorted(image.topics)
+        names = [n for n in sorted(image.topics) if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
     else:
         names = [t.name if t.name is not None else next(
             (n for n, x in image.topics.items() if uuid.UUID(x.topic_id) == t.topic_id), None) for t in requested]
@@ -121,6 +141,8 @@ async def _cluster_metadata(ctx: RequestContext, request) -> dict:
     for name in names:
         if name is None:
             topics.append(_error_entry(None, ErrorCode.unknown_topic_id))
+        elif not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            topics.append(_error_entry(name, ErrorCode.topic_authorization_failed))
         elif name in image.topics:
             topics.append(cluster_topic_entry(broker, name))
         else:
@@ -129,7 +151,9 @@ async def _cluster_metadata(ctx: RequestContext, request) -> dict:
             except KafkaError as exc:
                 topics.append(_error_entry(name, exc.error_code))
                 continue
-            if allow_create and broker.config.get_bool("auto.create.topics.enable"):
+            if allow_create and broker.config.get_bool("auto.create.topics.enable") and not _may_create(ctx, name):
+                topics.append(_error_entry(name, ErrorCode.topic_authorization_failed))
+            elif allow_create and broker.config.get_bool("auto.create.topics.enable"):
                 missing.append(name)
                 topics.append(_error_entry(name, ErrorCode.leader_not_available))
             else:
@@ -152,7 +176,8 @@ async def metadata(ctx: RequestContext, request) -> dict:
         return await _cluster_metadata(ctx, request)
     requested = request.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [topic_entry(broker, name) for name in sorted(broker.replica_manager.logs.topics())]
+        topics = [topic_entry(broker, name) for name in sorted(broker.replica_manager.logs.topics())
+                  if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True)
         if ctx.api_version < 12 and any(t.name is None for t in requested):
@@ -164,16 +189,26 @@ async def metadata(ctx: RequestContext, request) -> dict:
             topic_id = getattr(t, "topic_id", None)
             if t.name is None and topic_id is not None:
                 name = broker.replica_manager.topic_name(topic_id)
-                topics.append(topic_entry(broker, name) if name else _error_entry(None, ErrorCode.unknown_topic_id, topic_id))
+                if name and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                    # Kafka: topic ids are not secret, so TOPIC_AUTHORIZATION_FAILED with the id and no name
+                    topics.append(_error_entry(None, ErrorCode.topic_authorization_failed, topic_id))
+                else:
+                    topics.append(topic_entry(broker, name) if name else
+                                  _error_entry(None, ErrorCode.unknown_topic_id, topic_id))
             else:
-                topics.append(_lookup(broker, t.name, allow_create))
+                topics.append(_lookup(ctx, t.name, allow_create))
+    if getattr(request, "include_topic_authorized_operations", False):
+        for entry in topics:
+            if entry["error_code"] == ErrorCode.none:
+                entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC, entry["name"])
     return {
         "throttle_time": 0,
         "brokers": [broker_entry(broker, ctx)],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+        if getattr(request, "include_cluster_authorized_operations", False) else NO_AUTHORIZED_OPERATIONS,
     }
 
 
@@ -189,7 +224,8 @@ async def describe_cluster(ctx: RequestContext, request) -> dict:
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "brokers": _cluster_brokers(broker) if broker.lifecycle is not None else [broker_entry(broker, ctx)],
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+        if getattr(request, "include_cluster_authorized_operations", False) else NO_AUTHORIZED_OPERATIONS,
     }
 
 
@@ -254,9 +290,15 @@ async def describe_topic_partitions(ctx: RequestContext, request) -> dict:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
         first = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            if not fetch_all:
+                topics.append(_error_entry(name, ErrorCode.topic_authorization_failed))
+            continue
         entry, next_index = _describe_partitions_topic(broker, name, first, remaining)
         if entry["error_code"] != ErrorCode.none and fetch_all:
             continue
+        if getattr(broker, "authorizer", None) is not None and entry["error_code"] == ErrorCode.none:
+            entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC, name)
         topics.append(entry)
         if next_index != -1:
             next_cursor = {"topic_name": name, "partition_index": next_index}

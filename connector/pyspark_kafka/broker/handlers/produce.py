@@ -25,6 +25,12 @@ must go to a partition added to its producer's open transaction (INVALID_TXN_STA
 Control batches are refused (INVALID_RECORD): only the broker writes transaction markers.
 Internal topics (``__consumer_offsets``, ``__transaction_state``) are refused with
 INVALID_TOPIC_EXCEPTION, as Kafka does ("Cannot append to internal topic").
+
+Authorization (with an authorizer, as Kafka's ``KafkaApis.handleProduceRequest``): a request with a
+``transactional_id`` needs WRITE on that TRANSACTIONAL_ID, else every partition answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53); each topic needs WRITE, else its partitions answer
+TOPIC_AUTHORIZATION_FAILED (29), checked before the topic's existence. Idempotent producers need
+nothing more here (KIP-679: InitProducerId checks them).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from pyspark_kafka.broker.errors import (
 from pyspark_kafka.broker.handlers import CloseConnection, RequestContext, now_ms, register
 from pyspark_kafka.broker.protocol import ms
 from pyspark_kafka.broker.replica_manager import AppendResult, ReplicaManager
+from pyspark_kafka.broker.security.acls import AclOperation, ResourceType
 
 
 # Errors Kafka's ReplicaManager answers with log_start_offset -1; after any other failed append
@@ -103,13 +110,22 @@ async def produce(ctx: RequestContext, request) -> dict | None:
     acks = request.acks
     responses = []
     failed = False
+    txn_id = getattr(request, "transactional_id", None)
+    txn_denied = txn_id is not None and not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
     for topic_data in request.topic_data:
         name = getattr(topic_data, "name", None)
         topic_id = getattr(topic_data, "topic_id", None)
         if name is None and topic_id is not None:
             name = replica_manager.topic_name(topic_id)
         partitions = []
+        denied = ErrorCode.transactional_id_authorization_failed if txn_denied else (
+            ErrorCode.topic_authorization_failed if name is not None
+            and not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, name) else None)
         for pdata in topic_data.partition_data:
+            if denied is not None:
+                failed = True
+                partitions.append(_partition_result(pdata.index, denied))
+                continue
             res = _append(replica_manager, name, pdata.index, pdata.records, acks, now)
             failed = failed or res["error_code"] != ErrorCode.none
             partitions.append(res)

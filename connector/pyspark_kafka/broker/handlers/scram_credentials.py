@@ -5,7 +5,8 @@ Credentials live in :class:`~pyspark_kafka.broker.security.credentials.Credentia
 2 SCRAM-SHA-512. Errors as Kafka's ``ControllerApis``/``ScramControlManager``: RESOURCE_NOT_FOUND
 for an unknown user, DUPLICATE_RESOURCE for a user named twice, UNSUPPORTED_SASL_MECHANISM for
 an unknown mechanism, UNACCEPTABLE_CREDENTIAL for an empty user name or iterations outside
-4096..16384. No authorization yet (ACLs are not implemented): any authenticated client may alter.
+4096..16384. Authorization (with an authorizer): Describe needs DESCRIBE, Alter needs ALTER on the
+cluster, else CLUSTER_AUTHORIZATION_FAILED (31) (for the request, or for every user of an Alter).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections import Counter
 
 from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import RequestContext, register
+from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from pyspark_kafka.broker.security.scram import (MAX_ITERATIONS, MECHANISM_BY_ID, MECHANISMS, MIN_ITERATIONS,
                                                  credential_from_salted_password)
 
@@ -21,6 +23,12 @@ from pyspark_kafka.broker.security.scram import (MAX_ITERATIONS, MECHANISM_BY_ID
 @register(api_key=50, min_version=0, max_version=0)
 async def describe_user_scram_credentials(ctx: RequestContext, request) -> dict:
     """Mechanisms and iterations of each named user (all users when ``users`` is null); never salts or keys."""
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # Kafka's getErrorResponse: the error on the response and on one nameless result per named user
+        # (Kafka 4.3.1 fails with a NullPointerException and answers nothing when users is null)
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                "results": [{"user": "", "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                             "credential_infos": []} for _ in request.users or ()]}
     users = ctx.broker.security.credentials.users()
     results = []
     if request.users is None:
@@ -61,6 +69,10 @@ async def alter_user_scram_credentials(ctx: RequestContext, request) -> dict:
     store = ctx.broker.security.credentials
     errors: dict[str, tuple[ErrorCode, str]] = {}
     users_in_order = list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
+    if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time": 0, "results": [
+            {"user": name, "error_code": ErrorCode.cluster_authorization_failed,
+             "error_message": "Cluster authorization failed."} for name in users_in_order]}
     counts = Counter((d.name, d.mechanism) for d in request.deletions)
     counts.update((u.name, u.mechanism) for u in request.upsertions)
     for (name, _), n in counts.items():

@@ -9,6 +9,15 @@ broker coordinates everything. WriteTxnMarkers is not served: markers are writte
 
 Version ranges: the client-facing versions (AddPartitionsToTxn v4+ is broker-to-broker, KIP-890);
 InitProducerId v6 (two-phase commit, KIP-939) is not served.
+
+Authorization (with an authorizer, as Kafka's ``KafkaApis``): WRITE on the TRANSACTIONAL_ID for
+InitProducerId (transactional), AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent InitProducerId needs IDEMPOTENT_WRITE on the
+cluster or WRITE on some topic (KIP-679; CLUSTER_AUTHORIZATION_FAILED); AddPartitionsToTxn WRITE on
+each topic (TOPIC_AUTHORIZATION_FAILED, the other partitions OPERATION_NOT_ATTEMPTED); AddOffsetsToTxn
+and TxnOffsetCommit READ on the group (GROUP_AUTHORIZATION_FAILED), TxnOffsetCommit READ on each
+topic; DescribeTransactions DESCRIBE on each transactional id (its partitions of topics the principal
+may not DESCRIBE left out); ListTransactions lists only the ids the principal may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -19,6 +28,18 @@ from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ms
+from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+
+def _txn_denied(ctx: RequestContext, transactional_id: str, operation: AclOperation = AclOperation.WRITE) -> bool:
+    """True when the principal may not do ``operation`` on ``transactional_id`` (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    return not ctx.authorized(operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def _may_produce_idempotently(ctx: RequestContext) -> bool:
+    """KIP-679: IDEMPOTENT_WRITE on the cluster, or WRITE on at least one topic (Kafka's ``authorizeByResourceType``)."""
+    return ctx.authorized(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) or \
+        ctx.authorized_by_type(AclOperation.WRITE, ResourceType.TOPIC)
+
 
 def _txn(ctx: RequestContext) -> TransactionCoordinator:
     """The broker's transaction coordinator, loaded (on first use when the server did not load it)."""
@@ -34,6 +55,14 @@ async def init_producer_id(ctx: RequestContext, request) -> dict:
     Replicated cluster: a transactional id is refused (INVALID_REQUEST, logged): the transaction coordinator
     cannot yet write markers to partitions other brokers lead (WriteTxnMarkers is not sent), docs/replication.md.
     """
+    if request.transactional_id is not None and _txn_denied(ctx, request.transactional_id):
+        denied = ErrorCode.transactional_id_authorization_failed
+    elif request.transactional_id is None and not _may_produce_idempotently(ctx):
+        denied = ErrorCode.cluster_authorization_failed
+    else:
+        denied = None
+    if denied is not None:
+        return {"throttle_time": 0, "error_code": denied, "producer_id": -1, "producer_epoch": -1}
     if ctx.broker.lifecycle is not None and request.transactional_id is not None:
         log.warning("InitProducerId for transactional.id %r refused: transactions are not supported by the "
                     "replicated embedded cluster yet (docs/replication.md); use the single-node broker",
@@ -66,9 +95,16 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
     """Add partitions to the transaction; unknown partitions fail the whole request (others OPERATION_NOT_ATTEMPTED)."""
     broker = ctx.broker
     topics = request.v3_and_below_topics
-    missing = {(t.name, p) for t in topics for p in t.partitions if not broker.replica_manager.has_partition(t.name, p)}
-    if missing:
+    if _txn_denied(ctx, request.v3_and_below_transactional_id):
+        return {"throttle_time": 0, "results_by_topic_v3_and_below": _partition_results(
+            topics, lambda topic, p: ErrorCode.transactional_id_authorization_failed)}
+    denied = {t.name for t in topics if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t.name)}
+    missing = {(t.name, p) for t in topics for p in t.partitions
+               if t.name not in denied and not broker.replica_manager.has_partition(t.name, p)}
+    if missing or denied:
         def code(topic, p):
+            if topic in denied:
+                return ErrorCode.topic_authorization_failed
             return ErrorCode.unknown_topic_or_partition if (topic, p) in missing else ErrorCode.operation_not_attempted
     else:
         try:
@@ -88,6 +124,10 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
 @register(api_key=25, min_version=0, max_version=4)
 async def add_offsets_to_txn(ctx: RequestContext, request) -> dict:
     """Add the group's ``__consumer_offsets`` partition to the transaction (for TxnOffsetCommit)."""
+    if _txn_denied(ctx, request.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     txn = _txn(ctx)
     try:
         txn.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
@@ -101,6 +141,11 @@ async def add_offsets_to_txn(ctx: RequestContext, request) -> dict:
 async def txn_offset_commit(ctx: RequestContext, request) -> dict:
     """Stage the group's offsets in the producer's transaction; OffsetFetch sees them only after commit."""
     broker = ctx.broker
+    if _txn_denied(ctx, request.transactional_id):
+        return _txn_offset_commit_response(request, lambda topic: ErrorCode.transactional_id_authorization_failed)
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _txn_offset_commit_response(request, lambda topic: ErrorCode.group_authorization_failed)
+    denied = {t.name for t in request.topics if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t.name)}
     txn = _txn(ctx)
     now = now_ms()
     error = ErrorCode.none
@@ -110,16 +155,22 @@ async def txn_offset_commit(ctx: RequestContext, request) -> dict:
         offsets = {
             (t.name, p.partition_index): OffsetAndMetadata(
                 p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
-            for t in request.topics for p in t.partitions
+            for t in request.topics for p in t.partitions if t.name not in denied
         }
         broker.group_coordinator.ensure_loaded().offsets.stage_txn_offsets(
             request.producer_id, request.producer_epoch, request.group_id, offsets, now)
     except KafkaError as exc:
         error = exc.error_code
+    return _txn_offset_commit_response(
+        request, lambda topic: ErrorCode.topic_authorization_failed if topic in denied else error)
+
+
+def _txn_offset_commit_response(request, code_of) -> dict:
+    """TxnOffsetCommit's answer: ``code_of(topic)`` for every requested partition."""
     return {
         "throttle_time": 0,
         "topics": [
-            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": error}
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code_of(t.name)}
                                             for p in t.partitions]}
             for t in request.topics
         ],
@@ -129,6 +180,8 @@ async def txn_offset_commit(ctx: RequestContext, request) -> dict:
 @register(api_key=26, min_version=0, max_version=4)
 async def end_txn(ctx: RequestContext, request) -> dict:
     """Commit or abort: markers are written to every partition of the transaction before the answer."""
+    if _txn_denied(ctx, request.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
     try:
         _txn(ctx).end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                         request.committed, now_ms())
@@ -143,15 +196,18 @@ async def describe_transactions(ctx: RequestContext, request) -> dict:
     txn = _txn(ctx)
     states = []
     for txn_id in request.transactional_ids:
-        meta = txn.describe(txn_id)
+        meta = None if _txn_denied(ctx, txn_id, AclOperation.DESCRIBE) else txn.describe(txn_id)
         if meta is None:
-            states.append({"error_code": ErrorCode.transactional_id_not_found, "transactional_id": txn_id,
+            code = ErrorCode.transactional_id_not_found if not _txn_denied(ctx, txn_id, AclOperation.DESCRIBE) \
+                else ErrorCode.transactional_id_authorization_failed
+            states.append({"error_code": code, "transactional_id": txn_id,
                            "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": 0,
                            "producer_id": -1, "producer_epoch": -1, "topics": []})
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(meta.partitions):
-            by_topic.setdefault(topic, []).append(partition)
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic):  # Kafka leaves the others out
+                by_topic.setdefault(topic, []).append(partition)
         states.append({
             "error_code": ErrorCode.none, "transactional_id": txn_id, "transaction_state": meta.state.kafka_name,
             "transaction_timeout": meta.timeout_ms, "transaction_start_time": max(meta.start_ms, 0),
@@ -167,7 +223,9 @@ async def list_transactions(ctx: RequestContext, request) -> dict:
     txn = _txn(ctx)
     states = set(request.state_filters)
     unknown = sorted(s for s in states if s not in STATE_BY_NAME)
-    found = txn.list(states, set(request.producer_id_filters), getattr(request, "duration_filter", -1), now_ms())
+    found = [m for m in txn.list(states, set(request.producer_id_filters), getattr(request, "duration_filter", -1),
+                                 now_ms())
+             if not _txn_denied(ctx, m.transactional_id, AclOperation.DESCRIBE)]
     return {
         "throttle_time": 0, "error_code": ErrorCode.none, "unknown_state_filters": unknown,
         "transaction_states": [

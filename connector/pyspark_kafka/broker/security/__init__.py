@@ -8,9 +8,11 @@
 - :mod:`.scram`: SCRAM-SHA-256/512 credentials and the server side of RFC 5802 / RFC 7677.
 - :mod:`.credentials`: the durable SCRAM credential store (salt, StoredKey, ServerKey only).
 - :mod:`.session`: one connection's security state: listener, SASL state machine, principal.
+- :mod:`.acls`: ACL bindings and filters (Kafka's ``org.apache.kafka.common.acl``) and their durable store.
+- :mod:`.authorizer`: Kafka's ``StandardAuthorizer`` rules (``authorizer.class.name``, ``super.users``,
+  ``allow.everyone.if.no.acl.found``); handlers ask it through ``RequestContext.authorized``.
 
-Authorization (ACLs) is not implemented: every authenticated principal may do everything.
-The seam for it is ``RequestContext.principal`` (``User:<name>``; ``User:ANONYMOUS`` on
+Principals (``RequestContext.principal``): ``User:<name>`` after SASL; ``User:ANONYMOUS`` on
 PLAINTEXT and on SSL without a client certificate; ``User:CN=...,O=...`` for a TLS client
-certificate, as Kafka's ``DefaultKafkaPrincipalBuilder``).
+certificate, as Kafka's ``DefaultKafkaPrincipalBuilder``.
 """

@@ -1,0 +1,762 @@
+"""``RaftMetadataLog``: the cluster metadata log replicated by Raft among the controller voters (KIP-595).
+
+Kafka's ``KafkaRaftClient`` with its ``QuorumState``: every replica is in one state per leader
+epoch, persisted in ``quorum-state`` (:mod:`~pyspark_kafka.broker.raft.quorum_state`) before it
+acts:
+
+- **unattached**: no known leader in the epoch (maybe a vote cast: ``voted_id``); a voter that
+  hears nothing for a random time in [election timeout, 2 x election timeout) becomes candidate;
+- **candidate**: epoch + 1, votes for itself, sends Vote (52) to every voter; a majority of grants
+  makes it **leader**; otherwise it backs off (random, ``controller.quorum.election.backoff.max.ms``)
+  and tries again with a higher epoch;
+- **leader**: appends a ``LeaderChangeMessage`` control batch opening its epoch, tells the voters
+  with BeginQuorumEpoch (53); followers then *pull* with Fetch (1) on ``__cluster_metadata``
+  partition 0 (replica id, fetch offset, last fetched epoch). A fetch whose (offset, epoch) is not in
+  the leader's log is answered with ``DivergingEpoch`` and the follower truncates. The **high
+  watermark** is the largest offset that a majority of voters (the leader included) have, moved
+  only once it covers the epoch's first batch (Raft's rule: a leader commits nothing of older
+  epochs by counting replicas until one record of its own epoch is committed) and never back;
+  a leader that no majority fetched from for 1.5 x ``controller.quorum.fetch.timeout.ms`` resigns
+  (Kafka's check-quorum); stopping a leader sends EndQuorumEpoch (54) so the others elect at once;
+- **follower**: fetches from the leader; no successful fetch for ``controller.quorum.fetch.timeout.ms``
+  and a voter becomes candidate.
+
+Observers (``node.id`` not among ``controller.quorum.voters``: brokers) fetch the same way,
+never vote and never become candidates; they find the leader through any voter's answer (the
+``CurrentLeader`` of a NOT_LEADER_OR_FOLLOWER Fetch response). A vote is granted only to a
+candidate whose log is at least as up to date: (last epoch, end offset) compared in that order.
+DescribeQuorum (55) is answered by the leader with every voter's and observer's log end offset.
+
+Implements the ``MetadataLog`` seam (see docs/replication.md "Controller quorum"): ``start``,
+``stop``, ``leader``, ``is_voter``, ``append``, ``committed_offset``, ``subscribe``. One asyncio
+event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import enum
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from kio.schema.begin_quorum_epoch.v0 import request as bqe
+from kio.schema.end_quorum_epoch.v0 import request as eqe
+from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.vote.v0 import request as vote_v0
+
+from pyspark_kafka.broker.errors import CorruptRecordError, ErrorCode, NotControllerError
+from pyspark_kafka.broker.log_escape import get_logger
+from pyspark_kafka.broker.raft.config import QuorumConfig
+from pyspark_kafka.broker.raft.quorum_state import ElectionState, QuorumStateStore
+from pyspark_kafka.broker.raft.storage import METADATA_PARTITION, METADATA_TOPIC, MetadataLogStorage
+from pyspark_kafka.broker.raft.transport import (
+    BEGIN_QUORUM_EPOCH, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, END_QUORUM_EPOCH, FETCH, VOTE, RaftChannel, RaftServer,
+)
+
+log = get_logger(__name__)
+
+FETCH_MAX_WAIT_MS = 500  # Kafka's KafkaRaftClient fetch max wait
+FETCH_MAX_BYTES = 8 * 1024 * 1024  # Kafka's KafkaRaftClient MAX_FETCH_SIZE_BYTES
+CHECK_QUORUM_FACTOR = 1.5
+CONTROLLER_LISTENER = "CONTROLLER"  # the listener name DescribeQuorum v2 gives the voters' endpoints
+NO_DIRECTORY_ID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: no KIP-853 directory ids here  # Kafka: the leader resigns after 1.5 x fetch timeout without a majority fetching
+
+
+class Role(enum.Enum):
+    """A replica's state in its epoch (Kafka's ``UnattachedState``/``CandidateState``/``LeaderState``/``FollowerState``)."""
+
+    UNATTACHED = "Unattached"
+    CANDIDATE = "Candidate"
+    LEADER = "Leader"
+    FOLLOWER = "Follower"
+
+
+@dataclass
+class ReplicaProgress:
+    """What the leader knows of one replica: log end offset and times (ms since the epoch, -1 unknown)."""
+
+    end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    last_fetch_mono: float = float("-inf")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _partition(response: Any) -> Any:
+    """The single ``__cluster_metadata``-0 partition of a Raft response (ValueError when absent)."""
+    topics = getattr(response, "topics", None)
+    if topics is None:
+        topics = response.responses
+    for topic in topics:
+        for p in topic.partitions:
+            return p
+    raise ValueError("the response names no partition")
+
+
+class RaftMetadataLog:
+    """The replicated metadata log of one node (voter or observer); see the module docstring.
+
+    ``RaftMetadataLog(data_dir, config)``: ``config`` uses Kafka's names (``node.id``,
+    ``controller.quorum.voters`` = ``id@host:port,...``, ``controller.quorum.*.ms``; see
+    :mod:`~pyspark_kafka.broker.raft.config`) or is a :class:`QuorumConfig`; a voter serves the
+    controller listener on its own ``controller.quorum.voters`` address. The log lives in
+    ``<data_dir>/__cluster_metadata-0/``. Raises QuorumConfigError for bad settings, ValueError
+    for a corrupt ``quorum-state`` file, KafkaStorageError when the log cannot be loaded.
+    """
+
+    def __init__(self, data_dir: str | Path, config: dict[str, str] | QuorumConfig) -> None:
+        self.config = config if isinstance(config, QuorumConfig) else QuorumConfig.from_config(config)
+        self.node_id = self.config.node_id
+        self.voters = dict(self.config.voters)
+        self.data_dir = Path(data_dir)
+        # Kafka's cluster id comes from `kafka-storage format`; here one id per voter set.
+        raw = uuid.uuid5(uuid.NAMESPACE_URL, ",".join(f"{v}@{h}:{p}" for v, (h, p) in sorted(self.voters.items())))
+        self.cluster_id = base64.urlsafe_b64encode(raw.bytes).decode().rstrip("=")
+        self.storage: MetadataLogStorage | None = None
+        self.store = QuorumStateStore(self.data_dir / f"{METADATA_TOPIC}-{METADATA_PARTITION}", list(self.voters))
+        self.epoch = 0
+        self.role = Role.UNATTACHED
+        self.leader_id = -1
+        self.voted_id = -1
+        self.high_watermark = 0
+        self._listeners: list[list] = []  # [callback, next offset]
+        self._version = 0  # bumped on every state transition
+        self._changed = asyncio.Event()
+        self._progress_event = asyncio.Event()
+        self._timer_event = asyncio.Event()
+        self._election_deadline = 0.0
+        self._last_fetch_ok = 0.0
+        self._epoch_start_offset = 0
+        self._replicas: dict[int, ReplicaProgress] = {}
+        self._observers: dict[int, ReplicaProgress] = {}
+        self._waiters: list[tuple[int, asyncio.Future]] = []
+        self._channels: dict[tuple[int, str], RaftChannel] = {}
+        self._server: RaftServer | None = None
+        self._task: asyncio.Task | None = None
+        self._started = False
+
+    # -- the MetadataLog seam ------------------------------------------------------------------
+    async def start(self) -> None:
+        """Load the log and the quorum state, serve the controller listener (voters), start the Raft loop.
+
+        Raises OSError when a voter's controller address cannot be bound.
+        """
+        self.storage = MetadataLogStorage(self.data_dir)
+        state = self.store.read()
+        self.epoch, self.voted_id = state.epoch, state.voted_id
+        # Kafka restarts a replica as unattached (or voted) in its stored epoch; a stored leader
+        # is trusted again only when it (re)announces itself, as KafkaRaftClient does for a resigned leader.
+        self.leader_id = state.leader_id if state.leader_id != self.node_id else -1
+        self.role = Role.FOLLOWER if self.leader_id >= 0 else Role.UNATTACHED
+        self._changed = asyncio.Event()
+        self._progress_event = asyncio.Event()
+        self._timer_event = asyncio.Event()
+        self._reset_election_timer()
+        self._last_fetch_ok = time.monotonic()
+        if self.is_voter():
+            host, port = self.voters[self.node_id]
+            self._server = RaftServer(self.handle, host, port)
+            await self._server.start()
+        self._started = True
+        log.info("controller quorum: node %d starts as %s in epoch %d (log end offset %d, %s)", self.node_id,
+                 self.role.value, self.epoch, self.storage.end_offset, "voter" if self.is_voter() else "observer")
+        self._task = asyncio.create_task(self._run(), name=f"raft-{self.node_id}")
+
+    async def stop(self) -> None:
+        """Stop: a leader first resigns with EndQuorumEpoch (bounded by the request timeout); close the log."""
+        if not self._started:
+            return
+        self._started = False
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=10)
+        if self.role is Role.LEADER:
+            # Kafka's Resigned state: answer no fetch as leader any more (a follower's probe must not find
+            # us), then EndQuorumEpoch so the others elect at once.
+            self._transition(Role.UNATTACHED, self.epoch, -1, self.voted_id)
+            if len(self.voters) > 1:
+                await self._send_end_quorum_epoch()
+        self._fail_waiters("the controller is shutting down")
+        if self._server is not None:
+            await self._server.stop()
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+        if self.storage is not None:
+            self.storage.close()
+
+    def leader(self) -> tuple[int | None, int]:
+        """(id of the quorum leader = the active controller, or None while unknown; leader epoch)."""
+        return (self.leader_id if self.leader_id >= 0 else None), self.epoch
+
+    def is_voter(self) -> bool:
+        """True when ``node.id`` is one of ``controller.quorum.voters``."""
+        return self.node_id in self.voters
+
+    def committed_offset(self) -> int:
+        """The high watermark as known by this node (next offset to be committed)."""
+        return self.high_watermark
+
+    async def append(self, records: list[bytes]) -> int:
+        """Leader only: append ``records`` as one batch, wait until a majority of voters has them; return
+        the last record's offset.
+
+        Raises NotControllerError (NOT_CONTROLLER, 41) on a non-leader, or when the leadership is
+        lost before the batch is committed (the batch may then be truncated, or committed by the
+        next leader: the caller re-reads the log to know). ValueError for an empty list.
+        """
+        if self.role is not Role.LEADER or self.storage is None:
+            raise NotControllerError(self._not_leader_message())
+        _, last = self.storage.append_as_leader(list(records), self.epoch)
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((last, future))
+        self._update_high_watermark()
+        self._notify_progress()
+        return await future
+
+    def subscribe(self, listener: Callable[[int, bytes], None]) -> None:
+        """Call ``listener(offset, record)`` for every committed record in offset order from offset 0
+        (records already committed are replayed at once)."""
+        self._listeners.append([listener, 0])
+        if self._started:
+            self._deliver()
+
+    # -- state transitions ---------------------------------------------------------------------
+    def _not_leader_message(self) -> str:
+        leader = f"node {self.leader_id}" if self.leader_id >= 0 else "unknown"
+        return (f"node {self.node_id} is not the controller quorum's leader (leader: {leader}, epoch {self.epoch}): "
+                f"send metadata writes to the active controller")
+
+    def _transition(self, role: Role, epoch: int, leader_id: int, voted_id: int) -> None:
+        was_leader = self.role is Role.LEADER
+        if (epoch, leader_id, voted_id) != (self.epoch, self.leader_id, self.voted_id):
+            self.store.write(ElectionState(epoch, leader_id, voted_id))  # durable before acting on it
+        log.info("controller quorum: node %d %s epoch %d -> %s epoch %d (leader %d, voted %d)", self.node_id,
+                 self.role.value, self.epoch, role.value, epoch, leader_id, voted_id)
+        self.role, self.epoch, self.leader_id, self.voted_id = role, epoch, leader_id, voted_id
+        self._version += 1
+        if was_leader and role is not Role.LEADER:
+            self._fail_waiters(self._not_leader_message())
+        self._changed.set()
+        self._changed = asyncio.Event()
+        self._notify_progress()
+
+    def _observe_epoch(self, epoch: int, leader_id: int) -> bool:
+        """React to ``(epoch, leader_id)`` seen in a message; True when the state changed."""
+        if epoch > self.epoch:
+            if leader_id >= 0 and leader_id != self.node_id:
+                self._become_follower(epoch, leader_id)
+            else:
+                self._transition(Role.UNATTACHED, epoch, -1, -1)
+                self._reset_election_timer()
+            return True
+        if epoch == self.epoch and leader_id >= 0 and leader_id != self.node_id and self.role in (
+                Role.UNATTACHED, Role.CANDIDATE):
+            self._become_follower(epoch, leader_id)
+            return True
+        return False
+
+    def _become_follower(self, epoch: int, leader_id: int) -> None:
+        voted = self.voted_id if epoch == self.epoch else -1
+        self._transition(Role.FOLLOWER, epoch, leader_id, voted)
+        self._last_fetch_ok = time.monotonic()
+
+    def _reset_election_timer(self, base_s: float | None = None) -> None:
+        timeout = self.config.election_timeout_ms / 1000
+        self._election_deadline = time.monotonic() + (base_s if base_s is not None else
+                                                      random.uniform(timeout, 2 * timeout))
+        self._timer_event.set()  # an unattached voter waiting for the old deadline looks again
+        self._timer_event = asyncio.Event()
+
+    def _fail_waiters(self, message: str) -> None:
+        waiters, self._waiters = self._waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_exception(NotControllerError(message))
+
+    def _notify_progress(self) -> None:
+        self._progress_event.set()
+        self._progress_event = asyncio.Event()
+
+    def _majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    # -- commit and delivery -------------------------------------------------------------------
+    def _update_high_watermark(self) -> None:
+        """Leader: the offset a majority of voters have, once it covers this epoch's first batch."""
+        if self.role is not Role.LEADER:
+            return
+        offsets = sorted((self.storage.end_offset if v == self.node_id else self._replicas.get(v, ReplicaProgress()).end_offset
+                          for v in self.voters), reverse=True)
+        majority_offset = offsets[self._majority() - 1]
+        if majority_offset > self._epoch_start_offset and majority_offset > self.high_watermark:
+            self._set_high_watermark(majority_offset)
+
+    def _set_high_watermark(self, offset: int) -> None:
+        if offset <= self.high_watermark:
+            return
+        self.high_watermark = offset
+        still = []
+        for last, future in self._waiters:
+            if last < offset:
+                if not future.done():
+                    future.set_result(last)
+            else:
+                still.append((last, future))
+        self._waiters = still
+        self._deliver()
+        self._notify_progress()
+
+    def _deliver(self) -> None:
+        hw = self.high_watermark
+        for entry in self._listeners:
+            callback, start = entry
+            if start >= hw:
+                continue
+            for offset, record in self.storage.records(start, hw):
+                try:
+                    callback(offset, record)
+                except Exception:
+                    log.exception("controller quorum: a metadata log listener failed on offset %d", offset)
+            entry[1] = hw
+
+    # -- the driver ----------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while self._started:  # also ends the loop should a wait_for swallow stop()'s cancellation (Python 3.11)
+            try:
+                if self.role is Role.LEADER:
+                    await self._lead()
+                elif self.role is Role.CANDIDATE:
+                    await self._campaign()
+                else:
+                    await self._follow()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("controller quorum: node %d: unexpected error in state %s", self.node_id,
+                              self.role.value)
+                await asyncio.sleep(0.1)
+
+    async def _wait_change(self, timeout_s: float, or_timer: bool = False) -> None:
+        """Wait up to ``timeout_s`` for a state transition (or, with ``or_timer``, a new election deadline)."""
+        events = [self._changed] + ([self._timer_event] if or_timer else [])
+        waiters = [asyncio.ensure_future(e.wait()) for e in events]
+        try:
+            await asyncio.wait(waiters, timeout=max(0.0, timeout_s), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    def _channel(self, node: int, purpose: str) -> RaftChannel:
+        key = (node, purpose)
+        if key not in self._channels:
+            host, port = self.voters[node]
+            self._channels[key] = RaftChannel(host, port, f"raft-client-{self.node_id}")
+        return self._channels[key]
+
+    def _become_candidate(self) -> None:
+        self._transition(Role.CANDIDATE, self.epoch + 1, -1, self.node_id)
+
+    async def _follow(self) -> None:
+        version = self._version
+        if self.role is Role.UNATTACHED or self.leader_id < 0:
+            if self.is_voter():
+                if len(self.voters) == 1:
+                    self._become_candidate()
+                    return
+                await self._wait_change(self._election_deadline - time.monotonic(), or_timer=True)
+                if self._version == version and time.monotonic() >= self._election_deadline:
+                    if not await self._probe_leader():
+                        self._become_candidate()
+                return
+            await self._discover_leader()
+            return
+        try:
+            response = await self._channel(self.leader_id, "fetch").request(self._fetch_request(),
+                                                                             self.config.request_timeout_ms / 1000)
+        except ConnectionError as exc:
+            log.debug("controller quorum: node %d: fetch from leader %d failed: %s", self.node_id, self.leader_id, exc)
+            await self._wait_change(0.05)
+            response = None
+        if self._version != version:
+            return
+        if response is not None:
+            self._on_fetch_response(response)
+        if self._version == version and time.monotonic() - self._last_fetch_ok > self.config.fetch_timeout_ms / 1000:
+            if self.is_voter():
+                log.info("controller quorum: node %d: no fetch from leader %d for %d ms, starting an election",
+                         self.node_id, self.leader_id, self.config.fetch_timeout_ms)
+                self._become_candidate()
+            else:
+                self._transition(Role.UNATTACHED, self.epoch, -1, -1)
+
+    async def _probe_leader(self) -> bool:
+        """Before standing for election: does a live leader exist? True when this node now follows one.
+
+        Each other voter gets a Fetch with no wait; only a voter that answers *as the leader*
+        (its ``CurrentLeader`` names itself, epoch at least ours) counts, so a voter that still
+        believes in a dead leader cannot keep us from electing. This spares the quorum an election
+        when a resigned or restarted voter comes back while a leader is alive (what KIP-996's
+        pre-vote achieves; a cheaper check, not its protocol).
+        """
+        version = self._version
+        others = [v for v in self.voters if v != self.node_id]
+        timeout = min(self.config.request_timeout_ms, self.config.election_timeout_ms) / 2000
+        results = await asyncio.gather(*(self._channel(v, "probe").request(self._fetch_request(max_wait_ms=0), timeout)
+                                         for v in others), return_exceptions=True)
+        if self._version != version:
+            return True
+        for voter, result in zip(others, results):
+            if isinstance(result, BaseException):
+                continue
+            try:
+                leader = _partition(result).current_leader
+            except ValueError:
+                continue
+            if leader.leader_id == voter and leader.leader_epoch >= self.epoch:
+                self._become_follower(leader.leader_epoch, voter)
+                return True
+        return False
+
+    async def _discover_leader(self) -> None:
+        """Observer: ask a random voter (Fetch) who leads; its CurrentLeader answers."""
+        version = self._version
+        voter = random.choice(sorted(self.voters))
+        try:
+            response = await self._channel(voter, "fetch").request(self._fetch_request(max_wait_ms=0),
+                                                                   self.config.request_timeout_ms / 1000)
+            p = _partition(response)
+            leader = p.current_leader
+            if self._version == version and leader.leader_id >= 0 and leader.leader_epoch >= self.epoch:
+                self._become_follower(leader.leader_epoch, leader.leader_id)
+                return
+        except (ConnectionError, ValueError):
+            pass
+        await self._wait_change(0.1)
+
+    def _fetch_request(self, max_wait_ms: int | None = None) -> Any:
+        wait = min(FETCH_MAX_WAIT_MS, self.config.fetch_timeout_ms // 2) if max_wait_ms is None else max_wait_ms
+        return fetch_v12.FetchRequest(
+            replica_id=self.node_id, max_wait=datetime.timedelta(milliseconds=wait), min_bytes=1,
+            max_bytes=FETCH_MAX_BYTES,
+            topics=(fetch_v12.FetchTopic(topic=METADATA_TOPIC, partitions=(fetch_v12.FetchPartition(
+                partition=METADATA_PARTITION, current_leader_epoch=self.epoch, fetch_offset=self.storage.end_offset,
+                last_fetched_epoch=self.storage.last_epoch, log_start_offset=0,
+                partition_max_bytes=FETCH_MAX_BYTES),)),),
+            forgotten_topics_data=())
+
+    def _on_fetch_response(self, response: Any) -> None:
+        """Follower/observer: apply a Fetch response from the leader (KafkaRaftClient.handleFetchResponse)."""
+        try:
+            p = _partition(response)
+        except ValueError:
+            return
+        leader = p.current_leader
+        if self._observe_epoch(leader.leader_epoch, leader.leader_id):
+            return
+        error = response.error_code or p.error_code
+        if error != ErrorCode.none:
+            if error == ErrorCode.not_leader_or_follower and leader.leader_epoch == self.epoch \
+                    and leader.leader_id != self.leader_id:
+                # Our leader resigned in this epoch (check-quorum or stop): no leader until the next election.
+                self._transition(Role.UNATTACHED, self.epoch, -1, self.voted_id)
+                self._reset_election_timer()
+            return
+        self._last_fetch_ok = time.monotonic()
+        if p.diverging_epoch.epoch >= 0 or p.diverging_epoch.end_offset >= 0:
+            epoch, end = self.storage.end_offset_for_epoch(p.diverging_epoch.epoch)
+            target = max(0, min(p.diverging_epoch.end_offset, end))
+            if target < self.high_watermark:
+                log.error("controller quorum: node %d asked to truncate to %d below its high watermark %d",
+                          self.node_id, target, self.high_watermark)
+                target = self.high_watermark
+            log.info("controller quorum: node %d truncates its log from %d to %d (leader %d diverges at epoch %d)",
+                     self.node_id, self.storage.end_offset, target, self.leader_id, p.diverging_epoch.epoch)
+            self.storage.truncate_to(target)
+            return
+        if p.records:
+            try:
+                self.storage.append_as_follower(bytes(p.records))
+            except CorruptRecordError as exc:
+                log.warning("controller quorum: node %d refused fetched records: %s", self.node_id, exc)
+                return
+        self._set_high_watermark(min(p.high_watermark, self.storage.end_offset))
+
+    async def _campaign(self) -> None:
+        """Candidate: Vote requests to every other voter; a majority makes this node the leader."""
+        version = self._version
+        granted = {self.node_id}
+        if len(granted) >= self._majority():
+            self._become_leader(granted)
+            return
+        request = vote_v0.VoteRequest(topics=(vote_v0.TopicData(topic_name=METADATA_TOPIC, partitions=(
+            vote_v0.PartitionData(partition_index=METADATA_PARTITION, replica_epoch=self.epoch,
+                                  replica_id=self.node_id, last_offset_epoch=self.storage.last_epoch,
+                                  last_offset=self.storage.end_offset),)),))
+        timeout = self.config.election_timeout_ms / 1000
+        deadline = time.monotonic() + random.uniform(timeout, 2 * timeout)
+        tasks = {asyncio.ensure_future(self._channel(v, "vote").request(request, self.config.request_timeout_ms / 1000)): v
+                 for v in self.voters if v != self.node_id}
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            while tasks and self._version == version:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                done, _ = await asyncio.wait([*tasks, changed], timeout=remaining,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if changed in done or self._version != version:
+                    return
+                for task in done:
+                    voter = tasks.pop(task)
+                    if task.exception() is not None:
+                        continue
+                    try:
+                        p = _partition(task.result())
+                    except ValueError:
+                        continue
+                    if self._observe_epoch(p.leader_epoch, p.leader_id) or self._version != version:
+                        return
+                    if p.error_code == ErrorCode.none and p.vote_granted and p.leader_epoch == self.epoch:
+                        granted.add(voter)
+                if len(granted) >= self._majority():
+                    self._become_leader(granted)
+                    return
+        finally:
+            for task in [*tasks, changed]:
+                task.cancel()
+        if self._version != version:
+            return
+        # Lost or split vote: back off, then stand again with a higher epoch (Kafka's election backoff).
+        await self._wait_change(max(0.0, deadline - time.monotonic())
+                                + random.uniform(0, self.config.election_backoff_max_ms / 1000))
+        if self._version == version:
+            self._become_candidate()
+
+    def _become_leader(self, granted: set) -> None:
+        self._transition(Role.LEADER, self.epoch, self.node_id, self.node_id)
+        self._replicas = {v: ReplicaProgress() for v in self.voters if v != self.node_id}
+        self._observers = {}
+        self._epoch_start_offset = self.storage.end_offset
+        self.storage.append_leader_change(self.epoch, self.node_id, sorted(self.voters), sorted(granted))
+        self._update_high_watermark()
+
+    async def _lead(self) -> None:
+        version = self._version
+        started = time.monotonic()
+        check_s = CHECK_QUORUM_FACTOR * self.config.fetch_timeout_ms / 1000
+        while self._version == version and self._started:
+            now = time.monotonic()
+            silent = [v for v, r in self._replicas.items() if r.last_fetch_mono < started]
+            if silent:
+                await self._send_begin_quorum_epoch(silent)
+            if self._version != version:
+                return
+            fetched = 1 + sum(1 for r in self._replicas.values() if now - r.last_fetch_mono <= check_s)
+            if fetched < self._majority() and now - started > check_s:
+                log.warning("controller quorum: leader %d resigns in epoch %d: no majority of voters fetched for "
+                            "%d ms (check-quorum)", self.node_id, self.epoch, int(check_s * 1000))
+                self._transition(Role.UNATTACHED, self.epoch, -1, self.voted_id)
+                self._reset_election_timer()
+                return
+            await self._wait_change(min(0.25, self.config.fetch_timeout_ms / 4000))
+
+    async def _send_begin_quorum_epoch(self, voters: list[int]) -> None:
+        request = bqe.BeginQuorumEpochRequest(topics=(bqe.TopicData(topic_name=METADATA_TOPIC, partitions=(
+            bqe.PartitionData(partition_index=METADATA_PARTITION, leader_id=self.node_id, leader_epoch=self.epoch),)),))
+        version = self._version
+        results = await asyncio.gather(*(self._channel(v, "control").request(request, min(
+            0.5, self.config.request_timeout_ms / 1000)) for v in voters), return_exceptions=True)
+        if self._version != version:
+            return
+        for result in results:
+            if isinstance(result, BaseException):
+                continue
+            try:
+                p = _partition(result)
+            except ValueError:
+                continue
+            if self._observe_epoch(p.leader_epoch, p.leader_id):
+                return
+
+    async def _send_end_quorum_epoch(self) -> None:
+        others = sorted((v for v in self.voters if v != self.node_id),
+                        key=lambda v: -self._replicas.get(v, ReplicaProgress()).end_offset)
+        request = eqe.EndQuorumEpochRequest(topics=(eqe.TopicData(topic_name=METADATA_TOPIC, partitions=(
+            eqe.PartitionData(partition_index=METADATA_PARTITION, leader_id=self.node_id, leader_epoch=self.epoch,
+                              preferred_successors=tuple(others)),)),))
+        await asyncio.gather(*(self._channel(v, "control").request(request, min(
+            0.5, self.config.request_timeout_ms / 1000)) for v in others), return_exceptions=True)
+
+    # -- serving the Raft APIs -----------------------------------------------------------------
+    async def handle(self, api_key: int, version: int, request: Any) -> dict:
+        """Answer one Raft request (the controller listener's dispatch); returns the response body dict."""
+        if api_key == FETCH:
+            return await self._handle_fetch(request)
+        if api_key == DESCRIBE_CLUSTER:
+            return self._handle_describe_cluster(request)
+        p = _partition(request) if request.topics and request.topics[0].partitions else None
+        topic_ok = p is not None and request.topics[0].topic_name == METADATA_TOPIC and p.partition_index == 0
+        if api_key == DESCRIBE_QUORUM:
+            return self._handle_describe(topic_ok)
+        if not topic_ok:
+            return self._partition_answer(ErrorCode.unknown_topic_or_partition, api_key)
+        if api_key == VOTE:
+            return self._handle_vote(p)
+        if api_key == BEGIN_QUORUM_EPOCH:
+            return self._handle_begin(p)
+        if api_key == END_QUORUM_EPOCH:
+            return self._handle_end(p)
+        raise ValueError(f"api key {api_key} is not a Raft API")
+
+    def _partition_answer(self, error: int, api_key: int, **extra) -> dict:
+        partition = {"partition_index": METADATA_PARTITION, "error_code": error, "error_message": None,
+                     "leader_id": self.leader_id, "leader_epoch": self.epoch, **extra}
+        if api_key == VOTE:
+            partition.setdefault("vote_granted", False)
+        answer = {"error_code": ErrorCode.none, "error_message": None,
+                  "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}]}
+        if api_key == DESCRIBE_QUORUM:  # v2 (KIP-853): the voters' controller endpoints
+            answer["nodes"] = [{"node_id": v, "listeners": [{"name": CONTROLLER_LISTENER, "host": h, "port": p}]}
+                               for v, (h, p) in sorted(self.voters.items())]
+        return answer
+
+    def _handle_vote(self, p: Any) -> dict:
+        candidate, epoch = p.replica_id, p.replica_epoch
+        if candidate not in self.voters or not self.is_voter():
+            return self._partition_answer(ErrorCode.inconsistent_voter_set, VOTE)
+        if epoch < self.epoch:
+            return self._partition_answer(ErrorCode.none, VOTE, vote_granted=False)
+        if epoch > self.epoch:
+            self._transition(Role.UNATTACHED, epoch, -1, -1)
+            self._reset_election_timer()
+        granted = False
+        if self.role is Role.UNATTACHED and self.voted_id in (-1, candidate):
+            up_to_date = (p.last_offset_epoch, p.last_offset) >= (self.storage.last_epoch, self.storage.end_offset)
+            if up_to_date:
+                granted = True
+                if self.voted_id != candidate:
+                    self._transition(Role.UNATTACHED, self.epoch, -1, candidate)
+                self._reset_election_timer()
+        elif self.role is Role.CANDIDATE and candidate == self.node_id:
+            granted = True
+        return self._partition_answer(ErrorCode.none, VOTE, vote_granted=granted)
+
+    def _handle_begin(self, p: Any) -> dict:
+        if p.leader_id not in self.voters:
+            return self._partition_answer(ErrorCode.inconsistent_voter_set, BEGIN_QUORUM_EPOCH)
+        if p.leader_epoch < self.epoch:
+            return self._partition_answer(ErrorCode.fenced_leader_epoch, BEGIN_QUORUM_EPOCH)
+        if p.leader_epoch > self.epoch or self.role is not Role.FOLLOWER or self.leader_id != p.leader_id:
+            if not (p.leader_epoch == self.epoch and self.role is Role.LEADER):
+                self._become_follower(p.leader_epoch, p.leader_id)
+        return self._partition_answer(ErrorCode.none, BEGIN_QUORUM_EPOCH)
+
+    def _handle_end(self, p: Any) -> dict:
+        if p.leader_epoch < self.epoch:
+            return self._partition_answer(ErrorCode.fenced_leader_epoch, END_QUORUM_EPOCH)
+        if p.leader_epoch > self.epoch:
+            self._transition(Role.UNATTACHED, p.leader_epoch, -1, -1)
+        elif self.role is Role.FOLLOWER and self.leader_id == p.leader_id:
+            self._transition(Role.UNATTACHED, self.epoch, -1, self.voted_id)
+        elif self.role is not Role.UNATTACHED:  # a candidate or another leader of this epoch: nothing to do
+            return self._partition_answer(ErrorCode.none, END_QUORUM_EPOCH)
+        # Kafka: the preferred successors stand first; the others wait a little longer.
+        successors = list(p.preferred_successors)
+        position = successors.index(self.node_id) if self.node_id in successors else len(successors)
+        self._reset_election_timer(0.05 * position + random.uniform(0, 0.05))
+        return self._partition_answer(ErrorCode.none, END_QUORUM_EPOCH)
+
+    def _handle_describe_cluster(self, request: Any) -> dict:
+        """DescribeCluster v1 on the controller listener (KIP-919): the voters as controller endpoints and
+        the active controller; brokers (endpoint type 1) are asked of a broker: MISMATCHED_ENDPOINT_TYPE (114)."""
+        controllers = request.endpoint_type == 2
+        return {"throttle_time": 0, "error_code": ErrorCode.none if controllers else ErrorCode.mismatched_endpoint_type,
+                "error_message": None if controllers else "the controller listener only describes controllers "
+                                                           "(endpoint type 2): ask a broker for brokers",
+                "endpoint_type": request.endpoint_type, "cluster_id": self.cluster_id,
+                "controller_id": self.leader_id if controllers else -1,
+                "brokers": [{"broker_id": v, "host": h, "port": p} for v, (h, p) in sorted(self.voters.items())]
+                if controllers else []}
+
+    def _handle_describe(self, topic_ok: bool) -> dict:
+        if not topic_ok:
+            return self._partition_answer(ErrorCode.unknown_topic_or_partition, DESCRIBE_QUORUM, high_watermark=-1,
+                                          current_voters=[], observers=[])
+        if self.role is not Role.LEADER:
+            return self._partition_answer(ErrorCode.not_leader_or_follower, DESCRIBE_QUORUM, high_watermark=-1,
+                                          current_voters=[], observers=[])
+        now = _now_ms()
+
+        def state(node: int, r: ReplicaProgress) -> dict:
+            return {"replica_id": node, "replica_directory_id": NO_DIRECTORY_ID, "log_end_offset": r.end_offset,
+                    "last_fetch_timestamp": r.last_fetch_ms, "last_caught_up_timestamp": r.last_caught_up_ms}
+
+        voters = [state(self.node_id, ReplicaProgress(self.storage.end_offset, now, now))]
+        voters += [state(v, r) for v, r in sorted(self._replicas.items())]
+        return self._partition_answer(ErrorCode.none, DESCRIBE_QUORUM, high_watermark=self.high_watermark,
+                                      current_voters=voters,
+                                      observers=[state(o, r) for o, r in sorted(self._observers.items())])
+
+    async def _handle_fetch(self, request: Any) -> dict:
+        topic = request.topics[0] if request.topics else None
+        p = topic.partitions[0] if topic is not None and topic.partitions else None
+        if p is None or topic.topic != METADATA_TOPIC or p.partition != METADATA_PARTITION:
+            return self._fetch_answer(ErrorCode.unknown_topic_or_partition)
+        if self.role is not Role.LEADER:
+            return self._fetch_answer(ErrorCode.not_leader_or_follower)
+        if p.current_leader_epoch > self.epoch:
+            return self._fetch_answer(ErrorCode.unknown_leader_epoch)
+        if 0 <= p.current_leader_epoch < self.epoch:
+            return self._fetch_answer(ErrorCode.fenced_leader_epoch)
+        offset, replica = p.fetch_offset, request.replica_id
+        if offset > 0:
+            epoch, end = self.storage.end_offset_for_epoch(p.last_fetched_epoch)
+            if epoch != p.last_fetched_epoch or offset > end:
+                return self._fetch_answer(ErrorCode.none, diverging_epoch={"epoch": epoch, "end_offset": end})
+        if offset < 0 or offset > self.storage.end_offset:
+            return self._fetch_answer(ErrorCode.offset_out_of_range)
+        version = self._version
+        if replica >= 0:
+            self._record_fetch(replica, offset)
+        # Long poll until something is appended or committed, at most max_wait (capped at the fetch timeout).
+        wait_s = min(request.max_wait.total_seconds(), self.config.fetch_timeout_ms / 1000)
+        if offset == self.storage.end_offset and wait_s > 0:
+            event = self._progress_event
+            try:
+                await asyncio.wait_for(event.wait(), wait_s)
+            except asyncio.TimeoutError:
+                pass
+            if self._version != version:
+                return self._fetch_answer(ErrorCode.not_leader_or_follower if self.role is not Role.LEADER
+                                          else ErrorCode.fenced_leader_epoch)
+        end = self.storage.end_offset if replica >= 0 else self.high_watermark
+        records = self.storage.read(offset, p.partition_max_bytes) if offset < end else b""
+        return self._fetch_answer(ErrorCode.none, records=records)
+
+    def _record_fetch(self, replica: int, offset: int) -> None:
+        now_ms, now = _now_ms(), time.monotonic()
+        table = self._replicas if replica in self.voters else self._observers
+        progress = table.setdefault(replica, ReplicaProgress())
+        progress.end_offset, progress.last_fetch_ms, progress.last_fetch_mono = offset, now_ms, now
+        if offset >= self.storage.end_offset:
+            progress.last_caught_up_ms = now_ms
+        if replica in self.voters:
+            self._update_high_watermark()
+
+    def _fetch_answer(self, error: int, records: bytes = b"", **extra) -> dict:
+        partition = {"partition_index": METADATA_PARTITION, "error_code": error,
+                     "high_watermark": self.high_watermark, "last_stable_offset": self.high_watermark,
+                     "log_start_offset": 0, "current_leader": {"leader_id": self.leader_id, "leader_epoch": self.epoch},
+                     "aborted_transactions": None, "records": records, **extra}
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
+                "responses": [{"topic": METADATA_TOPIC, "partitions": [partition]}]}
