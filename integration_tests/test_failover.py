@@ -19,7 +19,7 @@ every kill lands on a running query.
 
 (a) runs on Apache Kafka's three-node cluster and on the replicated embedded cluster (``failover_cluster``;
 (c) passed there too when run by hand, left out of CI for time: switch its fixture to ``failover_cluster``);
-(d) only on Apache Kafka (the embedded cluster refuses transactions yet).
+(b) and (d) only on Apache Kafka ((d) needs transactions, which the embedded cluster refuses yet).
 """
 
 from __future__ import annotations
