@@ -16,6 +16,10 @@ every kill lands on a running query.
 - (c) the exactly-once SQL sink (``pykafka-sql``) reading from the cluster;
 - (d) an exactly-once Kafka write (``deliveryGuarantee=exactly-once``) into the cluster,
   checked with a read_committed consumer.
+
+(a) runs on Apache Kafka's three-node cluster and on the replicated embedded cluster (``failover_cluster``;
+(c) passed there too when run by hand, left out of CI for time: switch its fixture to ``failover_cluster``);
+(b) and (d) only on Apache Kafka ((d) needs transactions, which the embedded cluster refuses yet).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import uuid
 
 import pytest
 
+from integration_tests import clusters
 from integration_tests.helpers import consume_all, read_stream
 
 pytestmark = pytest.mark.slow
@@ -153,7 +158,9 @@ def _run_with_kills(kafka_cluster, source_bootstrap: str, source: str, start_que
         for i in range(KILLS):
             _wait(_progressed(query, sink_count), "the query wrote to its sink")
             topic = watched or start_query.sink_topic
-            leader = _wait(lambda: _leader(bootstrap, topic), f"a leader for {topic}-0")
+            # a 1-tuple: node id 0 (the embedded cluster's first broker) is a leader too, though falsy
+            leader, = _wait(lambda: (lambda n: (n,) if n >= 0 else None)(_leader(bootstrap, topic)),
+                            f"a leader for {topic}-0")
             mark(f"kill {i + 1}: node {leader} (leader of {topic}-0)")
             kafka.kill(leader)
             _wait(lambda: _leader(bootstrap, topic) not in (-1, leader), f"a new leader for {topic}-0")
@@ -199,8 +206,19 @@ def _assert_kafka_causes(errors: list[str]) -> None:
         assert any(word in e for word in ("Kafka", "kafka", "Broker", "broker", "leader", "LEADER", "timed out")), e
 
 
-def test_streaming_read_with_max_offsets_per_trigger_survives_leader_kills(spark, apache_kafka_cluster, tmp_path):
-    cluster = apache_kafka_cluster
+@pytest.fixture(scope="module", params=["apache-kafka-cluster", "embedded-cluster"])
+def failover_cluster(request, tmp_path_factory):
+    """The three-node cluster whose leaders are killed: Apache Kafka's, or the replicated embedded cluster
+    (docs/replication.md; the same scenarios must give the same outcomes)."""
+    if request.param == "apache-kafka-cluster":
+        yield request.getfixturevalue("apache_kafka_cluster")
+        return
+    with clusters.start("embedded-cluster", tmp_path_factory.mktemp("replicated")) as cluster:
+        yield cluster
+
+
+def test_streaming_read_with_max_offsets_per_trigger_survives_leader_kills(spark, failover_cluster, tmp_path):
+    cluster = failover_cluster
     topic = cluster.create_topic(2)
     sink = BatchRows()
 

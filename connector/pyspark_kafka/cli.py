@@ -4,6 +4,7 @@ Commands (one function each, ``cmd_<name>``; a new command is one ``add_parser``
 call plus one function):
 
 - ``broker``: run the embedded Kafka-compatible broker in the foreground.
+- ``cluster``: run a replicated embedded cluster (a controller and N brokers) until interrupted.
 - ``topics create|list|describe|delete``: like Kafka's ``kafka-topics.sh``.
 - ``produce``: stdin lines → records, like ``kafka-console-producer.sh``.
 - ``consume``: records → stdout lines, like ``kafka-console-consumer.sh``.
@@ -267,6 +268,35 @@ def cmd_broker(args) -> int:
     except OSError as e:
         raise CliError(f"cannot listen on {args.host}:{args.port} with data dir {args.data_dir!r}: "
                        f"{e.strerror or e}; pick another --port (0 = any free port) or --data-dir") from None
+    return 0
+
+
+def cmd_cluster(args) -> int:
+    """Run a replicated cluster (:class:`~pyspark_kafka.broker.cluster.EmbeddedCluster`) until SIGINT/SIGTERM.
+
+    Prints ``bootstrap.servers`` and the path of ``cluster.json`` (each node's id, port, pid, restart command),
+    then waits; on SIGINT/SIGTERM stops every process it started, by pid.
+    """
+    import signal
+    import threading
+
+    from pyspark_kafka.broker.cluster import EmbeddedCluster
+
+    cluster = EmbeddedCluster(args.brokers, data_dir=args.data_dir, port=args.port, config=dict(args.config))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        cluster.start()
+    except (OSError, RuntimeError, TimeoutError) as e:
+        raise CliError(f"cannot start the cluster in {args.data_dir!r}: {e}") from None
+    try:
+        print(f"pyspark-kafka cluster: {args.brokers} brokers at {cluster.bootstrap_servers}; nodes in "
+              f"{cluster.data_dir / 'cluster.json'}", flush=True)
+        while not stop.wait(1.0):
+            pass
+    finally:
+        cluster.stop()
     return 0
 
 
@@ -554,6 +584,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9094 (repeatable)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=cmd_broker)
+
+    p = sub.add_parser("cluster", help="run a replicated embedded cluster: a controller and N broker processes")
+    p.add_argument("--brokers", type=int, default=3, help="number of brokers, node ids 0..N-1 (default 3)")
+    p.add_argument("--data-dir", required=True, help="holds node-<id>/ data directories and cluster.json")
+    p.add_argument("--port", type=int, default=None,
+                   help="first broker port: brokers listen on PORT..PORT+N-1 (default: free ports)")
+    p.add_argument("--config", type=broker_config_pair, action="append", default=[], metavar="KEY=VALUE",
+                   help="broker setting with Kafka's name for every node, e.g. min.insync.replicas=2 (repeatable)")
+    p.set_defaults(func=cmd_cluster)
 
     topics = sub.add_parser("topics", help="create, list, describe or delete topics").add_subparsers(
         dest="action", required=True, metavar="ACTION")

@@ -133,6 +133,18 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transactional.id.expiration.ms": "604800000",
     "producer.id.expiration.ms": "86400000",
+    # KRaft roles and the replicated cluster (docs/replication.md): unset voters = the single-node broker
+    "process.roles": "broker,controller",
+    "controller.quorum.voters": "",
+    "controller.quorum.bootstrap.servers": "",
+    "controller.listener.names": "CONTROLLER",
+    "broker.session.timeout.ms": "9000",
+    "broker.heartbeat.interval.ms": "2000",
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.backoff.ms": "1000",
+    "request.timeout.ms": "30000",
 }
 
 #: Broker configs that Kafka 4.3.1 defines without a default (their value comes from the coarser
@@ -268,6 +280,13 @@ _TYPES: dict[str, tuple[str, int | float | None]] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_INT, 1),
     "transactional.id.expiration.ms": (_INT, 1),
     "producer.id.expiration.ms": (_INT, 1),
+    "broker.session.timeout.ms": (_INT, 1),
+    "broker.heartbeat.interval.ms": (_INT, 1),
+    "replica.lag.time.max.ms": (_LONG, 1),
+    "replica.fetch.wait.max.ms": (_INT, 0),
+    "replica.fetch.max.bytes": (_INT, 0),
+    "replica.fetch.backoff.ms": (_INT, 0),
+    "request.timeout.ms": (_INT, 0),
     "log.local.retention.ms": (_LONG, -2),
     "log.local.retention.bytes": (_LONG, -2),
     "compression.gzip.level": (_INT, -1),

@@ -255,6 +255,46 @@ class InvalidRequiredAcksError(KafkaError):
     error_code = ErrorCode.invalid_required_acks
 
 
+class NotLeaderOrFollowerError(KafkaError):
+    """A produce or fetch sent to a broker that does not lead (or follow) the partition (NOT_LEADER_OR_FOLLOWER):
+    the client refreshes its metadata and retries on the leader."""
+
+    error_code = ErrorCode.not_leader_or_follower
+
+
+class NotEnoughReplicasError(KafkaError):
+    """acks=all with fewer in-sync replicas than ``min.insync.replicas`` before the append (NOT_ENOUGH_REPLICAS):
+    nothing was written."""
+
+    error_code = ErrorCode.not_enough_replicas
+
+
+class NotEnoughReplicasAfterAppendError(KafkaError):
+    """acks=all whose ISR shrank below ``min.insync.replicas`` after the append (NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+    the records are in the leader's log but may not be replicated."""
+
+    error_code = ErrorCode.not_enough_replicas_after_append
+
+
+class RequestTimedOutError(KafkaError):
+    """An acks=all produce whose records did not reach the ISR within the request's timeout (REQUEST_TIMED_OUT)."""
+
+    error_code = ErrorCode.request_timed_out
+
+
+class OffsetNotAvailableError(KafkaError):
+    """ListOffsets to a new leader whose high watermark is still below the start of its leader epoch
+    (OFFSET_NOT_AVAILABLE): the client retries."""
+
+    error_code = ErrorCode.offset_not_available
+
+
+class BrokerNotAvailableError(KafkaError):
+    """No live broker can take the request (BROKER_NOT_AVAILABLE)."""
+
+    error_code = ErrorCode.broker_not_available
+
+
 # -- authorization (Kafka's StandardAuthorizer; broker/security/authorizer.py) ---------------------
 
 

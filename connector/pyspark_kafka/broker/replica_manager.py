@@ -33,6 +33,11 @@ from pyspark_kafka.broker.errors import (
     InvalidTopicError,
     FencedLeaderEpochError,
     KafkaError,
+    NotEnoughReplicasAfterAppendError,
+    OffsetNotAvailableError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
     OffsetOutOfRangeError,
     PolicyViolationError,
     UnknownTopicIdError,
@@ -104,6 +109,83 @@ class ReplicaManager:
         self.logs = LogManager(data_dir, config)
         self.verify_transaction = verify_transaction
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self.node_id = config.get_int("node.id")
+        # Replicated cluster (docs/replication.md): set by the broker lifecycle; False = the single node
+        self.replicated = False
+        self.shutting_down = False  # set by the broker lifecycle's controlled shutdown
+        self.partitions: dict[tuple[str, int], "Partition"] = {}
+
+    # --- replication (a replicated cluster only) -------------------------------------------------
+
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> "Partition | None":
+        """The replicated partition this broker leads (None on a single node).
+
+        Raises NotLeaderOrFollowerError when this broker does not lead it (the client refreshes its metadata),
+        FencedLeaderEpochError / UnknownLeaderEpochError when ``current_leader_epoch`` (-1: not given) is older /
+        newer than the leader's (KIP-320).
+        """
+        if not self.replicated:
+            return None
+        part = self.partitions.get((topic, partition))
+        if part is None or not part.is_leader:
+            leader = None if part is None else part.state.leader
+            raise NotLeaderOrFollowerError(f"broker {self.node_id} is not the leader of {topic}-{partition} "
+                                           f"(leader {leader}): refresh metadata")
+        self._check_epoch(part, topic, partition, current_leader_epoch)
+        return part
+
+    @staticmethod
+    def _check_epoch(part, topic: str, partition: int, current_leader_epoch: int) -> None:
+        epoch = part.state.leader_epoch
+        if current_leader_epoch != -1 and current_leader_epoch < epoch:
+            raise FencedLeaderEpochError(f"the current leader epoch of {topic}-{partition} is {epoch}, newer than "
+                                         f"the request's {current_leader_epoch}: refresh metadata")
+        if current_leader_epoch > epoch:
+            raise UnknownLeaderEpochError(f"the current leader epoch of {topic}-{partition} is {epoch}, older than "
+                                          f"the request's {current_leader_epoch}")
+
+    def check_min_isr(self, part, topic: str, partition: int, after_append: bool = False) -> None:
+        """acks=all: NotEnoughReplicasError (before the append) or NotEnoughReplicasAfterAppendError when the ISR
+        is smaller than the topic's ``min.insync.replicas`` (Kafka's ``Partition.appendRecordsToLeader`` and
+        ``checkEnoughReplicasReachOffset``)."""
+        min_isr = self._min_isr(topic)
+        if len(part.isr) < min_isr:
+            cls = NotEnoughReplicasAfterAppendError if after_append else NotEnoughReplicasError
+            raise cls(f"the ISR {list(part.isr)} of {topic}-{partition} is smaller than min.insync.replicas="
+                      f"{min_isr}{' after the append' if after_append else ''}: wait for followers to catch up or "
+                      "lower min.insync.replicas")
+
+    def _min_isr(self, topic: str) -> int:
+        info = self.logs.topic(topic)
+        value = (info.configs if info else {}).get("min.insync.replicas")
+        return int(value) if value is not None else self.config.get_int("min.insync.replicas")
+
+    async def wait_for_replication(self, topic: str, partition: int, required_offset: int, timeout_ms: int) -> None:
+        """acks=all: wait until the high watermark reaches ``required_offset`` (the appended records' next
+        offset) or ``timeout_ms`` passes (Kafka's ``DelayedProduce``).
+
+        Raises RequestTimedOutError on timeout, NotLeaderOrFollowerError when leadership is lost meanwhile,
+        NotEnoughReplicasAfterAppendError when the ISR is below ``min.insync.replicas`` once reached.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, timeout_ms) / 1000
+        while True:
+            part = self.partitions.get((topic, partition))
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # Python 3.11's wait_for may have swallowed it
+                raise asyncio.CancelledError()
+            if part is None or not part.is_leader or self.shutting_down:
+                raise NotLeaderOrFollowerError(f"broker {self.node_id} lost the leadership of {topic}-{partition} "
+                                               "before the ISR had the records: retry on the new leader")
+            if part.log.high_watermark >= required_offset:
+                self.check_min_isr(part, topic, partition, after_append=True)
+                return
+            left = deadline - loop.time()
+            if left <= 0:
+                raise RequestTimedOutError(
+                    f"the ISR {list(part.isr)} of {topic}-{partition} did not reach offset {required_offset} within "
+                    f"the request timeout of {timeout_ms} ms (high watermark {part.log.high_watermark})")
+            await self.wait_for_append([(topic, partition)], left)
 
     # --- topics -----------------------------------------------------------------------------
 
@@ -155,16 +237,21 @@ class ReplicaManager:
         if topic in INTERNAL_TOPICS:
             raise InvalidTopicError(f"cannot append to internal topic {topic}: only the broker's coordinators write it")
         validate_topic_name(topic)
-        if auto_create:
+        if auto_create and not self.replicated:
             self.auto_create(topic)
+        part = self.leader_partition(topic, partition)
         plog = self.logs.get_log(topic, partition)
         if plog is None:
             raise UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")
+        if part is not None and acks == -1:
+            self.check_min_isr(part, topic, partition)
         if len(records) >= BATCH_HEADER_SIZE:  # a shorter one: the log's validation reports it
             header = parse_header(records)
             if header.is_transactional and not header.is_control:
                 self.verify_transaction(header.producer_id, header.producer_epoch, topic, partition)
         result = plog.append(records, now_ms=now_ms, from_client=True)
+        if part is not None:
+            part.maybe_increment_hw()
         self.notify_append(topic, partition)
         return result
 
@@ -173,19 +260,24 @@ class ReplicaManager:
         """Write a transaction marker (COMMIT or ABORT control batch) and wake the partition's fetches.
 
         Returns False when the partition no longer exists (nothing written). Raises KafkaError
-        from the log (e.g. InvalidProducerEpochError for a stale epoch).
+        from the log (e.g. InvalidProducerEpochError for a stale epoch), NotLeaderOrFollowerError in a
+        replicated cluster when this broker does not lead the partition.
         """
         plog = self.logs.get_log(topic, partition)
         if plog is None:
             return False
+        part = self.leader_partition(topic, partition)  # never into a follower's copy (it would diverge)
         plog.append_marker(producer_id, producer_epoch, commit, now_ms=now_ms)
+        if part is not None:
+            part.maybe_increment_hw()
         self.notify_append(topic, partition)
         return True
 
     # --- fetch --------------------------------------------------------------------------------
 
     def read_records(self, topic: str | None, partition: int, fetch_offset: int, max_bytes: int, *,
-                     read_committed: bool, min_one_message: bool) -> LogReadResult:
+                     read_committed: bool, min_one_message: bool, replica_id: int = -1,
+                     current_leader_epoch: int = -1) -> LogReadResult:
         """Whole batches of ``topic``/``partition`` from the one holding ``fetch_offset``, at most ``max_bytes``.
 
         Kafka's ``readFromLog`` for one partition: the slice ends below the high watermark, or
@@ -195,10 +287,22 @@ class ReplicaManager:
         UNKNOWN_TOPIC_ID for ``topic`` None, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE.
         """
         plog = self.logs.get_log(topic, partition) if topic is not None else None
-        if plog is None:
+        if plog is None and not (self.replicated and topic is not None and (topic, partition) in self.partitions):
             code = ErrorCode.unknown_topic_id if topic is None else ErrorCode.unknown_topic_or_partition
+            if self.replicated and topic is not None and self.logs.topic(topic) is not None:
+                code = ErrorCode.not_leader_or_follower
             return LogReadResult(code, -1, -1, -1)
         upper = plog.last_stable_offset if read_committed else plog.high_watermark
+        if self.replicated:
+            try:
+                part = self.leader_partition(topic, partition, current_leader_epoch)
+            except KafkaError as exc:
+                return LogReadResult(exc.error_code, -1, -1, -1)
+            if replica_id >= 0:  # a follower's fetch: its fetch offset is its LEO; it reads up to ours
+                from pyspark_kafka.broker.cluster.partition import mono_ms
+                if part.update_follower(replica_id, fetch_offset, mono_ms()):
+                    self.notify_append(topic, partition)
+                upper = plog.log_end_offset
         try:
             fetched = plog.read(fetch_offset, max_bytes, max_offset=upper, min_one_message=min_one_message)
         except KafkaError as exc:
@@ -208,7 +312,13 @@ class ReplicaManager:
 
     # --- list offsets -----------------------------------------------------------------------
 
-    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, read_committed: bool) -> tuple[int, int]:
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's current leader epoch (0 on a single node, which never changes leader)."""
+        part = self.partitions.get((topic, partition)) if self.replicated else None
+        return 0 if part is None else part.state.leader_epoch
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, read_committed: bool,
+                             current_leader_epoch: int = -1) -> tuple[int, int]:
         """``(offset, timestamp)`` answering ListOffsets ``timestamp`` (ms, or a special target) for one partition.
 
         Kafka's ``fetchOffsetForTimestamp``: LATEST (-1) → high watermark, or the last stable
@@ -219,6 +329,15 @@ class ReplicaManager:
         another negative target.
         """
         plog = self._partition_log(topic, partition)
+        part = self.leader_partition(topic, partition, current_leader_epoch)
+        if part is not None and timestamp == LATEST:
+            epoch_start = part.epochs.end_offset_for(part.state.leader_epoch - 1, plog.log_end_offset)[1]
+            if plog.high_watermark < epoch_start:
+                # Kafka's Partition.fetchOffsetForTimestamp: a new leader whose high watermark has not yet
+                # reached the start of its epoch might answer an offset below what the old leader answered
+                raise OffsetNotAvailableError(
+                    f"the new leader of {topic}-{partition} has not yet caught its high watermark up to the start "
+                    f"of leader epoch {part.state.leader_epoch} (offset {epoch_start}): retry")
         if timestamp == LATEST:
             return (plog.last_stable_offset if read_committed else plog.high_watermark), -1
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -298,6 +417,10 @@ class ReplicaManager:
         epoch above it); -1 or above 0 ``(-1, -1)`` (undefined, without an error).
         """
         plog = self._partition_log(topic, partition)
+        part = self.partitions.get((topic, partition)) if self.replicated else None
+        if part is not None:  # the leader-epoch cache (KIP-101/279)
+            self.leader_partition(topic, partition, current_leader_epoch)
+            return part.epochs.end_offset_for(leader_epoch, plog.log_end_offset)
         if current_leader_epoch != -1 and current_leader_epoch < plog.leader_epoch:
             raise FencedLeaderEpochError(f"the current leader epoch of {topic}-{partition} is {plog.leader_epoch}, "
                                          f"newer than the request's {current_leader_epoch}: refresh metadata")

@@ -63,6 +63,7 @@ class Broker:
         self.host = host
         self.port = 0
         self.node_id = self.config.get_int("node.id")
+        self.lifecycle = None  # the BrokerLifecycle in a replicated cluster (docs/replication.md)
         # A stable cluster id per data directory (Kafka keeps it in meta.properties).
         raw = uuid.uuid5(uuid.NAMESPACE_URL, str(self.data_dir.resolve())).bytes
         self.cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -395,6 +396,10 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
         lambda: txn.abort_timed_out(now_ms()), "transaction timeout check",
     )))
+    from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle, is_cluster_broker
+    if is_cluster_broker(broker.config):
+        broker.lifecycle = BrokerLifecycle(broker)
+        await broker.lifecycle.start()
     bootstrap = f"{broker.host}:{broker.port}"
     log.info("pyspark-kafka broker listening on %s (data dir %s)", bootstrap, broker.data_dir)
     for lst in security.listeners:
@@ -405,6 +410,8 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
             ready(bootstrap)
         await stop.wait()
     finally:
+        if broker.lifecycle is not None:
+            await broker.lifecycle.stop()  # controlled shutdown: leaderships move before the sockets close
         for server in servers:
             server.close()
         for task in [*timers, *connections]:

@@ -28,6 +28,7 @@ KIP-35); :meth:`Cluster.require` skips a test when the cluster lacks an API it n
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 import io
 import os
 import socket
@@ -309,6 +310,21 @@ def from_env() -> Iterator[Cluster]:
     yield Cluster("env", bootstrap, apis)
 
 
+@contextlib.contextmanager
+def embedded_replicated(nodes: int = 3, tmp_dir=None) -> Iterator[Cluster]:
+    """The replicated embedded cluster (:class:`~pyspark_kafka.broker.cluster.EmbeddedCluster`: a controller and
+    ``nodes`` broker processes; docs/replication.md) with ``min.insync.replicas=2`` and replication factor 3,
+    like :func:`apache_kafka` with 3 nodes; ``kafka`` is the EmbeddedCluster (kill/restart nodes). Not one of
+    :data:`BACKENDS` (it serves no transactions yet): the failover tests ask for it by name."""
+    from pyspark_kafka.broker.cluster import EmbeddedCluster
+
+    config = {"min.insync.replicas": "2", "default.replication.factor": str(min(3, nodes))}
+    with EmbeddedCluster(nodes, data_dir=None if tmp_dir is None else Path(tmp_dir) / "cluster",
+                         config=config) as cluster:
+        yield Cluster("embedded-cluster", cluster.bootstrap_servers, api_versions(cluster.address(0)),
+                      kafka=cluster, replication_factor=min(3, nodes))
+
+
 def start(backend: str, tmp_dir=None) -> contextlib.AbstractContextManager[Cluster]:
     """The context manager of ``backend`` (one of :data:`BACKENDS`): ``with start(...) as cluster``.
 
@@ -324,4 +340,6 @@ def start(backend: str, tmp_dir=None) -> contextlib.AbstractContextManager[Clust
         return apache_kafka(3)
     if backend == "env":
         return from_env()
+    if backend == "embedded-cluster":
+        return embedded_replicated(3, tmp_dir)
     raise ValueError(f"unknown Kafka backend {backend!r}, not one of {', '.join(BACKENDS)}")

@@ -34,6 +34,9 @@ for a broker resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+
 from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
@@ -96,6 +99,42 @@ def _partition_count(broker, topic) -> int:
     return topic.num_partitions
 
 
+_NOT_IN_CLUSTER = ("{} is not supported by the replicated embedded cluster yet (the controller does not "
+                   "forward it; docs/replication.md): create a new topic instead, or use the single-node broker")
+
+
+async def _forward_create_topics(broker, request, validate_only: bool, may_create) -> dict:
+    """CreateTopics in a replicated cluster: forwarded to the controller (replica assignment there); answered
+    once this broker's metadata image has the new topics (at most 5 s), like Kafka's forwarding. Topics the
+    principal may not create (``may_create(name)`` False) are answered TOPIC_AUTHORIZATION_FAILED, not forwarded."""
+    denied = {t.name: {"error_code": int(ErrorCode.topic_authorization_failed), "error_message": _DENIED}
+              for t in request.topics if not may_create(t.name)}
+    asked = [{"name": t.name, "partitions": t.num_partitions, "replication_factor": t.replication_factor,
+              "configs": {c.name: c.value for c in t.configs}} for t in request.topics if t.name not in denied]
+    try:
+        answer = await broker.lifecycle.call({"op": "create_topics", "topics": asked, "validate_only": validate_only})
+        by_name = {**{r["name"]: r for r in answer["topics"]}, **denied}
+    except ConnectionError as exc:
+        by_name = {**{t["name"]: {"error_code": int(ErrorCode.not_controller), "error_message": str(exc)}
+                      for t in asked}, **denied}
+    image = broker.lifecycle.image
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    created = [n for n, r in by_name.items() if r["error_code"] == 0 and not validate_only]
+    while any(n not in image.topics for n in created) and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+    results = []
+    for t in request.topics:
+        r = by_name.get(t.name, {"error_code": int(ErrorCode.unknown_server_error)})
+        ok = r["error_code"] == 0
+        topic_id = r.get("topic_id")
+        results.append({"name": t.name, "topic_id": uuid.UUID(topic_id) if ok and topic_id else None,
+                        "error_code": ErrorCode(r["error_code"]), "error_message": r.get("error_message"),
+                        "num_partitions": r.get("partitions", -1) if ok else -1,
+                        "replication_factor": r.get("replication_factor", -1) if ok else -1, "configs": []})
+    return {"throttle_time": 0, "topics": results}
+
+
 @register(api_key=19, min_version=2, max_version=7)
 async def create_topics(ctx: RequestContext, request) -> dict:
     """Create each topic (or only validate it), reporting per-topic errors."""
@@ -105,6 +144,8 @@ async def create_topics(ctx: RequestContext, request) -> dict:
     asked = sum(max(t.num_partitions, len(t.assignments or ())) for t in request.topics)
     too_many = asked > MAX_PARTITIONS_PER_REQUEST  # Kafka's controller refuses the whole request
     may_create = _topic_check(ctx, AclOperation.CREATE)
+    if broker.lifecycle is not None:  # a replicated cluster: the controller creates topics (Kafka forwards)
+        return await _forward_create_topics(broker, request, validate_only, may_create)
     results = []
     for topic in request.topics:
         result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
@@ -162,6 +203,8 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
             error_code = PolicyViolationError.error_code
             message = (f"internal topic {name} cannot be deleted: it holds the "
                        f"{'group' if name == '__consumer_offsets' else 'transaction'} coordinator's state")
+        if error_code == ErrorCode.none and broker.lifecycle is not None:
+            error_code, message = ErrorCode.invalid_request, _NOT_IN_CLUSTER.format("DeleteTopics")
         if error_code == ErrorCode.none:
             try:
                 topic_id = broker.replica_manager.logs.delete_topic(name).topic_id
@@ -185,6 +228,8 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
         try:
             if not may_alter(topic.name):
                 raise TopicAuthorizationError(_DENIED)
+            if broker.lifecycle is not None:
+                raise InvalidRequestError(_NOT_IN_CLUSTER.format("CreatePartitions"))
             if added > MAX_PARTITIONS_PER_REQUEST:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
             for a in topic.assignments or ():

@@ -13,6 +13,11 @@ Long poll: the response is sent as soon as at least ``min_bytes`` are available 
 has an error; otherwise the fetch waits — woken by appends to its partitions, not by a polling
 loop — until ``max_wait_ms`` has passed, then answers with what there is.
 
+Replicated cluster (docs/replication.md): only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere), a
+``current_leader_epoch`` older or newer than the leader's is FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH; a
+follower's fetch (``replica_id`` >= 0, or ``replica_state`` from v15) reads up to the leader's log end offset and
+reports the follower's LEO (its fetch offset), which moves the high watermark and the ISR.
+
 Fetch sessions (KIP-227) are not kept: the response's ``session_id`` is 0, which tells the
 client to send full fetch requests.
 
@@ -82,6 +87,8 @@ def collect(replica_manager: ReplicaManager, request, denied: frozenset[str] = f
     """Read every requested partition once: (topic responses, total bytes, any error). Partitions of
     the topics in ``denied`` answer TOPIC_AUTHORIZATION_FAILED and are not read."""
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    replica_state = getattr(request, "replica_state", None)  # v15+ (KIP-903); before: replica_id
+    replica_id = replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1)
     remaining = getattr(request, "max_bytes", 2**31 - 1)
     total = 0
     has_error = False
@@ -96,7 +103,8 @@ def collect(replica_manager: ReplicaManager, request, denied: frozenset[str] = f
                 continue
             result = replica_manager.read_records(
                 name, p.partition, p.fetch_offset, max(0, min(p.partition_max_bytes, remaining)),
-                read_committed=read_committed, min_one_message=total == 0,
+                read_committed=read_committed, min_one_message=total == 0, replica_id=replica_id,
+                current_leader_epoch=getattr(p, "current_leader_epoch", -1),
             )
             if result.error_code != ErrorCode.none:
                 has_error = True

@@ -67,6 +67,16 @@ def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
     if key_type == GROUP_KEY and _coordinator(ctx) is None:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": "__consumer_offsets cannot be loaded"}
+    if broker.lifecycle is not None:
+        # Replicated cluster: every broker names the same coordinator, the live broker with the lowest id (its
+        # coordinators keep their state unreplicated on that broker: docs/replication.md)
+        live = broker.lifecycle.image.live_brokers()
+        if not live:
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": ErrorCode.coordinator_not_available, "error_message": "no live broker"}
+        b = live[0]
+        return {"key": key, "node_id": b.id, "host": b.host, "port": b.port, "error_code": ErrorCode.none,
+                "error_message": None}
     host, port = broker.advertised(ctx.listener)
     return {"key": key, "node_id": broker.node_id, "host": host, "port": port, "error_code": ErrorCode.none,
             "error_message": None}

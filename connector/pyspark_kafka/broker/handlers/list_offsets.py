@@ -20,13 +20,13 @@ from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.security.acls import AclOperation, ResourceType
 
 
-def _partition(index: int, error_code: int, offset: int = -1, timestamp: int = -1) -> dict:
+def _partition(index: int, error_code: int, offset: int = -1, timestamp: int = -1, leader_epoch: int = 0) -> dict:
     return {
         "partition_index": index,
         "error_code": error_code,
         "timestamp": timestamp,
         "offset": offset,
-        "leader_epoch": 0 if error_code == ErrorCode.none else -1,
+        "leader_epoch": leader_epoch if error_code == ErrorCode.none else -1,
     }
 
 
@@ -45,10 +45,12 @@ async def list_offsets(ctx: RequestContext, request) -> dict:
                 continue
             try:
                 offset, ts = replica_manager.offset_for_timestamp(t.name, p.partition_index, p.timestamp,
-                                                                  read_committed)
+                                                                  read_committed,
+                                                                  getattr(p, "current_leader_epoch", -1))
             except KafkaError as exc:
                 partitions.append(_partition(p.partition_index, exc.error_code))
             else:
-                partitions.append(_partition(p.partition_index, ErrorCode.none, offset, ts))
+                partitions.append(_partition(p.partition_index, ErrorCode.none, offset, ts,
+                                             replica_manager.leader_epoch(t.name, p.partition_index)))
         topics.append({"name": t.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}

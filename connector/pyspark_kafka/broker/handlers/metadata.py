@@ -17,6 +17,8 @@ DescribeCluster needs no ACL (as in Kafka).
 
 from __future__ import annotations
 
+import uuid
+
 from pyspark_kafka.broker.config import validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
@@ -98,10 +100,80 @@ def _lookup(ctx: RequestContext, name: str, allow_create: bool) -> dict:
     return topic_entry(broker, name)
 
 
+def _cluster_brokers(broker) -> list[dict]:
+    """Replicated cluster: every live (unfenced) broker of the metadata image (Kafka lists only those)."""
+    return [{"node_id": b.id, "broker_id": b.id, "host": b.host, "port": b.port, "rack": None}
+            for b in broker.lifecycle.image.live_brokers()]
+
+
+def cluster_topic_entry(broker, name: str) -> dict:
+    """Replicated cluster: topic ``name`` from the metadata image: leaders (-1 offline, LEADER_NOT_AVAILABLE),
+    leader epochs, replicas, ISR and the replicas on fenced brokers as offline replicas."""
+    image = broker.lifecycle.image
+    t = image.topics[name]
+    live = {b.id for b in image.live_brokers()}
+    partitions = []
+    for p, st in sorted(t.partitions.items()):
+        partitions.append({
+            "error_code": ErrorCode.none if st.leader >= 0 else ErrorCode.leader_not_available,
+            "partition_index": p, "leader_id": st.leader, "leader_epoch": st.leader_epoch,
+            "replica_nodes": list(st.replicas), "isr_nodes": list(st.isr),
+            "offline_replicas": [r for r in st.replicas if r not in live]})
+    return {"error_code": ErrorCode.none, "name": name, "topic_id": uuid.UUID(t.topic_id),
+            "is_internal": name.startswith("__"), "partitions": partitions,
+            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS}
+
+
+async def _cluster_metadata(ctx: RequestContext, request) -> dict:
+    """Metadata in a replicated cluster, from the broker's metadata image; unknown topics are created through
+    the controller when allowed (answered LEADER_NOT_AVAILABLE until the image has them, clients retry)."""
+    broker = ctx.broker
+    image = broker.lifecycle.image
+    requested = request.topics
+    if requested is None or (ctx.api_version == 0 and not requested):
+        names = [n for n in sorted(image.topics) if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
+    else:
+        names = [t.name if t.name is not None else next(
+            (n for n, x in image.topics.items() if uuid.UUID(x.topic_id) == t.topic_id), None) for t in requested]
+    allow_create = getattr(request, "allow_auto_topic_creation", True)
+    topics = []
+    missing = []
+    for name in names:
+        if name is None:
+            topics.append(_error_entry(None, ErrorCode.unknown_topic_id))
+        elif not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            topics.append(_error_entry(name, ErrorCode.topic_authorization_failed))
+        elif name in image.topics:
+            topics.append(cluster_topic_entry(broker, name))
+        else:
+            try:
+                validate_topic_name(name)
+            except KafkaError as exc:
+                topics.append(_error_entry(name, exc.error_code))
+                continue
+            if allow_create and broker.config.get_bool("auto.create.topics.enable") and not _may_create(ctx, name):
+                topics.append(_error_entry(name, ErrorCode.topic_authorization_failed))
+            elif allow_create and broker.config.get_bool("auto.create.topics.enable"):
+                missing.append(name)
+                topics.append(_error_entry(name, ErrorCode.leader_not_available))
+            else:
+                topics.append(_error_entry(name, ErrorCode.unknown_topic_or_partition))
+    if missing:
+        try:
+            await broker.lifecycle.call({"op": "create_topics", "topics": [{"name": n} for n in missing]})
+        except ConnectionError:
+            pass
+    return {"throttle_time": 0, "brokers": _cluster_brokers(broker), "cluster_id": broker.cluster_id,
+            "controller_id": broker.node_id, "topics": topics,
+            "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS}
+
+
 @register(api_key=3, min_version=0, max_version=12)
 async def metadata(ctx: RequestContext, request) -> dict:
     """Brokers, cluster id, controller and the requested topics (all topics when null/v0 empty)."""
     broker = ctx.broker
+    if broker.lifecycle is not None:
+        return await _cluster_metadata(ctx, request)
     requested = request.topics
     if requested is None or (ctx.api_version == 0 and not requested):
         topics = [topic_entry(broker, name) for name in sorted(broker.replica_manager.logs.topics())
@@ -151,7 +223,7 @@ async def describe_cluster(ctx: RequestContext, request) -> dict:
         "endpoint_type": getattr(request, "endpoint_type", 1),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "brokers": [broker_entry(broker, ctx)],
+        "brokers": _cluster_brokers(broker) if broker.lifecycle is not None else [broker_entry(broker, ctx)],
         "cluster_authorized_operations": ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
         if getattr(request, "include_cluster_authorized_operations", False) else NO_AUTHORIZED_OPERATIONS,
     }
@@ -193,6 +265,13 @@ async def describe_topic_partitions(ctx: RequestContext, request) -> dict:
     and last known ELR empty; topic authorized operations: every topic operation (no authorizer).
     """
     broker = ctx.broker
+    if broker.lifecycle is not None:  # replicated: topics and partitions from the metadata image
+        entries = [cluster_topic_entry(broker, n) for n in sorted(broker.lifecycle.image.topics)
+                   if not request.topics or n in {t.name for t in request.topics}]
+        for e in entries:
+            e["partitions"] = [{**p, "eligible_leader_replicas": [], "last_known_elr": []} for p in e["partitions"]]
+            e["topic_authorized_operations"] = ALL_TOPIC_OPERATIONS
+        return {"throttle_time": 0, "topics": entries, "next_cursor": None}
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not request.topics

@@ -35,6 +35,8 @@ nothing more here (KIP-679: InitProducerId checks them).
 
 from __future__ import annotations
 
+import asyncio
+
 from pyspark_kafka.broker.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -49,6 +51,7 @@ from pyspark_kafka.broker.errors import (
 )
 from pyspark_kafka.broker.handlers import CloseConnection, RequestContext, now_ms, register
 from pyspark_kafka.broker.log.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_BIT
+from pyspark_kafka.broker.protocol import ms
 from pyspark_kafka.broker.replica_manager import AppendResult, ReplicaManager
 from pyspark_kafka.broker.security.acls import AclOperation, ResourceType
 
@@ -98,6 +101,22 @@ def _has_transactional_records(request) -> bool:
     return False
 
 
+async def _wait_for_isr(replica_manager: ReplicaManager, responses: list[dict], timeout_ms: int) -> None:
+    """Replicated cluster, acks=all: wait (Kafka's ``DelayedProduce``) until every appended partition's high
+    watermark passes its records; a partition that times out answers REQUEST_TIMED_OUT, one whose ISR fell below
+    ``min.insync.replicas`` NOT_ENOUGH_REPLICAS_AFTER_APPEND, one whose leader changed NOT_LEADER_OR_FOLLOWER."""
+    async def one(topic: str, res: dict) -> None:
+        if res["error_code"] != ErrorCode.none:
+            return
+        plog = replica_manager.logs.get_log(topic, res["index"])
+        required = plog.log_end_offset if plog is not None else 0
+        try:
+            await replica_manager.wait_for_replication(topic, res["index"], required, timeout_ms)
+        except KafkaError as exc:
+            res.update(error_code=exc.error_code, error_message=str(exc), base_offset=-1)
+    await asyncio.gather(*(one(t["name"], r) for t in responses for r in t["partition_responses"]))
+
+
 @register(api_key=0, min_version=3, max_version=11)
 async def produce(ctx: RequestContext, request) -> dict | None:
     """Append every partition's records; the response carries base offset, log append time, log start offset."""
@@ -127,6 +146,8 @@ async def produce(ctx: RequestContext, request) -> dict | None:
             failed = failed or res["error_code"] != ErrorCode.none
             partitions.append(res)
         responses.append({"name": name or "", "topic_id": topic_id, "partition_responses": partitions})
+    if acks == -1 and replica_manager.replicated:
+        await _wait_for_isr(replica_manager, responses, ms(request.timeout))
     if acks == 0:
         if failed:
             raise CloseConnection()

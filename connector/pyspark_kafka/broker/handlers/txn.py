@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
 from pyspark_kafka.broker.coordinator.txn import STATE_BY_NAME, TransactionCoordinator
+from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.handlers import RequestContext, now_ms, register
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.protocol import ms
@@ -44,10 +45,16 @@ def _txn(ctx: RequestContext) -> TransactionCoordinator:
     """The broker's transaction coordinator, loaded (on first use when the server did not load it)."""
     return ctx.broker.txn_coordinator.ensure_loaded(now_ms())
 
+log = get_logger("pyspark_kafka.broker")
+
 
 @register(api_key=22, min_version=0, max_version=5)
 async def init_producer_id(ctx: RequestContext, request) -> dict:
-    """A producer id and epoch: new for idempotent producers, epoch-bumped for a transactional id."""
+    """A producer id and epoch: new for idempotent producers, epoch-bumped for a transactional id.
+
+    Replicated cluster: a transactional id is refused (INVALID_REQUEST, logged): the transaction coordinator
+    cannot yet write markers to partitions other brokers lead (WriteTxnMarkers is not sent), docs/replication.md.
+    """
     if request.transactional_id is not None and _txn_denied(ctx, request.transactional_id):
         denied = ErrorCode.transactional_id_authorization_failed
     elif request.transactional_id is None and not _may_produce_idempotently(ctx):
@@ -56,6 +63,11 @@ async def init_producer_id(ctx: RequestContext, request) -> dict:
         denied = None
     if denied is not None:
         return {"throttle_time": 0, "error_code": denied, "producer_id": -1, "producer_epoch": -1}
+    if ctx.broker.lifecycle is not None and request.transactional_id is not None:
+        log.warning("InitProducerId for transactional.id %r refused: transactions are not supported by the "
+                    "replicated embedded cluster yet (docs/replication.md); use the single-node broker",
+                    request.transactional_id)
+        return {"throttle_time": 0, "error_code": ErrorCode.invalid_request, "producer_id": -1, "producer_epoch": -1}
     try:
         producer_id, epoch = _txn(ctx).init_producer_id(
             request.transactional_id,

@@ -303,12 +303,15 @@ class LogManager:
             raise UnknownTopicOrPartitionError(f"This server does not host this topic: {topic!r}") from None
 
     def create_topic(self, name: str, num_partitions: int | None, configs: dict[str, str] | None = None,
-                     validate_only: bool = False, replication_factor: int = -1) -> TopicInfo:
+                     validate_only: bool = False, replication_factor: int = -1,
+                     topic_id: uuid.UUID | None = None) -> TopicInfo:
         """Create ``name`` with ``num_partitions`` partitions (-1/None: ``num.partitions``) and config overrides.
 
         Raises InvalidTopicError (name rules, or a ``.``/``_`` collision with an existing topic,
         as Kafka), TopicExistsError, InvalidPartitionsError, InvalidReplicationFactorError (only 1
         or -1 on this single broker), InvalidConfigError. With ``validate_only`` nothing is created.
+        ``topic_id`` (a replicated cluster: the controller's topic id and assignment) skips the replication
+        factor check: this broker then holds its replicas of a topic the controller created.
         """
         validate_topic_name(name)
         if name in self._topics:
@@ -324,7 +327,7 @@ class LogManager:
         if num_partitions < 1:
             raise InvalidPartitionsError(f"Number of partitions must be larger than 0 (got {num_partitions}).")
         self.check_capacity(num_partitions)
-        if replication_factor not in (-1, 1):
+        if replication_factor not in (-1, 1) and topic_id is None:
             raise InvalidReplicationFactorError(
                 f"Replication factor: {replication_factor} larger than available brokers: 1. "
                 "This embedded broker is a single node: use replication factor 1 (or -1 for the default)."
@@ -332,7 +335,7 @@ class LogManager:
         clean_configs = {k: validate_topic_config(k, v) for k, v in (configs or {}).items()}
         clean_configs = {k: v for k, v in clean_configs.items() if v is not None}
         log_config = LogConfig.from_configs(self.config, clean_configs)
-        info = TopicInfo(name, uuid.uuid4(), num_partitions, clean_configs)
+        info = TopicInfo(name, topic_id or uuid.uuid4(), num_partitions, clean_configs)
         if validate_only:
             return info
         self._write_topics({**self._topics, name: info})

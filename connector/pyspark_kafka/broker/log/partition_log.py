@@ -154,6 +154,7 @@ class PartitionLog:
         self.dir = Path(dir)
         self.config = config
         self.leader_epoch = leader_epoch
+        self.replicated = False  # True: the replica manager moves the high watermark (min LEO over the ISR)
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.log_start_offset = 0
@@ -457,6 +458,47 @@ class PartitionLog:
                 f"segment.bytes={config.segment_bytes}: produce smaller requests or raise segment.bytes"
             )
 
+    def append_as_follower(self, records, now_ms: int | None = None) -> int:
+        """Append batches fetched from the leader as they are: offsets and leader epochs kept (Kafka's
+        ``UnifiedLog.appendAsFollower``). Returns the new log end offset.
+
+        Every batch is validated (CRC32C, framing) and must start at the log end offset (contiguous), else
+        CorruptRecordError / OffsetOutOfRangeError and nothing is written. The producer state follows the batches
+        (no duplicate or sequence checks: the leader made them). The high watermark is left to the caller.
+        """
+        now = now_ms if now_ms is not None else clock.now_ms()
+        headers = validate_batches(records)
+        if not headers:
+            return self.log_end_offset
+        if headers[0].base_offset != self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.partition}: fetched batch starts at offset {headers[0].base_offset}, the "
+                f"follower's log end offset is {self.log_end_offset}")
+        view = memoryview(records)
+        pieces: list = []
+        controls = []
+        position = 0
+        max_timestamp = -1
+        for header in headers:
+            batch = view[position:position + header.size]
+            pieces.append(batch)
+            controls.append(control_marker(bytes(batch)) if header.is_control else None)
+            max_timestamp = max(max_timestamp, header.max_timestamp)
+            position += header.size
+        segment = self.active_segment
+        if segment.should_roll(self.config.segment_bytes, self.config.max_segment_ms, len(records), max_timestamp,
+                               headers[-1].last_offset, now):
+            segment = self.roll(now)
+        segment.append(pieces, headers)
+        self.log_end_offset = headers[-1].next_offset
+        for header, control in zip(headers, controls):
+            if control is None:
+                self.producer_state.on_batch(header)
+            else:
+                self.producer_state.on_batch(header, *control)
+        self._maybe_flush(now)
+        return self.log_end_offset
+
     def _append_valid(self, records, headers, now: int, controls: list) -> AppendResult:
         """Assign offsets to validated batches, write them, update the producer state.
 
@@ -490,7 +532,8 @@ class PartitionLog:
             segment = self.roll(now)
         segment.append(pieces, assigned)
         self.log_end_offset = offset
-        self.high_watermark = offset
+        if not self.replicated:
+            self.high_watermark = offset
         for header, control in zip(assigned, controls):
             if control is None:
                 self.producer_state.on_batch(header)

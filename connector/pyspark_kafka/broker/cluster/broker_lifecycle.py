@@ -1,0 +1,246 @@
+"""A broker's life in the replicated cluster (Kafka's ``BrokerLifecycleManager``, ``BrokerMetadataPublisher`` and
+the ``ReplicaManager.applyDelta`` that makes replicas leaders or followers).
+
+- Registers with the controller (``register``: the answer is the broker epoch), heartbeats every
+  ``broker.heartbeat.interval.ms`` asking to be unfenced once its metadata has caught up to its registration;
+  re-registers when the controller answers STALE_BROKER_EPOCH (it was fenced and forgotten, or restarted).
+- Observes the metadata log (:class:`~pyspark_kafka.broker.controller.metadata_log.SingleVoterMetadataLog`) and
+  builds the same :class:`~pyspark_kafka.broker.controller.image.ClusterImage` as the controller; each changed
+  partition naming this broker as a replica is created locally (the controller's topic id) and made leader
+  (leader epoch stamped in new batches, an entry in the leader-epoch cache) or follower (the
+  :class:`~pyspark_kafka.broker.cluster.replica_fetcher.ReplicaFetcher` truncates and fetches from the leader).
+- Checks the ISR of the partitions it leads every ``replica.lag.time.max.ms`` / 2 and sends AlterPartition
+  (``alter_partition``) for shrinks and expansions.
+- On a clean stop, a controlled shutdown (``shutdown``): the controller moves its leaderships at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import uuid
+
+from pyspark_kafka.broker.cluster.partition import Partition, mono_ms
+from pyspark_kafka.broker.cluster.producer_ids import ClusterProducerIdManager
+from pyspark_kafka.broker.cluster.replica_fetcher import ReplicaFetcher
+from pyspark_kafka.broker.controller.channel import ChannelClient
+from pyspark_kafka.broker.controller.image import ClusterImage, PartitionState, decode
+from pyspark_kafka.broker.controller.metadata_log import SingleVoterMetadataLog
+from pyspark_kafka.broker.errors import ConfigError, ErrorCode
+from pyspark_kafka.broker.log_escape import get_logger
+
+log = get_logger("pyspark_kafka.broker")
+
+
+def parse_voters(value: str) -> dict[int, tuple[str, int]]:
+    """``controller.quorum.voters`` (``id@host:port,...``) as ``{id: (host, port)}``; ConfigError when malformed."""
+    voters = {}
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        try:
+            node, address = item.split("@", 1)
+            host, port = address.rsplit(":", 1)
+            voters[int(node)] = (host.strip("[]"), int(port))
+        except ValueError:
+            raise ConfigError(f"controller.quorum.voters entry {item!r} is not id@host:port "
+                              "(e.g. 3000@127.0.0.1:9093)") from None
+    return voters
+
+
+def is_cluster_broker(config) -> bool:
+    """Whether this process is a broker of a replicated cluster: ``process.roles=broker`` with
+    ``controller.quorum.voters`` set (otherwise the single-node broker)."""
+    return bool(config.get("controller.quorum.voters")) and config.get("process.roles").strip() == "broker"
+
+
+def _dump_tasks() -> None:
+    """SIGUSR2: every asyncio task of this broker with its stack, on stderr (node.log)."""
+    for task in asyncio.all_tasks():
+        print(f"--- {task!r}", file=sys.stderr)
+        task.print_stack(file=sys.stderr)
+    sys.stderr.flush()
+
+
+class BrokerLifecycle:
+    """``BrokerLifecycle(broker)`` for a :class:`~pyspark_kafka.broker.server.Broker` in a replicated cluster.
+
+    :meth:`start` once the listener is bound (the registration carries the advertised address); :meth:`stop`
+    on shutdown. ``image`` is the broker's metadata image (Metadata answers from it).
+    """
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.node_id = broker.node_id
+        voters = parse_voters(self.config.get("controller.quorum.voters"))
+        if len(voters) != 1:
+            raise ConfigError(f"controller.quorum.voters lists {len(voters)} voters: this build's metadata log has "
+                              "one voter (SingleVoterMetadataLog); give exactly one id@host:port")
+        (self.controller_id, self.controller_address), = voters.items()
+        self.image = ClusterImage()
+        self.metadata_log = SingleVoterMetadataLog(self.node_id, None, self.controller_id, self.controller_address)
+        self.channel = ChannelClient(*self.controller_address)
+        self.replica_manager = broker.replica_manager
+        self.fetcher = ReplicaFetcher(self.replica_manager, self.config, self._address_of)
+        self.broker_epoch = -1
+        self.registered_offset = 1 << 62
+        self.lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
+        self._tasks: list[asyncio.Task] = []
+        self._stopping = False  # Python 3.11's wait_for can swallow a cancellation: loops also check this flag
+
+    def _address_of(self, node: int):
+        b = self.image.brokers.get(node)
+        return None if b is None else (b.host, b.port)
+
+    async def start(self) -> None:
+        rm = self.replica_manager
+        rm.replicated = True
+        self.producer_ids = ClusterProducerIdManager(self)
+        coordinator = self.broker.txn_coordinator
+        coordinator.producer_ids = self.producer_ids  # cluster-unique producer ids (KIP-730)
+        self.metadata_log.subscribe(self._on_record)
+        await self.metadata_log.start()
+        self._tasks = [asyncio.create_task(self._heartbeat_loop()), asyncio.create_task(self._isr_loop())]
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, _dump_tasks)  # diagnosis: stuck tasks
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self.replica_manager.shutting_down = True
+        for key in list(self.replica_manager.partitions):  # acks=all waiters answer NOT_LEADER_OR_FOLLOWER now
+            self.replica_manager.notify_append(*key)
+        if self.broker_epoch >= 0:
+            try:
+                await self.channel.call({"op": "shutdown", "node_id": self.node_id,
+                                         "broker_epoch": self.broker_epoch}, timeout_s=5)
+            except ConnectionError:
+                log.warning("controlled shutdown: the controller did not answer; it fences this broker after "
+                            "broker.session.timeout.ms")
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.fetcher.close()
+        await self.metadata_log.stop()
+        self.channel.close()
+
+    # --- controller requests ---------------------------------------------------------------
+
+    async def call(self, request: dict, timeout_s: float = 10) -> dict:
+        """Send one request to the controller (forwarded admin requests use this); ConnectionError when it is down."""
+        return await self.channel.call(request, timeout_s)
+
+    async def _register(self) -> None:
+        answer = await self.call({"op": "register", "node_id": self.node_id, "host": self.broker.host,
+                                  "port": self.broker.port})
+        self.broker_epoch = answer["broker_epoch"]
+        if answer.get("cluster_id"):
+            self.broker.cluster_id = answer["cluster_id"]  # one id for the whole cluster
+        self.registered_offset = self.broker_epoch
+        log.info("broker %d registered with the controller %d: broker epoch %d", self.node_id,
+                 self.controller_id, self.broker_epoch)
+        self.producer_ids.prefetch()
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config.get_int("broker.heartbeat.interval.ms") / 1000
+        while not self._stopping:
+            try:
+                if self.broker_epoch < 0:
+                    await self._register()
+                answer = await self.call({"op": "heartbeat", "node_id": self.node_id, "broker_epoch": self.broker_epoch,
+                                          "want_fence": False, "caught_up_offset": self.image.offset})
+                if answer["error_code"] == ErrorCode.stale_broker_epoch:
+                    self.broker_epoch = -1
+                    continue
+                wait = interval if not answer.get("is_fenced") else min(interval, 0.1)
+            except ConnectionError as exc:
+                log.debug("heartbeat to the controller failed: %s", exc)
+                wait = min(interval, 0.5)
+            await asyncio.sleep(wait)
+
+    # --- metadata ----------------------------------------------------------------------------
+
+    def _on_record(self, offset: int, raw: bytes) -> None:
+        record = decode(raw)
+        self.image.apply(offset, record)
+        kind = record["type"]
+        try:
+            if kind == "partition":
+                self._apply_partition(record["topic"], record["partition"])
+            elif kind == "broker" and record["id"] != self.node_id:
+                # a restarted broker: its address may have changed; followers reconnect through address_of
+                pass
+        except Exception:
+            log.exception("applying metadata record %d (%s) failed", offset, kind)
+
+    def _apply_partition(self, topic: str, index: int) -> None:
+        state = self.image.partition(topic, index)
+        rm = self.replica_manager
+        key = (topic, index)
+        if state is None or self.node_id not in state.replicas:
+            part = rm.partitions.pop(key, None)
+            if part is not None:
+                self.fetcher.stop_following(topic, index)
+            return
+        logs = rm.logs
+        if logs.topic(topic) is None:
+            t = self.image.topics[topic]
+            logs.create_topic(topic, max(t.partitions) + 1 if t.partitions else 1, t.configs,
+                              topic_id=uuid.UUID(t.topic_id))
+        plog = logs.get_log(topic, index)
+        if plog is None:  # a partition added later: grow the local topic
+            t = self.image.topics[topic]
+            logs.create_partitions(topic, max(t.partitions) + 1)
+            plog = logs.get_log(topic, index)
+        part = rm.partitions.get(key)
+        now = mono_ms()
+        if part is None:
+            part = Partition(topic, index, self.node_id, plog, PartitionState((), (), -2, -1, -1),
+                             propose_isr=self._propose_isr)
+            rm.partitions[key] = part
+        old = part.state
+        part.update_state(state, now)
+        if state.leader == self.node_id:
+            self.fetcher.stop_following(topic, index)
+            if old.leader != self.node_id or old.leader_epoch != state.leader_epoch:
+                log.info("%s-%d: leader at leader epoch %d, ISR %s, LEO %d, HW %d", topic, index, state.leader_epoch,
+                         list(state.isr), plog.log_end_offset, plog.high_watermark)
+            rm.notify_append(topic, index)  # waiting produces and fetches re-check (HW, leadership)
+        else:
+            if old.leader != state.leader or old.leader_epoch != state.leader_epoch:
+                rm.notify_append(topic, index)  # acks=all waiters learn they lost leadership
+                if state.leader >= 0:
+                    self.fetcher.follow(part)
+                else:
+                    self.fetcher.stop_following(topic, index)
+
+    # --- ISR ---------------------------------------------------------------------------------
+
+    async def _isr_loop(self) -> None:
+        period = max(0.05, self.lag_max_ms / 2000)
+        while not self._stopping:
+            await asyncio.sleep(period)
+            now = mono_ms()
+            for part in list(self.replica_manager.partitions.values()):
+                try:
+                    part.shrink_isr(self.lag_max_ms, now)
+                except Exception:
+                    log.exception("ISR check of %s-%d failed", part.topic, part.index)
+
+    def _propose_isr(self, part: Partition, isr: tuple[int, ...]) -> None:
+        asyncio.get_running_loop().create_task(self._alter_partition(part, isr))
+
+    async def _alter_partition(self, part: Partition, isr: tuple[int, ...]) -> None:
+        st = part.state
+        try:
+            answer = await self.call({"op": "alter_partition", "node_id": self.node_id,
+                                      "broker_epoch": self.broker_epoch, "topic": part.topic,
+                                      "partition": part.index, "leader_epoch": st.leader_epoch,
+                                      "partition_epoch": st.partition_epoch, "isr": list(isr)})
+            ok = answer["error_code"] == 0
+            if not ok:
+                log.info("%s-%d: AlterPartition to ISR %s answered %d", part.topic, part.index, list(isr),
+                         answer["error_code"])
+        except ConnectionError as exc:
+            ok = False
+            log.warning("%s-%d: AlterPartition failed: %s", part.topic, part.index, exc)
+        if not ok and part.state is st:  # refused, and no newer state arrived: allow the next proposal
+            part.pending_isr = None

@@ -1,0 +1,316 @@
+"""EmbeddedCluster: a replicated cluster of node processes on 127.0.0.1, for tests and the ``cluster`` command.
+
+Layout (KRaft's split roles): one dedicated controller process (``process.roles=controller``, node id 3000 like
+Kafka's examples, the single voter of the metadata log) and N broker processes, node ids 0..N-1, each with its
+own data directory ``<data dir>/node-<id>`` and log file ``node-<id>/node.log``. Tests kill and pause brokers;
+the controller is never a target (with one voter it must not die). ``<data dir>/cluster.json`` lists every node:
+id, role, port, pid, data dir and the exact command that restarts it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CONTROLLER_ID = 3000
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free on ``host`` a moment ago (bind to 0, read, close)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def metadata(bootstrap: str, topics: list[str] | None = None, timeout_s: float = 5.0):
+    """Metadata v12 from the broker at ``bootstrap`` (``host:port``): kio's ``MetadataResponse``.
+
+    ``topics`` None = every topic (never auto-creates). Raises OSError when the broker does not answer.
+    """
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.metadata.v12.response import MetadataResponse
+    from kio.schema.request_header.v2.header import RequestHeader
+    from kio.schema.response_header.v1.header import ResponseHeader
+    from kio.serial import entity_reader, entity_writer
+    from kio.static.primitive import i16, i32
+
+    request = MetadataRequest(topics=None if topics is None else tuple(MetadataRequestTopic(topic_id=None, name=t)
+                                                                          for t in topics),
+                              allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    buf = io.BytesIO()
+    entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=i16(3), request_api_version=i16(12),
+                                                    correlation_id=i32(1), client_id="embedded-cluster"))
+    entity_writer(MetadataRequest)(buf, request)
+    body = buf.getvalue()
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", _recv(sock, 4))[0]
+        frame = _recv(sock, size)
+    _, used = entity_reader(ResponseHeader)(frame, 0)
+    return entity_reader(MetadataResponse)(frame, used)[0]
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise OSError("the broker closed the connection")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+class EmbeddedCluster:
+    """``EmbeddedCluster(brokers=3, data_dir=None, port=None, config=None)`` as a context manager.
+
+    ``brokers``: N broker processes (node ids 0..N-1) on ports ``port``..``port+N-1`` (free ports when None);
+    ``data_dir`` None → a temporary directory removed on :meth:`stop`; ``config``: Kafka broker configs for every
+    node (``{"min.insync.replicas": "2", "default.replication.factor": "3"}``).
+
+    API: ``bootstrap_servers``; :meth:`kill` (SIGKILL), :meth:`restart`, :meth:`pause` / :meth:`resume`
+    (SIGSTOP / SIGCONT: a hung broker), :meth:`leader`, :meth:`isr`, :meth:`wait_for`. Every process it started is
+    stopped by pid in :meth:`stop` (SIGTERM, then SIGKILL after 30 s), also when a ``with`` block fails.
+    :meth:`start` raises TimeoutError (with the node's log tail) when a node does not come up within 60 s.
+    """
+
+    def __init__(self, brokers: int = 3, data_dir: str | Path | None = None, port: int | None = None,
+                 config: dict[str, str] | None = None, host: str = "127.0.0.1") -> None:
+        if brokers < 1:
+            raise ValueError(f"brokers={brokers}: a cluster needs at least one broker")
+        self._own_dir = data_dir is None
+        self.data_dir = Path(tempfile.mkdtemp(prefix="pyspark-kafka-cluster-")) if data_dir is None else Path(data_dir)
+        self.host = host
+        self.config = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
+                       "replica.lag.time.max.ms": "5000", "replica.fetch.backoff.ms": "200",
+                       **dict(config or {})}
+        self.broker_ids = list(range(brokers))
+        self.ports = {i: (port + i if port else free_port(host)) for i in self.broker_ids}
+        self.ports[CONTROLLER_ID] = free_port(host)
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.paused: set[int] = set()
+
+    # --- addresses and commands ----------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port,...`` of every broker, for ``bootstrap.servers``."""
+        return ",".join(f"{self.host}:{self.ports[i]}" for i in self.broker_ids)
+
+    def address(self, node_id: int) -> str:
+        return f"{self.host}:{self.ports[node_id]}"
+
+    def node_dir(self, node_id: int) -> Path:
+        """The data directory of ``node_id`` (``<data dir>/node-<id>``)."""
+        return self.data_dir / f"node-{node_id}"
+
+    def command(self, node_id: int) -> list[str]:
+        """The exact command that (re)starts ``node_id``."""
+        role = "controller" if node_id == CONTROLLER_ID else "broker"
+        cmd = [sys.executable, "-m", "pyspark_kafka.broker.cluster.node", "--node-id", str(node_id), "--roles", role,
+               "--data-dir", str(self.node_dir(node_id)), "--host", self.host, "--port", str(self.ports[node_id]),
+               "--voters", f"{CONTROLLER_ID}@{self.host}:{self.ports[CONTROLLER_ID]}"]
+        for key, value in sorted(self.config.items()):
+            cmd += ["--config", f"{key}={value}"]
+        return cmd
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> "EmbeddedCluster":
+        """Start the controller, then the brokers; wait until every broker is registered and unfenced."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._spawn(CONTROLLER_ID)
+            self._wait_port(CONTROLLER_ID)
+            for i in self.broker_ids:
+                self._spawn(i)
+            for i in self.broker_ids:
+                self._wait_live(i)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spawn(self, node_id: int) -> None:
+        self.node_dir(node_id).mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        package_root = str(Path(__file__).resolve().parents[3])
+        env["PYTHONPATH"] = package_root + os.pathsep + env.get("PYTHONPATH", "")
+        with open(self.node_dir(node_id) / "node.log", "ab") as out:
+            self.procs[node_id] = subprocess.Popen(self.command(node_id), stdout=out, stderr=subprocess.STDOUT,
+                                                   stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self.paused.discard(node_id)
+        self.write_cluster_json()
+
+    def write_cluster_json(self) -> Path:
+        """Write ``<data dir>/cluster.json`` (every node's id, role, port, pid, data dir and restart command)."""
+        nodes = []
+        for node_id in [CONTROLLER_ID, *self.broker_ids]:
+            proc = self.procs.get(node_id)
+            nodes.append({"id": node_id, "role": "controller" if node_id == CONTROLLER_ID else "broker",
+                          "host": self.host, "port": self.ports[node_id],
+                          "pid": proc.pid if proc is not None and proc.poll() is None else None,
+                          "data_dir": str(self.node_dir(node_id)), "command": self.command(node_id)})
+        path = self.data_dir / "cluster.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"bootstrap_servers": self.bootstrap_servers, "nodes": nodes}, indent=2))
+        os.replace(tmp, path)
+        return path
+
+    def _log_tail(self, node_id: int) -> str:
+        try:
+            return (self.node_dir(node_id) / "node.log").read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def _check_alive(self, node_id: int) -> None:
+        proc = self.procs.get(node_id)
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError(f"node {node_id} exited (code {None if proc is None else proc.returncode}):\n"
+                               f"{self._log_tail(node_id)}")
+
+    def _wait_port(self, node_id: int) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            self._check_alive(node_id)
+            try:
+                socket.create_connection((self.host, self.ports[node_id]), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError(f"node {node_id} did not listen within {START_TIMEOUT_S:g} s:\n{self._log_tail(node_id)}")
+
+    def _wait_live(self, node_id: int, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Wait until ``node_id`` answers Metadata listing itself (registered and unfenced)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._check_alive(node_id)
+            try:
+                if any(b.node_id == node_id for b in metadata(self.address(node_id), topics=[]).brokers):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"broker {node_id} did not register within {timeout_s:g} s:\n{self._log_tail(node_id)}")
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL broker ``node_id`` (a crash: no controlled shutdown, no flush) and reap it."""
+        self._require_broker(node_id)
+        proc = self.procs.get(node_id)
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(STOP_TIMEOUT_S)
+        self.paused.discard(node_id)
+        self.write_cluster_json()
+
+    def restart(self, node_id: int, wait: bool = True) -> None:
+        """Start broker ``node_id`` again with its command (killing it first if it runs); wait until it is live."""
+        self._require_broker(node_id)
+        proc = self.procs.get(node_id)
+        if proc is not None and proc.poll() is None:
+            self.kill(node_id)
+        self._spawn(node_id)
+        if wait:
+            self._wait_live(node_id)
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP broker ``node_id``: it hangs (no heartbeats, no fetches) until :meth:`resume`."""
+        self._require_broker(node_id)
+        os.kill(self.procs[node_id].pid, signal.SIGSTOP)
+        self.paused.add(node_id)
+
+    def resume(self, node_id: int) -> None:
+        """SIGCONT a paused broker."""
+        os.kill(self.procs[node_id].pid, signal.SIGCONT)
+        self.paused.discard(node_id)
+
+    def _require_broker(self, node_id: int) -> None:
+        if node_id not in self.broker_ids:
+            raise ValueError(f"node {node_id} is not a broker of this cluster (brokers {self.broker_ids}; the "
+                             f"controller {CONTROLLER_ID} cannot be killed: it is the metadata log's only voter)")
+
+    def stop(self) -> None:
+        """Stop every process this cluster started, by pid: SIGCONT the paused, SIGTERM (controlled shutdown),
+        SIGKILL after 30 s; brokers first, the controller last. Removes a temporary data directory."""
+        brokers = [i for i in self.broker_ids if i in self.procs]
+        for group in (brokers, [CONTROLLER_ID] if CONTROLLER_ID in self.procs else []):
+            for i in group:
+                proc = self.procs[i]
+                if proc.poll() is None:
+                    if i in self.paused:
+                        os.kill(proc.pid, signal.SIGCONT)
+                    proc.terminate()
+            for i in group:
+                proc = self.procs.pop(i)
+                try:
+                    proc.wait(STOP_TIMEOUT_S / 3)
+                except subprocess.TimeoutExpired:
+                    os.kill(proc.pid, signal.SIGUSR1)  # the node's stacks into its node.log, then a crash stop
+                    if i != CONTROLLER_ID:
+                        os.kill(proc.pid, signal.SIGUSR2)  # and its asyncio tasks
+                    try:
+                        proc.wait(STOP_TIMEOUT_S * 2 / 3)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait(STOP_TIMEOUT_S)
+        self.paused.clear()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> "EmbeddedCluster":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    # --- observation -----------------------------------------------------------------------------
+
+    def _live_bootstrap(self) -> list[str]:
+        return [self.address(i) for i in self.broker_ids
+                if i in self.procs and self.procs[i].poll() is None and i not in self.paused]
+
+    def partition_metadata(self, topic: str, partition: int):
+        """The Metadata entry of ``topic``/``partition`` as a live broker answers it (None when unknown)."""
+        for address in self._live_bootstrap():
+            try:
+                response = metadata(address, [topic])
+            except OSError:
+                continue
+            for t in response.topics:
+                for p in t.partitions:
+                    if p.partition_index == partition:
+                        return p
+            return None
+        return None
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The leader's node id of ``topic``/``partition`` (-1: offline or unknown)."""
+        p = self.partition_metadata(topic, partition)
+        return -1 if p is None else int(p.leader_id)
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        """The in-sync replicas of ``topic``/``partition`` (node ids; [] when unknown)."""
+        p = self.partition_metadata(topic, partition)
+        return [] if p is None else [int(r) for r in p.isr_nodes]
+
+    def wait_for(self, condition, timeout_s: float = 30.0, what: str = "condition") -> None:
+        """Poll ``condition()`` every 50 ms until true; TimeoutError naming ``what`` after ``timeout_s`` seconds."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"{what} not reached within {timeout_s:g} s")

@@ -1,0 +1,80 @@
+"""One node process of the replicated cluster: ``python -m pyspark_kafka.broker.cluster.node ...``.
+
+``--roles controller``: the controller (a :class:`SingleVoterMetadataLog` voter in ``--data-dir`` and the
+:class:`QuorumController`, answering the controller channel on ``--port``); ``--roles broker``: a broker
+(``process.roles=broker``, ``controller.quorum.voters``) on ``--port``. Both run until SIGINT/SIGTERM and then stop
+cleanly (a broker does a controlled shutdown first). ``--config KEY=VALUE`` (repeatable) passes Kafka broker
+configs. Kafka runs the same split with ``process.roles=controller`` and ``process.roles=broker``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import base64
+import uuid
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+
+async def run_controller(node_id: int, data_dir: Path, host: str, port: int, config: dict[str, str]) -> None:
+    """Serve the controller on ``host:port`` until SIGINT/SIGTERM."""
+    from pyspark_kafka.broker.config import BrokerConfig
+    from pyspark_kafka.broker.controller.channel import start_channel_server
+    from pyspark_kafka.broker.controller.metadata_log import SingleVoterMetadataLog
+    from pyspark_kafka.broker.controller.quorum_controller import QuorumController
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    cfg = BrokerConfig({**config, "node.id": str(node_id), "process.roles": "controller"})
+    metadata_log = SingleVoterMetadataLog(node_id, data_dir, node_id)
+    await metadata_log.start()
+    raw = uuid.uuid5(uuid.NAMESPACE_URL, str(data_dir.resolve())).bytes
+    controller = QuorumController(metadata_log, cfg, base64.urlsafe_b64encode(raw).decode().rstrip("="))
+    await controller.start()
+    server = await start_channel_server(host, port, controller.handle)
+    logging.getLogger("pyspark_kafka.controller").info("controller %d listening on %s:%d (data dir %s)",
+                                                       node_id, host, port, data_dir)
+    try:
+        await stop.wait()
+    finally:
+        server.close()
+        await controller.stop()
+        await metadata_log.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pyspark_kafka.broker.cluster.node")
+    parser.add_argument("--node-id", type=int, required=True)
+    parser.add_argument("--roles", choices=("broker", "controller"), required=True)
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--voters", required=True, help="controller.quorum.voters: id@host:port")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>`: stacks into node.log
+    config = dict(item.split("=", 1) for item in args.config)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s node-{args.node_id} %(levelname)s %(name)s: %(message)s")
+    data_dir = Path(args.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if args.roles == "controller":
+        asyncio.run(run_controller(args.node_id, data_dir, args.host, args.port,
+                                   {**config, "controller.quorum.voters": args.voters}))
+        return 0
+    from pyspark_kafka.broker.server import run_broker
+
+    run_broker(data_dir, host=args.host, port=args.port,
+               config={**config, "node.id": str(args.node_id), "process.roles": "broker",
+                       "controller.quorum.voters": args.voters})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The controller channel: a small internal request/response protocol between brokers and the controller.
+
+Kafka brokers talk to the controller with BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
+forwarded admin requests (Envelope, 58) and fetch the metadata log with Raft's Fetch (1). Here one documented
+internal protocol carries the same requests: each frame is a 4-byte big-endian length and a UTF-8 JSON object;
+a request has an ``op`` (``register``, ``heartbeat``, ``fetch_metadata``, ``create_topics``, ``alter_partition``,
+``shutdown``), the answer is one JSON object with an ``error_code`` (Kafka's codes) and the op's fields.
+It listens on the controller's own port (``controller.quorum.voters``), never on a client listener.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from typing import Awaitable, Callable
+
+from pyspark_kafka.broker.log_escape import get_logger
+
+log = get_logger("pyspark_kafka.controller")
+
+MAX_FRAME = 64 * 1024 * 1024
+Handler = Callable[[dict], Awaitable[dict]]
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> dict:
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    if not 0 < size <= MAX_FRAME:
+        raise ConnectionError(f"controller channel frame of {size} bytes is outside 1..{MAX_FRAME}")
+    return json.loads(await reader.readexactly(size))
+
+
+def _frame(obj: dict) -> bytes:
+    body = json.dumps(obj, separators=(",", ":")).encode()
+    return struct.pack(">i", len(body)) + body
+
+
+async def start_channel_server(host: str, port: int, handler: Handler) -> asyncio.base_events.Server:
+    """Listen on ``host:port`` and answer each request frame with ``await handler(request)``.
+
+    A handler exception is answered with UNKNOWN_SERVER_ERROR (-1) and logged; a malformed frame closes the
+    connection. Returns the asyncio server (close it to stop).
+    """
+
+    async def on_connect(reader, writer):
+        try:
+            while True:
+                request = await _read_frame(reader)
+                try:
+                    answer = await handler(request)
+                except Exception as exc:
+                    log.exception("controller request %s failed", request.get("op"))
+                    answer = {"error_code": -1, "error_message": str(exc)}
+                writer.write(_frame(answer))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(on_connect, host, port)
+
+
+class ChannelClient:
+    """One connection to the controller at ``host:port``, reopened after a failure.
+
+    :meth:`call` sends a request dict and returns the answer dict; raises ConnectionError (or OSError)
+    when the controller cannot be reached or does not answer within ``timeout_s`` seconds. One call at a
+    time (a lock orders concurrent callers).
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._lock = asyncio.Lock()
+
+    async def call(self, request: dict, timeout_s: float = 10.0) -> dict:
+        async with self._lock:
+            try:
+                if self._conn is None:
+                    self._conn = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), timeout_s)
+                reader, writer = self._conn
+                writer.write(_frame(request))
+                await writer.drain()
+                return await asyncio.wait_for(_read_frame(reader), timeout_s)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+                self.close()
+                raise ConnectionError(f"controller {self.host}:{self.port} did not answer {request.get('op')}: "
+                                      f"{exc!r}") from None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn[1].close()
+            self._conn = None

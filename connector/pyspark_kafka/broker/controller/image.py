@@ -1,0 +1,123 @@
+"""The cluster metadata image: what the committed metadata records say (Kafka's ``MetadataImage``).
+
+Records are JSON objects encoded as UTF-8 bytes (Kafka's are binary ``ApiMessage`` records such as
+``RegisterBrokerRecord``, ``TopicRecord``, ``PartitionRecord``, ``PartitionChangeRecord``; ours carry the same
+fields under a ``type``):
+
+- ``{"type": "broker", "id", "epoch", "host", "port"}``: a broker (re-)registered with a new broker epoch; it is
+  fenced until it asks to be unfenced (Kafka's ``RegisterBrokerRecord``).
+- ``{"type": "fence", "id", "epoch"}`` / ``{"type": "unfence", "id", "epoch"}``: Kafka's ``FenceBrokerRecord`` /
+  ``UnfenceBrokerRecord``.
+- ``{"type": "topic", "name", "topic_id", "configs"}``: a topic (Kafka's ``TopicRecord`` + ``ConfigRecord``).
+- ``{"type": "partition", "topic", "partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch"}``: a
+  partition's whole state (Kafka writes ``PartitionRecord`` once and ``PartitionChangeRecord`` deltas; ours
+  always carries the whole state, so replaying the last record of a partition is enough).
+- ``{"type": "producer_ids", "broker", "next"}``: a block of producer ids handed to a broker ends before ``next``
+  (Kafka's ``ProducerIdsRecord``).
+
+:class:`ClusterImage` applies records in offset order; controller and brokers build the same image.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+NO_LEADER = -1
+
+
+def encode(record: dict) -> bytes:
+    """One metadata record as bytes (compact JSON)."""
+    return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode(raw: bytes) -> dict:
+    """The record dict of ``raw``; raises ValueError for bytes that are not a JSON object with a ``type``."""
+    record = json.loads(raw)
+    if not isinstance(record, dict) or "type" not in record:
+        raise ValueError(f"not a metadata record: {raw[:80]!r}")
+    return record
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    """A registered broker: id, broker epoch (the metadata offset of its registration), address, fenced."""
+
+    id: int
+    epoch: int
+    host: str
+    port: int
+    fenced: bool = True
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """One partition's replicas (preferred leader first), ISR, leader (-1: offline), leader epoch, partition epoch."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+    def record(self, topic: str, partition: int) -> dict:
+        """This state as a ``partition`` record of ``topic``/``partition``."""
+        return {"type": "partition", "topic": topic, "partition": partition, "replicas": list(self.replicas),
+                "isr": list(self.isr), "leader": self.leader, "leader_epoch": self.leader_epoch,
+                "partition_epoch": self.partition_epoch}
+
+
+@dataclass
+class TopicImage:
+    """A topic: name, id (UUID string), config overrides and its partitions by index."""
+
+    name: str
+    topic_id: str
+    configs: dict[str, str] = field(default_factory=dict)
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+
+
+class ClusterImage:
+    """Brokers and topics as of ``offset`` (the last applied record's offset, -1 before any).
+
+    :meth:`apply` ignores records of unknown types (forward compatibility) and raises nothing.
+    """
+
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[str, TopicImage] = {}
+        self.next_producer_id = 0  # the first producer id no block has handed out
+        self.offset = -1
+
+    def apply(self, offset: int, record: dict) -> None:
+        """Apply the committed ``record`` at ``offset``."""
+        self.offset = offset
+        kind = record["type"]
+        if kind == "broker":
+            self.brokers[record["id"]] = BrokerRegistration(record["id"], record["epoch"], record["host"],
+                                                            record["port"], True)
+        elif kind in ("fence", "unfence"):
+            b = self.brokers.get(record["id"])
+            if b is not None and b.epoch == record["epoch"]:
+                self.brokers[b.id] = replace(b, fenced=kind == "fence")
+        elif kind == "topic":
+            self.topics[record["name"]] = TopicImage(record["name"], record["topic_id"], dict(record.get("configs") or {}))
+        elif kind == "partition":
+            topic = self.topics.get(record["topic"])
+            if topic is not None:
+                topic.partitions[record["partition"]] = PartitionState(
+                    tuple(record["replicas"]), tuple(record["isr"]), record["leader"], record["leader_epoch"],
+                    record["partition_epoch"])
+        elif kind == "producer_ids":
+            self.next_producer_id = max(self.next_producer_id, record["next"])
+        elif kind == "remove_topic":
+            self.topics.pop(record["name"], None)
+
+    def live_brokers(self) -> list[BrokerRegistration]:
+        """Unfenced brokers, by id."""
+        return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        """The state of ``topic``/``partition`` (None when unknown)."""
+        t = self.topics.get(topic)
+        return None if t is None else t.partitions.get(partition)

@@ -1,0 +1,181 @@
+"""The cluster metadata log (KRaft's ``__cluster_metadata`` partition 0) behind the :class:`MetadataLog` seam.
+
+:class:`SingleVoterMetadataLog` is the one-voter implementation: the voter (the controller) appends records to
+a durable file in ``<data dir>/__cluster_metadata-0/`` and a record is committed as soon as it is fsynced (one
+voter is a majority); other nodes are observers that fetch the log from the voter over the controller channel
+(``fetch_metadata``, a long poll) and keep no copy (they replay from offset 0 after a restart). The Raft quorum
+(``broker/raft/``) implements the same protocol with 3 voters.
+
+File format: frames of ``length (int32) | crc32 (uint32) | record bytes``; a torn or corrupt tail (a crash in
+the middle of an append) is truncated on start. Kafka keeps this log in its record-batch segment format;
+ours is this simpler file (docs/replication.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import Callable, Protocol
+
+from pyspark_kafka.broker.controller.channel import ChannelClient
+from pyspark_kafka.broker.errors import NotControllerError
+from pyspark_kafka.broker.log_escape import get_logger
+
+log = get_logger("pyspark_kafka.controller")
+
+_HEAD = struct.Struct(">iI")
+Listener = Callable[[int, bytes], None]
+
+
+class MetadataLog(Protocol):
+    """The cluster metadata log (KRaft's ``__cluster_metadata`` partition 0): records are opaque bytes."""
+
+    node_id: int
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def leader(self) -> tuple[int | None, int]:
+        """(id of the quorum leader = the active controller, or None while unknown; leader epoch)."""
+
+    def is_voter(self) -> bool: ...
+
+    async def append(self, records: list[bytes]) -> int:
+        """Leader only: append and wait until committed; return the offset of the last record.
+        Raises NotControllerError (NOT_CONTROLLER, 41) on a non-leader."""
+
+    def committed_offset(self) -> int:
+        """The metadata log's high watermark (next offset to be committed) as known by this node."""
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call ``listener(offset, record)`` for every committed record in offset order from offset 0."""
+
+
+class SingleVoterMetadataLog:
+    """One controller voter (``voter_id``) and observers.
+
+    ``SingleVoterMetadataLog(node_id, data_dir, voter_id, voter_address=(host, port))``: on the voter
+    (``node_id == voter_id``) records live in ``data_dir/__cluster_metadata-0/metadata.log``; on an observer
+    ``voter_address`` is the controller channel to fetch from. Listeners are called on the event loop thread.
+    The leader epoch is 1 for as long as the voter runs (one voter never loses an election).
+    """
+
+    def __init__(self, node_id: int, data_dir: Path | None, voter_id: int,
+                 voter_address: tuple[str, int] | None = None) -> None:
+        self.node_id = node_id
+        self.voter_id = voter_id
+        self.data_dir = None if data_dir is None else Path(data_dir)
+        self.voter_address = voter_address
+        self._records: list[bytes] = []  # voter: the whole log (small: metadata)
+        self._next = 0  # observers: next offset to fetch
+        self._listeners: list[Listener] = []
+        self._file = None
+        self._task: asyncio.Task | None = None
+        self._appended = asyncio.Event()
+        self.reachable = False  # observers: the last fetch from the voter succeeded
+        self._stopping = False
+
+    def is_voter(self) -> bool:
+        return self.node_id == self.voter_id
+
+    def leader(self) -> tuple[int | None, int]:
+        return self.voter_id, 1
+
+    def committed_offset(self) -> int:
+        return len(self._records) if self.is_voter() else self._next
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+        if self.is_voter():
+            for offset, record in enumerate(self._records):
+                listener(offset, record)
+
+    async def start(self) -> None:
+        if self.is_voter():
+            self._load()
+        else:
+            self._task = asyncio.create_task(self._fetch_loop())
+
+    async def stop(self) -> None:
+        self._stopping = True  # Python 3.11's wait_for can swallow a cancellation: loops also check this flag
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    # --- voter -----------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        directory = self.data_dir / "__cluster_metadata-0"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "metadata.log"
+        data = path.read_bytes() if path.exists() else b""
+        position = 0
+        while position + _HEAD.size <= len(data):
+            size, crc = _HEAD.unpack_from(data, position)
+            body = data[position + _HEAD.size: position + _HEAD.size + size]
+            if size < 0 or len(body) != size or zlib.crc32(body) != crc:
+                break
+            self._records.append(bytes(body))
+            position += _HEAD.size + size
+        if position != len(data):
+            log.warning("metadata log %s: truncating a torn tail of %d bytes at position %d",
+                        path, len(data) - position, position)
+        self._file = open(path, "r+b" if path.exists() else "w+b")
+        self._file.truncate(position)
+        self._file.seek(position)
+        log.info("metadata log %s loaded: %d records", path, len(self._records))
+
+    async def append(self, records: list[bytes]) -> int:
+        """Append ``records`` durably (write + fsync) and deliver them to the listeners; return the last offset."""
+        if not self.is_voter():
+            raise NotControllerError(f"node {self.node_id} is not the controller (voter {self.voter_id})")
+        self._file.write(b"".join(_HEAD.pack(len(r), zlib.crc32(r)) + r for r in records))
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        for record in records:
+            offset = len(self._records)
+            self._records.append(record)
+            for listener in self._listeners:
+                listener(offset, record)
+        self._appended.set()
+        self._appended = asyncio.Event()
+        return len(self._records) - 1
+
+    async def read(self, offset: int, max_records: int, wait_ms: int) -> list[bytes]:
+        """Voter: committed records from ``offset`` (at most ``max_records``), waiting up to ``wait_ms`` for one."""
+        if offset >= len(self._records) and wait_ms > 0:
+            try:
+                await asyncio.wait_for(self._appended.wait(), wait_ms / 1000)
+            except asyncio.TimeoutError:
+                pass
+        return self._records[offset: offset + max_records]
+
+    # --- observer --------------------------------------------------------------------------
+
+    async def _fetch_loop(self) -> None:
+        client = ChannelClient(*self.voter_address)
+        try:
+            while not self._stopping:
+                try:
+                    answer = await client.call({"op": "fetch_metadata", "offset": self._next, "max_records": 5000,
+                                                "wait_ms": 500, "node_id": self.node_id}, timeout_s=5)
+                except ConnectionError as exc:
+                    self.reachable = False
+                    log.debug("metadata fetch failed: %s", exc)
+                    await asyncio.sleep(0.2)
+                    continue
+                self.reachable = True
+                for raw in answer.get("records", ()):
+                    record = raw.encode()
+                    for listener in self._listeners:
+                        listener(self._next, record)
+                    self._next += 1
+        finally:
+            client.close()

@@ -1,0 +1,283 @@
+"""The controller state machine (Kafka's ``QuorumController`` with its ``ClusterControlManager``,
+``ReplicationControlManager`` and ``BrokerHeartbeatManager``), on a :class:`MetadataLog`.
+
+Every change is a metadata record appended to the log; the controller's :class:`ClusterImage` is built by
+applying the committed records (also after a restart: replay), exactly as the brokers build theirs.
+
+- Registration: ``register`` writes a ``broker`` record; the broker epoch is that record's offset (Kafka's rule),
+  so a restarted broker gets a newer epoch and requests carrying an older one are refused (STALE_BROKER_EPOCH).
+  A new registration is fenced until a heartbeat asks to be unfenced.
+- Heartbeats (``broker.heartbeat.interval.ms``): a broker silent for ``broker.session.timeout.ms`` is fenced
+  (``fence`` record) and every partition it leads gets a new leader from the ISR (or, with
+  ``unclean.leader.election.enable``, from any live replica: a data loss that is logged); it leaves the ISR of
+  the partitions it follows (KRaft removes fenced brokers from ISRs). A clean ``shutdown`` does the same at once
+  (Kafka's controlled shutdown).
+- An unfenced broker becomes leader of the offline partitions whose ISR names it (Kafka elects the last ISR
+  member when it returns), or of those it replicates when unclean election is enabled.
+- Topics: ``create_topics`` assigns replicas with :func:`~pyspark_kafka.broker.controller.assignment.assign_replicas`
+  over the unfenced brokers and writes ``topic`` + ``partition`` records (leader = first replica, ISR = replicas).
+- ``allocate_producer_ids`` (Kafka's AllocateProducerIds, KIP-730): blocks of 1000 producer ids, unique in the
+  cluster, so idempotent and transactional producers on different brokers never share an id.
+- ``alter_partition`` (Kafka's AlterPartition, KIP-497): the leader proposes a new ISR at its leader epoch and
+  partition epoch; stale epochs are refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+
+from pyspark_kafka.broker.config import BrokerConfig, validate_topic_config, validate_topic_name
+from pyspark_kafka.broker.controller.assignment import assign_replicas
+from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, PartitionState, decode, encode
+from pyspark_kafka.broker.controller.metadata_log import MetadataLog
+from pyspark_kafka.broker.errors import ErrorCode, InvalidRequestError, KafkaError, TopicExistsError
+from pyspark_kafka.broker.log_escape import get_logger
+
+log = get_logger("pyspark_kafka.controller")
+PRODUCER_ID_BLOCK = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+
+
+def _mono_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class QuorumController:
+    """The active controller: answers controller-channel requests and fences silent brokers.
+
+    ``QuorumController(metadata_log, config, cluster_id)``; :meth:`start` replays the log and starts the session check,
+    :meth:`handle` answers one request dict (see :mod:`~pyspark_kafka.broker.controller.channel`). Used from
+    one event loop; appends are serialised by a lock so each decision sees the image of the previous one.
+    """
+
+    def __init__(self, metadata_log: MetadataLog, config: BrokerConfig, cluster_id: str = "") -> None:
+        self.log = metadata_log
+        self.cluster_id = cluster_id  # every broker answers it (Kafka keeps it in each node's meta.properties)
+        self.config = config
+        self.image = ClusterImage()
+        self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
+        self._last_heartbeat: dict[int, int] = {}
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.Task | None = None
+        metadata_log.subscribe(lambda offset, raw: self.image.apply(offset, decode(raw)))
+
+    async def start(self) -> None:
+        """Start the session-timeout check (every ``broker.heartbeat.interval.ms`` / 4, at least 50 ms)."""
+        now = _mono_ms()
+        for b in self.image.brokers.values():  # after a controller restart every broker gets a full session
+            self._last_heartbeat[b.id] = now
+        period = max(0.05, self.config.get_int("broker.heartbeat.interval.ms") / 4000)
+        self._timer = asyncio.create_task(self._session_check(period))
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            await asyncio.gather(self._timer, return_exceptions=True)
+
+    async def _append(self, records: list[dict]) -> int:
+        return await self.log.append([encode(r) for r in records]) if records else self.image.offset
+
+    # --- requests --------------------------------------------------------------------------
+
+    async def handle(self, request: dict) -> dict:
+        """Answer one controller-channel request (``op`` names it); errors are Kafka codes in ``error_code``."""
+        op = request.get("op")
+        try:
+            if op == "fetch_metadata":
+                records = await self.log.read(request["offset"], request.get("max_records", 1000),
+                                              request.get("wait_ms", 0))
+                return {"error_code": 0, "records": [r.decode() for r in records]}
+            async with self._lock:
+                if op == "register":
+                    return await self._register(request)
+                if op == "heartbeat":
+                    return await self._heartbeat(request)
+                if op == "shutdown":
+                    return await self._shutdown(request)
+                if op == "create_topics":
+                    return await self._create_topics(request)
+                if op == "alter_partition":
+                    return await self._alter_partition(request)
+                if op == "allocate_producer_ids":
+                    return await self._allocate_producer_ids(request)
+        except KafkaError as exc:
+            return {"error_code": int(exc.error_code), "error_message": str(exc)}
+        return {"error_code": int(ErrorCode.invalid_request), "error_message": f"unknown controller op {op!r}"}
+
+    async def _register(self, req: dict) -> dict:
+        node = req["node_id"]
+        epoch = self.image.offset + 1  # the offset of the registration record
+        await self._append([{"type": "broker", "id": node, "epoch": epoch, "host": req["host"], "port": req["port"]}])
+        self._last_heartbeat[node] = _mono_ms()
+        await self._elect_for_offline(node)
+        log.info("broker %d registered at %s:%d with broker epoch %d", node, req["host"], req["port"], epoch)
+        return {"error_code": 0, "broker_epoch": epoch, "cluster_id": self.cluster_id}
+
+    def _check_epoch(self, req: dict):
+        b = self.image.brokers.get(req["node_id"])
+        if b is None or b.epoch != req["broker_epoch"]:
+            raise _StaleBrokerEpoch(f"broker {req['node_id']} epoch {req['broker_epoch']} is not the registered "
+                                    f"one ({None if b is None else b.epoch}): register again")
+        return b
+
+    async def _heartbeat(self, req: dict) -> dict:
+        b = self._check_epoch(req)
+        self._last_heartbeat[b.id] = _mono_ms()
+        if b.fenced and req.get("want_fence") is False and req.get("caught_up_offset", -1) >= b.epoch:
+            await self._append([{"type": "unfence", "id": b.id, "epoch": b.epoch}])
+            log.info("broker %d (epoch %d) unfenced", b.id, b.epoch)
+            await self._elect_for_offline(b.id)
+        return {"error_code": 0, "is_fenced": self.image.brokers[b.id].fenced}
+
+    async def _shutdown(self, req: dict) -> dict:
+        b = self._check_epoch(req)
+        await self._fence(b.id, "controlled shutdown")
+        return {"error_code": 0}
+
+    async def _session_check(self, period_s: float) -> None:
+        while True:
+            await asyncio.sleep(period_s)
+            now = _mono_ms()
+            try:
+                async with self._lock:
+                    for b in list(self.image.brokers.values()):
+                        if not b.fenced and now - self._last_heartbeat.get(b.id, now) > self.session_timeout_ms:
+                            await self._fence(b.id, f"no heartbeat for broker.session.timeout.ms="
+                                                    f"{self.session_timeout_ms}")
+            except Exception:
+                log.exception("session check failed")
+
+    # --- elections -------------------------------------------------------------------------
+
+    def _unclean(self, topic: str) -> bool:
+        t = self.image.topics[topic]
+        value = t.configs.get("unclean.leader.election.enable")
+        return (value if value is not None else self.config.get("unclean.leader.election.enable")) == "true"
+
+    async def _fence(self, node: int, why: str) -> None:
+        """Fence ``node``: a ``fence`` record, then new leaders for its partitions and ISRs without it."""
+        b = self.image.brokers.get(node)
+        if b is None or b.fenced:
+            return
+        records: list[dict] = [{"type": "fence", "id": node, "epoch": b.epoch}]
+        live = {x.id for x in self.image.live_brokers()} - {node}
+        for name, topic in self.image.topics.items():
+            for p, st in topic.partitions.items():
+                if node not in st.isr and st.leader != node:
+                    continue
+                isr = tuple(r for r in st.isr if r != node) or (st.isr if st.leader == node else ())
+                leader = st.leader
+                if st.leader == node:
+                    leader = next((r for r in st.replicas if r in isr and r in live), NO_LEADER)
+                    if leader == NO_LEADER and self._unclean(name):
+                        leader = next((r for r in st.replicas if r in live), NO_LEADER)
+                        if leader != NO_LEADER:
+                            log.warning("unclean leader election for %s-%d: broker %d (not in the ISR %s) leads at "
+                                        "leader epoch %d; records only the old ISR had are lost",
+                                        name, p, leader, list(st.isr), st.leader_epoch + 1)
+                            isr = (leader,)
+                    if leader == NO_LEADER:
+                        isr = st.isr  # Kafka keeps the last ISR member: it may come back with every record
+                new = PartitionState(st.replicas, isr, leader,
+                                     st.leader_epoch + (1 if leader != st.leader else 0), st.partition_epoch + 1)
+                records.append(new.record(name, p))
+        await self._append(records)
+        log.info("broker %d (epoch %d) fenced: %s; %d partition changes", node, b.epoch, why, len(records) - 1)
+
+    async def _elect_for_offline(self, node: int) -> None:
+        """Partitions without a leader that ``node`` (now unfenced) may lead: elect it."""
+        b = self.image.brokers.get(node)
+        if b is None or b.fenced:
+            return
+        records = []
+        for name, topic in self.image.topics.items():
+            for p, st in topic.partitions.items():
+                if st.leader != NO_LEADER or node not in st.replicas:
+                    continue
+                if node in st.isr:
+                    isr = st.isr
+                elif self._unclean(name):
+                    log.warning("unclean leader election for %s-%d: broker %d (not in the ISR %s) leads; records "
+                                "only the ISR had are lost", name, p, node, list(st.isr))
+                    isr = (node,)
+                else:
+                    continue
+                records.append(PartitionState(st.replicas, isr, node, st.leader_epoch + 1,
+                                              st.partition_epoch + 1).record(name, p))
+        await self._append(records)
+
+    # --- topics ----------------------------------------------------------------------------
+
+    async def _create_topics(self, req: dict) -> dict:
+        results = []
+        for t in req["topics"]:
+            try:
+                results.append({"name": t["name"], "error_code": 0, **await self._create_topic(t, req.get("validate_only", False))})
+            except KafkaError as exc:
+                results.append({"name": t["name"], "error_code": int(exc.error_code), "error_message": str(exc)})
+        return {"error_code": 0, "topics": results}
+
+    def default_replication_factor(self, name: str) -> int:
+        """``default.replication.factor`` (the internal topics, which would use ``offsets.topic.replication.factor``
+        / ``transaction.state.log.replication.factor``, are not created here yet)."""
+        return self.config.get_int("default.replication.factor")
+
+    async def _create_topic(self, t: dict, validate_only: bool) -> dict:
+        name = t["name"]
+        validate_topic_name(name)
+        if name in ("__consumer_offsets", "__transaction_state"):
+            raise InvalidRequestError(f"{name} is an internal topic: its coordinator creates it (in this build on "
+                                      "the coordinator broker only, docs/replication.md)")
+        if name in self.image.topics:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        partitions = t.get("partitions", -1)
+        if partitions in (-1, None):
+            partitions = self.config.get_int("num.partitions")
+        factor = t.get("replication_factor", -1)
+        if factor in (-1, None):
+            factor = self.default_replication_factor(name)
+        configs = {k: v for k, v in ((k, validate_topic_config(k, v)) for k, v in (t.get("configs") or {}).items())
+                   if v is not None}
+        live = [b.id for b in self.image.live_brokers()]
+        n = max(1, len(live))
+        assignment = assign_replicas(live, partitions, factor, start=random.randrange(n), shift=random.randrange(n))
+        if validate_only:
+            return {"partitions": partitions, "replication_factor": factor, "topic_id": None}
+        topic_id = str(uuid.uuid4())
+        records = [{"type": "topic", "name": name, "topic_id": topic_id, "configs": configs}]
+        records += [PartitionState(tuple(r), tuple(r), r[0], 0, 0).record(name, p) for p, r in enumerate(assignment)]
+        await self._append(records)
+        log.info("created topic %s: %d partitions, replicas %s", name, partitions, assignment)
+        return {"partitions": partitions, "replication_factor": factor, "topic_id": topic_id}
+
+    async def _allocate_producer_ids(self, req: dict) -> dict:
+        """Kafka's AllocateProducerIds (KIP-730): a block of ``PRODUCER_ID_BLOCK_SIZE`` ids unique in the cluster."""
+        self._check_epoch(req)
+        first = self.image.next_producer_id
+        await self._append([{"type": "producer_ids", "broker": req["node_id"], "next": first + PRODUCER_ID_BLOCK}])
+        return {"error_code": 0, "first": first, "size": PRODUCER_ID_BLOCK}
+
+    async def _alter_partition(self, req: dict) -> dict:
+        self._check_epoch(req)
+        st = self.image.partition(req["topic"], req["partition"])
+        if st is None:
+            return {"error_code": int(ErrorCode.unknown_topic_or_partition)}
+        if st.leader != req["node_id"] or st.leader_epoch != req["leader_epoch"]:
+            return {"error_code": int(ErrorCode.fenced_leader_epoch), "state": st.record(req["topic"], req["partition"])}
+        if st.partition_epoch != req["partition_epoch"]:
+            return {"error_code": int(ErrorCode.invalid_update_version), "state": st.record(req["topic"], req["partition"])}
+        live = {b.id for b in self.image.live_brokers()}
+        isr = tuple(r for r in st.replicas if r in req["isr"] and (r in live or r == st.leader))
+        if st.leader not in isr:
+            return {"error_code": int(ErrorCode.invalid_request), "error_message": "the ISR must hold the leader"}
+        new = PartitionState(st.replicas, isr, st.leader, st.leader_epoch, st.partition_epoch + 1)
+        await self._append([new.record(req["topic"], req["partition"])])
+        log.info("%s-%d: ISR %s -> %s (partition epoch %d)", req["topic"], req["partition"], list(st.isr),
+                 list(isr), new.partition_epoch)
+        return {"error_code": 0, "state": new.record(req["topic"], req["partition"])}
+
+
+class _StaleBrokerEpoch(KafkaError):
+    error_code = ErrorCode.stale_broker_epoch

@@ -1,0 +1,53 @@
+"""``pyspark-kafka cluster``: starts a controller and N brokers, writes cluster.json, and on SIGINT stops every
+process it started (checked by pid)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from pyspark_kafka.broker.cluster.embedded_cluster import free_port, metadata
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie child of the (still running) command counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_cluster_command_runs_until_interrupted_and_stops_every_node(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "pyspark_kafka", "cluster", "--brokers", "2", "--data-dir",
+                             str(tmp_path), "--port", str(port), "--config", "min.insync.replicas=2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids = []
+    try:
+        line = proc.stdout.readline()  # bounded: the command fails (exit 1) when a node does not start in 60 s
+        assert f"2 brokers at 127.0.0.1:{port},127.0.0.1:{port + 1}" in line, line
+        nodes = json.loads((tmp_path / "cluster.json").read_text())["nodes"]
+        pids = [n["pid"] for n in nodes]
+        assert [(n["id"], n["role"]) for n in nodes] == [(3000, "controller"), (0, "broker"), (1, "broker")]
+        assert [n["port"] for n in nodes[1:]] == [port, port + 1]
+        assert all(_alive(p) for p in pids)
+        assert sorted(b.node_id for b in metadata(f"127.0.0.1:{port}", topics=[]).brokers) == [0, 1]
+        assert "--config" in nodes[1]["command"] and "min.insync.replicas=2" in nodes[1]["command"]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
