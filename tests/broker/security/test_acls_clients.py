@@ -1,5 +1,6 @@
 """ACLs on the embedded broker, driven by independent clients: librdkafka (confluent-kafka: producer,
-consumer, transactions, AdminClient ACL calls) and kafka-python (KafkaAdminClient ACL API).
+consumer, transactions, AdminClient ACL calls), kafka-python (KafkaAdminClient ACL API) and aiokafka
+(produce and read, denied write).
 
 One broker with ``authorizer.class.name`` = Kafka's StandardAuthorizer, SCRAM-SHA-256 users
 ``admin`` (a super user), ``alice`` and ``bob`` on a SASL_PLAINTEXT listener and a PLAINTEXT
@@ -11,6 +12,7 @@ Nothing secret reaches the broker's log.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -404,3 +406,41 @@ def test_tls_client_certificate_principal(tmp_path):
         assert [e.code() for e in produce_errors(tls, "cert-closed", 1)] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     finally:
         broker.stop()
+
+
+def test_aiokafka_with_and_without_acls(secured):
+    """aiokafka (a third client, pure Python) over SASL_PLAINTEXT/SCRAM-SHA-256: with WRITE and READ on
+    the topic it produces and reads back; without WRITE ``send_and_wait`` raises
+    TopicAuthorizationFailedError and nothing is written."""
+    aiokafka = pytest.importorskip("aiokafka")
+    from aiokafka.errors import TopicAuthorizationFailedError
+
+    _, ports, _ = secured
+    ok, closed = make_topic(secured, unique("aio-ok")), make_topic(secured, unique("aio-closed"))
+    grant(secured, acl(ResourceType.TOPIC, ok, AclOperation.WRITE), acl(ResourceType.TOPIC, ok, AclOperation.READ),
+          acl(ResourceType.TOPIC, closed, AclOperation.DESCRIBE))
+    common = dict(bootstrap_servers=f"127.0.0.1:{ports['SASL_PLAINTEXT']}", security_protocol="SASL_PLAINTEXT",
+                  sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
+                  sasl_plain_password=PASSWORDS["alice"])
+
+    async def main():
+        producer = aiokafka.AIOKafkaProducer(**common)
+        await asyncio.wait_for(producer.start(), DEADLINE_S)
+        try:
+            await asyncio.wait_for(producer.send_and_wait(ok, b"aio-1", partition=0), DEADLINE_S)
+            with pytest.raises(TopicAuthorizationFailedError):
+                await asyncio.wait_for(producer.send_and_wait(closed, b"aio-denied", partition=0), DEADLINE_S)
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(**common, enable_auto_commit=False)
+        await asyncio.wait_for(consumer.start(), DEADLINE_S)
+        try:
+            tp = aiokafka.TopicPartition(ok, 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            return (await asyncio.wait_for(consumer.getone(), DEADLINE_S)).value
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(main()) == b"aio-1"
+    assert end_offset(secured, closed) == 0
