@@ -55,12 +55,13 @@ DEADLINE_S = 300  # bound on any single produce or fetch run
 FETCH_BYTES = 3 * MB  # partition size read by fetch runs (under the mock cluster's ~5 MB retention)
 
 
-def _produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> float:
+def _produce(bootstrap: str, topic: str, count: int, size: int, acks: str, **extra) -> float:
     """Send ``count`` records of ``size`` bytes to partition 0; seconds until all are acknowledged.
 
-    Raises RuntimeError when the end offset did not advance by exactly ``count``.
+    ``extra``: more librdkafka settings (e.g. ``{"enable.idempotence": True}``). Raises RuntimeError
+    when the end offset did not advance by exactly ``count``.
     """
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **CLIENT})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **CLIENT, **extra})
     producer.produce(topic, b"warm-up", partition=0)  # metadata and connection outside the timing
     producer.flush(30)
     before = _end_offset(bootstrap, topic)

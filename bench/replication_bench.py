@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "connector"))
@@ -21,25 +20,10 @@ from common import metric, rate, repeat  # noqa: E402
 
 
 def _produce(bootstrap: str, topic: str, count: int) -> float:
-    from confluent_kafka import Producer
+    """records/s of ``count`` idempotent acks=all 100-byte records to partition 0 (broker_bench's loop)."""
+    from broker_bench import _produce as produce_seconds
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": True})
-    producer.produce(topic, b"warm-up", partition=0)
-    producer.flush(30)
-    value = b"x" * 100
-    started = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, value, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    left = producer.flush(120)
-    seconds = time.perf_counter() - started
-    if left:
-        raise RuntimeError(f"{left} of {count} records unacknowledged")
-    return rate(count, seconds)
+    return rate(count, produce_seconds(bootstrap, topic, count, 100, "all", **{"enable.idempotence": True}))
 
 
 def run(quick: bool) -> list[dict]:
