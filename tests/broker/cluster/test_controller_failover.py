@@ -1,0 +1,96 @@
+"""The embedded cluster with 3 controllers (a Raft quorum, KIP-595) and 3 brokers, as processes, driven by
+librdkafka (confluent-kafka). Every process is stopped by pid, also when the test fails; waits are bounded polls.
+
+Failover: RF 3, ``min.insync.replicas=2``, an idempotent ``acks=all`` producer writing throughout; the active
+controller is SIGKILLed, a new one is elected (a higher Raft epoch), then the partition's leader broker is
+SIGKILLed and the new controller elects a leader from the ISR; every acknowledged record is read back exactly once;
+the killed controller restarts and rejoins as a follower of the new leader.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from pyspark_kafka.broker.cluster import EmbeddedCluster
+
+FAST = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "200",
+        "replica.lag.time.max.ms": "3000", "replica.fetch.backoff.ms": "100", "min.insync.replicas": "2",
+        "default.replication.factor": "3"}
+
+
+def _produce_until(stop: threading.Event, servers: str, topic: str, acked: list[str], errors: list) -> None:
+    p = Producer({"bootstrap.servers": servers, "enable.idempotence": True, "acks": "all",
+                  "message.timeout.ms": 60000, "linger.ms": 5})
+
+    def done(err, msg):
+        (errors if err else acked).append(err if err else msg.value().decode())
+
+    i = 0
+    while not stop.is_set() and i < 100000:
+        p.produce(topic, str(i).encode(), partition=0, on_delivery=done)
+        i += 1
+        p.poll(0.01)
+    p.flush(60)
+
+
+def _read_all(servers: str, topic: str, expected: int, timeout_s: float = 60) -> list[str]:
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": "check", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                out.append(m.value().decode())
+    finally:
+        consumer.close()
+    return out
+
+
+def test_killing_the_active_controller_then_a_leader_loses_no_acknowledged_record(tmp_path):
+    with EmbeddedCluster(3, data_dir=tmp_path / "c", config=FAST, controllers=3) as cluster:
+        assert cluster.controller_ids == [3000, 3001, 3002]
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic("failover", 1, 3)])["failover"].result(30)
+        cluster.wait_for(lambda: len(cluster.isr("failover", 0)) == 3, 30, "full ISR")
+        first = cluster.active_controller()
+        first_epoch = cluster.controller_quorum(first)["leader_epoch"]
+
+        stop, acked, errors = threading.Event(), [], []
+        writer = threading.Thread(target=_produce_until,
+                                  args=(stop, cluster.bootstrap_servers, "failover", acked, errors))
+        writer.start()
+        try:
+            cluster.wait_for(lambda: len(acked) >= 50, 30, "50 acknowledged records")
+            cluster.kill(first)
+            cluster.wait_for(lambda: cluster.active_controller() not in (-1, first), 30, "a new active controller")
+            second = cluster.active_controller()
+            assert cluster.controller_quorum(second)["leader_epoch"] > first_epoch
+
+            before = len(acked)
+            cluster.wait_for(lambda: len(acked) >= before + 50, 30, "writes after the controller failover")
+            victim = cluster.leader("failover", 0)
+            isr = cluster.isr("failover", 0)
+            cluster.kill(victim)
+            cluster.wait_for(lambda: cluster.leader("failover", 0) not in (-1, victim), 30, "a new partition leader")
+            assert cluster.leader("failover", 0) in isr
+            before = len(acked)
+            cluster.wait_for(lambda: len(acked) >= before + 50, 30, "writes after the leader failover")
+        finally:
+            stop.set()
+            writer.join(90)
+        assert not errors and not writer.is_alive()
+
+        cluster.restart(first)
+        cluster.wait_for(lambda: (cluster.controller_quorum(first) or {}).get("leader_id") == second, 30,
+                         "the restarted controller following the new leader")
+        assert cluster.active_controller() == second
+
+        got = _read_all(cluster.bootstrap_servers, "failover", len(acked))
+        assert len(got) == len(set(got)), "a record was written twice"
+        assert set(acked) <= set(got), f"{len(set(acked) - set(got))} acknowledged records lost"
