@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -60,6 +62,10 @@ def test_killing_the_active_controller_then_a_leader_loses_no_acknowledged_recor
         cluster.wait_for(lambda: len(cluster.isr("failover", 0)) == 3, 30, "full ISR")
         first = cluster.active_controller()
         first_epoch = cluster.controller_quorum(first)["leader_epoch"]
+        standby = next(c for c in cluster.controller_ids if c != first)
+        refused = cluster.controller_call(standby, {"op": "create_topics", "topics": [{"name": "x"}]})
+        assert refused["error_code"] == 41 and refused["leader_id"] == first  # NOT_CONTROLLER, with the leader
+        assert "not the active controller" in refused["error_message"]
 
         stop, acked, errors = threading.Event(), [], []
         writer = threading.Thread(target=_produce_until,
@@ -94,3 +100,8 @@ def test_killing_the_active_controller_then_a_leader_loses_no_acknowledged_recor
         got = _read_all(cluster.bootstrap_servers, "failover", len(acked))
         assert len(got) == len(set(got)), "a record was written twice"
         assert set(acked) <= set(got), f"{len(set(acked) - set(got))} acknowledged records lost"
+
+
+def test_a_cluster_takes_one_or_three_controllers():
+    with pytest.raises(ValueError, match="give 1 .* or 3"):
+        EmbeddedCluster(3, controllers=2)

@@ -308,7 +308,12 @@ class EmbeddedCluster:
     def controller_quorum(self, node_id: int, timeout_s: float = 2.0) -> dict | None:
         """What controller ``node_id`` knows of the quorum: ``{"node_id", "leader_id", "leader_epoch", "active"}``
         (its ``quorum`` answer on the controller channel); None when it does not answer."""
-        body = json.dumps({"op": "quorum"}).encode()
+        return self.controller_call(node_id, {"op": "quorum"}, timeout_s)
+
+    def controller_call(self, node_id: int, request: dict, timeout_s: float = 2.0) -> dict | None:
+        """Send one controller-channel request (see ``broker/controller/channel.py``) to controller ``node_id``
+        and return its answer dict; None when it does not answer within ``timeout_s`` seconds."""
+        body = json.dumps(request).encode()
         try:
             with socket.create_connection((self.host, self.ports[node_id]), timeout=timeout_s) as sock:
                 sock.settimeout(timeout_s)
