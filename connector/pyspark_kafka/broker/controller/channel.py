@@ -103,8 +103,8 @@ class ControllerRouter:
     """Calls to the active controller among several (Kafka's ``NodeToControllerChannelManager``).
 
     ``ControllerRouter(channels={id: (host, port)}, leader=fn)``: ``leader()`` returns the node's view of the
-    quorum leader (``(id or None, epoch)``, e.g. the broker's Raft observer). :meth:`call` tries the last active
-    controller (or the observed leader) first, then the others, until one answers something other than
+    quorum leader (``(id or None, epoch)``, e.g. the broker's Raft observer). :meth:`call` tries the observed
+    leader first, then the last controller that answered, then the others, until one answers something other than
     NOT_CONTROLLER (41) or a connection failure; it pauses 100 ms after each full round and raises
     ConnectionError when none answered within ``timeout_s`` seconds.
     """
@@ -120,7 +120,7 @@ class ControllerRouter:
         last = "no controller tried"
         while True:
             observed, _ = self.leader()
-            order = [n for n in (self.active, observed) if n in self.clients]
+            order = [n for n in (observed, self.active) if n in self.clients]  # the observed leader is newest
             order += [n for n in self.clients if n not in order]
             for node in dict.fromkeys(order):
                 remaining = deadline - loop.time()

@@ -201,6 +201,9 @@ class QuorumController:
                         if not b.fenced and now - self._last_heartbeat.get(b.id, now) > self.session_timeout_ms:
                             await self._fence(b.id, f"no heartbeat for broker.session.timeout.ms="
                                                     f"{self.session_timeout_ms}")
+            except NotControllerError as exc:
+                # e.g. a paused leader resumed: its fence record is in an old epoch, never committed (Raft)
+                log.info("session check: leadership lost before the fencing was committed: %s", exc)
             except Exception:
                 log.exception("session check failed")
 
