@@ -105,3 +105,34 @@ def test_killing_the_active_controller_then_a_leader_loses_no_acknowledged_recor
 def test_a_cluster_takes_one_or_three_controllers():
     with pytest.raises(ValueError, match="give 1 .* or 3"):
         EmbeddedCluster(3, controllers=2)
+
+
+def test_a_paused_active_controller_is_replaced_without_fencing_the_brokers(tmp_path):
+    # The new active controller gives every broker a fresh session: none is fenced, the ISR stays whole;
+    # the resumed controller (its fencing decisions from before are in an old epoch) follows the new leader.
+    with EmbeddedCluster(3, data_dir=tmp_path / "c", config=FAST, controllers=3) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic("paused", 1, 3)])["paused"].result(30)
+        cluster.wait_for(lambda: len(cluster.isr("paused", 0)) == 3, 30, "full ISR")
+        first = cluster.active_controller()
+        epoch = cluster.controller_quorum(first)["leader_epoch"]
+        before = cluster.partition_metadata("paused", 0)
+        cluster.pause(first)
+        try:
+            cluster.wait_for(lambda: cluster.active_controller() not in (-1, first), 30, "a new active controller")
+            second = cluster.active_controller()
+            assert cluster.controller_quorum(second)["leader_epoch"] > epoch
+            # a broker's registration-based request goes through the new controller: topics still get created
+            admin.create_topics([NewTopic("after", 1, 3)])["after"].result(30)
+            cluster.wait_for(lambda: len(cluster.isr("after", 0)) == 3, 30, "the new topic's full ISR")
+            after = cluster.partition_metadata("paused", 0)
+            assert (after.leader_id, after.leader_epoch, len(after.isr_nodes)) == \
+                (before.leader_id, before.leader_epoch, 3)
+            log = (cluster.node_dir(second) / "node.log").read_text()
+            assert "fresh session" in log and "fenced: no heartbeat" not in log
+            assert sorted(admin.list_topics(timeout=10).brokers) == [0, 1, 2]
+        finally:
+            cluster.resume(first)
+        cluster.wait_for(lambda: (cluster.controller_quorum(first) or {}).get("leader_id") == second, 30,
+                         "the resumed controller following the new leader")
+        assert cluster.active_controller() == second
