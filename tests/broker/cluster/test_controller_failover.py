@@ -4,11 +4,13 @@ librdkafka (confluent-kafka). Every process is stopped by pid, also when the tes
 Failover: RF 3, ``min.insync.replicas=2``, an idempotent ``acks=all`` producer writing throughout; the active
 controller is SIGKILLed, a new one is elected (a higher Raft epoch), then the partition's leader broker is
 SIGKILLed and the new controller elects a leader from the ISR; every acknowledged record is read back exactly once;
-the killed controller restarts and rejoins as a follower of the new leader.
+the killed controller restarts and rejoins as a follower of the new leader, which Apache Kafka's
+``kafka-metadata-quorum describe --replication`` (4.3.1 jars) reports too (brokers as observers).
 """
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 
@@ -54,6 +56,26 @@ def _read_all(servers: str, topic: str, expected: int, timeout_s: float = 60) ->
     return out
 
 
+def _kafka_quorum_replication(bootstrap_controller: str) -> dict[int, str] | None:
+    """``kafka-metadata-quorum --bootstrap-controller ... describe --replication`` (Apache Kafka 4's
+    MetadataQuorumCommand) as {node id: status}; None when Kafka 4's jars are unavailable."""
+    from pyspark_kafka.testing import maven
+
+    version = maven.kafka_version()
+    if int(version.split(".")[0]) < 4:
+        return None
+    try:
+        classpath = maven.kafka_classpath(version)
+    except maven.MavenUnavailable:
+        return None
+    proc = subprocess.run(["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", classpath,
+                           "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-controller",
+                           bootstrap_controller, "describe", "--replication"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    return {int(r[0]): r[-1] for r in (line.split() for line in proc.stdout.splitlines()[1:]) if r}
+
+
 def test_killing_the_active_controller_then_a_leader_loses_no_acknowledged_record(tmp_path):
     with EmbeddedCluster(3, data_dir=tmp_path / "c", config=FAST, controllers=3) as cluster:
         assert cluster.controller_ids == [3000, 3001, 3002]
@@ -96,6 +118,11 @@ def test_killing_the_active_controller_then_a_leader_loses_no_acknowledged_recor
         cluster.wait_for(lambda: (cluster.controller_quorum(first) or {}).get("leader_id") == second, 30,
                          "the restarted controller following the new leader")
         assert cluster.active_controller() == second
+
+        rows = _kafka_quorum_replication(f"127.0.0.1:{cluster.raft_ports[first]}")
+        if rows is not None:  # Apache Kafka's kafka-metadata-quorum sees the same quorum
+            assert rows[second] == "Leader" and rows[first] == "Follower"
+            assert all(rows[b] == "Observer" for b in cluster.broker_ids if b != victim)
 
         got = _read_all(cluster.bootstrap_servers, "failover", len(acked))
         assert len(got) == len(set(got)), "a record was written twice"
