@@ -4,7 +4,9 @@ the ``ReplicaManager.applyDelta`` that makes replicas leaders or followers).
 - Registers with the controller (``register``: the answer is the broker epoch), heartbeats every
   ``broker.heartbeat.interval.ms`` asking to be unfenced once its metadata has caught up to its registration;
   re-registers when the controller answers STALE_BROKER_EPOCH (it was fenced and forgotten, or restarted).
-- Observes the metadata log (:class:`~pyspark_kafka.broker.controller.metadata_log.SingleVoterMetadataLog`) and
+- Observes the metadata log (:class:`~pyspark_kafka.broker.controller.metadata_log.SingleVoterMetadataLog` with one
+  controller; with several a :class:`~pyspark_kafka.broker.raft.RaftMetadataLog` observer, and controller requests
+  go through a :class:`~pyspark_kafka.broker.controller.channel.ControllerRouter` to the active controller) and
   builds the same :class:`~pyspark_kafka.broker.controller.image.ClusterImage` as the controller; each changed
   partition naming this broker as a replica is created locally (the controller's topic id) and made leader
   (leader epoch stamped in new batches, an entry in the leader-epoch cache) or follower (the
