@@ -4,7 +4,7 @@ Commands (one function each, ``cmd_<name>``; a new command is one ``add_parser``
 call plus one function):
 
 - ``broker``: run the embedded Kafka-compatible broker in the foreground.
-- ``cluster``: run a replicated embedded cluster (a controller and N brokers) until interrupted.
+- ``cluster``: run a replicated embedded cluster (1 or 3 controllers and N brokers) until interrupted.
 - ``topics create|list|describe|delete``: like Kafka's ``kafka-topics.sh``.
 - ``produce``: stdin lines → records, like ``kafka-console-producer.sh``.
 - ``consume``: records → stdout lines, like ``kafka-console-consumer.sh``.
@@ -282,7 +282,11 @@ def cmd_cluster(args) -> int:
 
     from pyspark_kafka.broker.cluster import EmbeddedCluster
 
-    cluster = EmbeddedCluster(args.brokers, data_dir=args.data_dir, port=args.port, config=dict(args.config))
+    try:
+        cluster = EmbeddedCluster(args.brokers, data_dir=args.data_dir, port=args.port, config=dict(args.config),
+                                  controllers=args.controllers)
+    except ValueError as e:
+        raise CliError(str(e)) from None
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -291,7 +295,8 @@ def cmd_cluster(args) -> int:
     except (OSError, RuntimeError, TimeoutError) as e:
         raise CliError(f"cannot start the cluster in {args.data_dir!r}: {e}") from None
     try:
-        print(f"pyspark-kafka cluster: {args.brokers} brokers at {cluster.bootstrap_servers}; nodes in "
+        print(f"pyspark-kafka cluster: {args.brokers} brokers at {cluster.bootstrap_servers}, {args.controllers} "
+              f"controller(s) {cluster.controller_ids} (active {cluster.active_controller()}); nodes in "
               f"{cluster.data_dir / 'cluster.json'}", flush=True)
         while not stop.wait(1.0):
             pass
@@ -587,6 +592,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("cluster", help="run a replicated embedded cluster: a controller and N broker processes")
     p.add_argument("--brokers", type=int, default=3, help="number of brokers, node ids 0..N-1 (default 3)")
+    p.add_argument("--controllers", type=int, default=1, choices=(1, 3),
+                   help="controller processes, node ids 3000..: 1 = a single-voter metadata log (default), 3 = a "
+                        "Raft quorum (KIP-595) that survives the loss of one controller")
     p.add_argument("--data-dir", required=True, help="holds node-<id>/ data directories and cluster.json")
     p.add_argument("--port", type=int, default=None,
                    help="first broker port: brokers listen on PORT..PORT+N-1 (default: free ports)")

@@ -51,3 +51,10 @@ def test_cluster_command_runs_until_interrupted_and_stops_every_node(tmp_path):
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p) for p in pids)
+
+
+def test_cluster_command_takes_one_or_three_controllers(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pyspark_kafka", "cluster", "--controllers", "2", "--data-dir",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--controllers: invalid choice: 2 (choose from 1, 3)" in proc.stderr
+    assert not (tmp_path / "cluster.json").exists()

@@ -4,7 +4,9 @@ the ``ReplicaManager.applyDelta`` that makes replicas leaders or followers).
 - Registers with the controller (``register``: the answer is the broker epoch), heartbeats every
   ``broker.heartbeat.interval.ms`` asking to be unfenced once its metadata has caught up to its registration;
   re-registers when the controller answers STALE_BROKER_EPOCH (it was fenced and forgotten, or restarted).
-- Observes the metadata log (:class:`~pyspark_kafka.broker.controller.metadata_log.SingleVoterMetadataLog`) and
+- Observes the metadata log (:class:`~pyspark_kafka.broker.controller.metadata_log.SingleVoterMetadataLog` with one
+  controller; with several a :class:`~pyspark_kafka.broker.raft.RaftMetadataLog` observer, and controller requests
+  go through a :class:`~pyspark_kafka.broker.controller.channel.ControllerRouter` to the active controller) and
   builds the same :class:`~pyspark_kafka.broker.controller.image.ClusterImage` as the controller; each changed
   partition naming this broker as a replica is created locally (the controller's topic id) and made leader
   (leader epoch stamped in new batches, an entry in the leader-epoch cache) or follower (the
@@ -17,6 +19,7 @@ the ``ReplicaManager.applyDelta`` that makes replicas leaders or followers).
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import uuid
@@ -24,13 +27,15 @@ import uuid
 from pyspark_kafka.broker.cluster.partition import Partition, mono_ms
 from pyspark_kafka.broker.cluster.producer_ids import ClusterProducerIdManager
 from pyspark_kafka.broker.cluster.replica_fetcher import ReplicaFetcher
-from pyspark_kafka.broker.controller.channel import ChannelClient
+from pyspark_kafka.broker.controller.channel import ChannelClient, ControllerRouter
 from pyspark_kafka.broker.controller.image import ClusterImage, PartitionState, decode
 from pyspark_kafka.broker.controller.metadata_log import SingleVoterMetadataLog
 from pyspark_kafka.broker.errors import ConfigError, ErrorCode
 from pyspark_kafka.broker.log_escape import get_logger
 
 log = get_logger("pyspark_kafka.broker")
+#: Raft mode: ``id@host:port,...`` of each controller's channel (set by ``pyspark_kafka.broker.cluster.node``).
+CHANNELS_ENV = "PYSPARK_KAFKA_CONTROLLER_CHANNELS"
 
 
 def parse_voters(value: str) -> dict[int, tuple[str, int]]:
@@ -73,13 +78,26 @@ class BrokerLifecycle:
         self.config = broker.config
         self.node_id = broker.node_id
         voters = parse_voters(self.config.get("controller.quorum.voters"))
-        if len(voters) != 1:
-            raise ConfigError(f"controller.quorum.voters lists {len(voters)} voters: this build's metadata log has "
-                              "one voter (SingleVoterMetadataLog); give exactly one id@host:port")
-        (self.controller_id, self.controller_address), = voters.items()
         self.image = ClusterImage()
-        self.metadata_log = SingleVoterMetadataLog(self.node_id, None, self.controller_id, self.controller_address)
-        self.channel = ChannelClient(*self.controller_address)
+        if len(voters) == 1:
+            (self.controller_id, self.controller_address), = voters.items()
+            self.metadata_log = SingleVoterMetadataLog(self.node_id, None, self.controller_id, self.controller_address)
+            self.channel = ChannelClient(*self.controller_address)
+        else:
+            channels = parse_voters(os.environ.get(CHANNELS_ENV, ""))
+            if set(channels) != set(voters):
+                raise ConfigError(f"controller.quorum.voters names {sorted(voters)} but {CHANNELS_ENV} gives the "
+                                  f"controller channels of {sorted(channels)}: give id@host:port for each voter")
+            from pyspark_kafka.broker.raft import RaftMetadataLog
+
+            # A Raft observer (KIP-595): fetches __cluster_metadata from the leader; its copy lives beside the
+            # broker's log directory (the log manager owns every directory inside it).
+            data_dir = broker.data_dir.parent / f"{broker.data_dir.name}.metadata"
+            self.metadata_log = RaftMetadataLog(data_dir, {"node.id": str(self.node_id),
+                                                           "controller.quorum.voters":
+                                                               self.config.get("controller.quorum.voters")})
+            self.channel = ControllerRouter(channels, self.metadata_log.leader)
+            self.controller_id = -1
         self.replica_manager = broker.replica_manager
         self.fetcher = ReplicaFetcher(self.replica_manager, self.config, self._address_of)
         self.broker_epoch = -1
@@ -135,8 +153,8 @@ class BrokerLifecycle:
         if answer.get("cluster_id"):
             self.broker.cluster_id = answer["cluster_id"]  # one id for the whole cluster
         self.registered_offset = self.broker_epoch
-        log.info("broker %d registered with the controller %d: broker epoch %d", self.node_id,
-                 self.controller_id, self.broker_epoch)
+        log.info("broker %d registered with the controller %s: broker epoch %d", self.node_id,
+                 getattr(self.channel, "active", self.controller_id), self.broker_epoch)
         self.producer_ids.prefetch()
 
     async def _heartbeat_loop(self) -> None:

@@ -1,9 +1,11 @@
 """EmbeddedCluster: a replicated cluster of node processes on 127.0.0.1, for tests and the ``cluster`` command.
 
-Layout (KRaft's split roles): one dedicated controller process (``process.roles=controller``, node id 3000 like
-Kafka's examples, the single voter of the metadata log) and N broker processes, node ids 0..N-1, each with its
-own data directory ``<data dir>/node-<id>`` and log file ``node-<id>/node.log``. Tests kill and pause brokers;
-the controller is never a target (with one voter it must not die). ``<data dir>/cluster.json`` lists every node:
+Layout (KRaft's split roles): dedicated controller processes (``process.roles=controller``, node ids 3000,
+3001, ... like Kafka's examples) and N broker processes, node ids 0..N-1, each with its own data directory
+``<data dir>/node-<id>`` and log file ``node-<id>/node.log``. One controller is the single voter of the metadata
+log (``SingleVoterMetadataLog``); with ``controllers=3`` the three are the voters of a
+:class:`~pyspark_kafka.broker.raft.RaftMetadataLog` (each voter's Raft listener on its own port), the active
+controller is the Raft leader, and any node (a controller too) may be killed, restarted or paused. ``<data dir>/cluster.json`` lists every node:
 id, role, port, pid, data dir and the exact command that restarts it.
 """
 
@@ -22,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-CONTROLLER_ID = 3000
+CONTROLLER_ID = 3000  # the first controller's node id (Kafka's examples); the others follow: 3001, 3002
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 
@@ -81,16 +83,21 @@ class EmbeddedCluster:
     ``data_dir`` None → a temporary directory removed on :meth:`stop`; ``config``: Kafka broker configs for every
     node (``{"min.insync.replicas": "2", "default.replication.factor": "3"}``).
 
-    API: ``bootstrap_servers``; :meth:`kill` (SIGKILL), :meth:`restart`, :meth:`pause` / :meth:`resume`
+    ``controllers``: 1 (node 3000, a single-voter metadata log) or 3 (nodes 3000-3002, a Raft quorum).
+
+    API: ``bootstrap_servers``; :meth:`active_controller`, :meth:`controller_quorum`; :meth:`kill` (SIGKILL), :meth:`restart`, :meth:`pause` / :meth:`resume`
     (SIGSTOP / SIGCONT: a hung broker), :meth:`leader`, :meth:`isr`, :meth:`wait_for`. Every process it started is
     stopped by pid in :meth:`stop` (SIGTERM, then SIGKILL after 30 s), also when a ``with`` block fails.
     :meth:`start` raises TimeoutError (with the node's log tail) when a node does not come up within 60 s.
     """
 
     def __init__(self, brokers: int = 3, data_dir: str | Path | None = None, port: int | None = None,
-                 config: dict[str, str] | None = None, host: str = "127.0.0.1") -> None:
+                 config: dict[str, str] | None = None, host: str = "127.0.0.1", controllers: int = 1) -> None:
         if brokers < 1:
             raise ValueError(f"brokers={brokers}: a cluster needs at least one broker")
+        if controllers not in (1, 3):
+            raise ValueError(f"controllers={controllers}: give 1 (a single-voter metadata log) or 3 (a Raft quorum "
+                             "of 3 voters, which survives the loss of one)")
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="pyspark-kafka-cluster-")) if data_dir is None else Path(data_dir)
         self.host = host
@@ -99,7 +106,11 @@ class EmbeddedCluster:
                        **dict(config or {})}
         self.broker_ids = list(range(brokers))
         self.ports = {i: (port + i if port else free_port(host)) for i in self.broker_ids}
-        self.ports[CONTROLLER_ID] = free_port(host)
+        self.controller_ids = [CONTROLLER_ID + i for i in range(controllers)]
+        for c in self.controller_ids:
+            self.ports[c] = free_port(host)  # the controller channel
+        # Raft mode: each voter's Raft listener (its controller.quorum.voters address)
+        self.raft_ports = {c: free_port(host) for c in self.controller_ids} if controllers > 1 else {}
         self.procs: dict[int, subprocess.Popen] = {}
         self.paused: set[int] = set()
 
@@ -119,22 +130,34 @@ class EmbeddedCluster:
 
     def command(self, node_id: int) -> list[str]:
         """The exact command that (re)starts ``node_id``."""
-        role = "controller" if node_id == CONTROLLER_ID else "broker"
+        role = "controller" if node_id in self.controller_ids else "broker"
         cmd = [sys.executable, "-m", "pyspark_kafka.broker.cluster.node", "--node-id", str(node_id), "--roles", role,
                "--data-dir", str(self.node_dir(node_id)), "--host", self.host, "--port", str(self.ports[node_id]),
-               "--voters", f"{CONTROLLER_ID}@{self.host}:{self.ports[CONTROLLER_ID]}"]
+               "--voters", self.voters]
+        if self.raft_ports and role == "broker":
+            cmd += ["--controller-channels", ",".join(f"{c}@{self.address(c)}" for c in self.controller_ids)]
         for key, value in sorted(self.config.items()):
             cmd += ["--config", f"{key}={value}"]
         return cmd
 
     # --- lifecycle -----------------------------------------------------------------------------
 
+    @property
+    def voters(self) -> str:
+        """``controller.quorum.voters`` (``id@host:port,...``): the Raft listeners, or the one controller's channel."""
+        ports = self.raft_ports or self.ports
+        return ",".join(f"{c}@{self.host}:{ports[c]}" for c in self.controller_ids)
+
     def start(self) -> "EmbeddedCluster":
-        """Start the controller, then the brokers; wait until every broker is registered and unfenced."""
+        """Start the controllers (with 3: until one is active), then the brokers; wait until every broker is
+        registered and unfenced."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self._spawn(CONTROLLER_ID)
-            self._wait_port(CONTROLLER_ID)
+            for c in self.controller_ids:
+                self._spawn(c)
+            for c in self.controller_ids:
+                self._wait_port(c)
+            self.wait_for(lambda: self.active_controller() != -1, START_TIMEOUT_S, "an active controller")
             for i in self.broker_ids:
                 self._spawn(i)
             for i in self.broker_ids:
@@ -158,10 +181,10 @@ class EmbeddedCluster:
     def write_cluster_json(self) -> Path:
         """Write ``<data dir>/cluster.json`` (every node's id, role, port, pid, data dir and restart command)."""
         nodes = []
-        for node_id in [CONTROLLER_ID, *self.broker_ids]:
+        for node_id in [*self.controller_ids, *self.broker_ids]:
             proc = self.procs.get(node_id)
-            nodes.append({"id": node_id, "role": "controller" if node_id == CONTROLLER_ID else "broker",
-                          "host": self.host, "port": self.ports[node_id],
+            nodes.append({"id": node_id, "role": "controller" if node_id in self.controller_ids else "broker",
+                          "host": self.host, "port": self.ports[node_id], "raft_port": self.raft_ports.get(node_id),
                           "pid": proc.pid if proc is not None and proc.poll() is None else None,
                           "data_dir": str(self.node_dir(node_id)), "command": self.command(node_id)})
         path = self.data_dir / "cluster.json"
@@ -207,8 +230,8 @@ class EmbeddedCluster:
         raise TimeoutError(f"broker {node_id} did not register within {timeout_s:g} s:\n{self._log_tail(node_id)}")
 
     def kill(self, node_id: int) -> None:
-        """SIGKILL broker ``node_id`` (a crash: no controlled shutdown, no flush) and reap it."""
-        self._require_broker(node_id)
+        """SIGKILL node ``node_id`` (a broker or a controller; a crash: no controlled shutdown, no flush), reap it."""
+        self._require_node(node_id)
         proc = self.procs.get(node_id)
         if proc is not None and proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
@@ -217,18 +240,22 @@ class EmbeddedCluster:
         self.write_cluster_json()
 
     def restart(self, node_id: int, wait: bool = True) -> None:
-        """Start broker ``node_id`` again with its command (killing it first if it runs); wait until it is live."""
-        self._require_broker(node_id)
+        """Start node ``node_id`` again with its command (killing it first if it runs); wait until it is live
+        (a broker: registered and unfenced; a controller: listening)."""
+        self._require_node(node_id)
         proc = self.procs.get(node_id)
         if proc is not None and proc.poll() is None:
             self.kill(node_id)
         self._spawn(node_id)
         if wait:
-            self._wait_live(node_id)
+            if node_id in self.controller_ids:
+                self._wait_port(node_id)
+            else:
+                self._wait_live(node_id)
 
     def pause(self, node_id: int) -> None:
-        """SIGSTOP broker ``node_id``: it hangs (no heartbeats, no fetches) until :meth:`resume`."""
-        self._require_broker(node_id)
+        """SIGSTOP node ``node_id``: it hangs (no heartbeats, no fetches, no votes) until :meth:`resume`."""
+        self._require_node(node_id)
         os.kill(self.procs[node_id].pid, signal.SIGSTOP)
         self.paused.add(node_id)
 
@@ -237,16 +264,16 @@ class EmbeddedCluster:
         os.kill(self.procs[node_id].pid, signal.SIGCONT)
         self.paused.discard(node_id)
 
-    def _require_broker(self, node_id: int) -> None:
-        if node_id not in self.broker_ids:
-            raise ValueError(f"node {node_id} is not a broker of this cluster (brokers {self.broker_ids}; the "
-                             f"controller {CONTROLLER_ID} cannot be killed: it is the metadata log's only voter)")
+    def _require_node(self, node_id: int) -> None:
+        if node_id not in self.broker_ids and node_id not in self.controller_ids:
+            raise ValueError(f"node {node_id} is not a node of this cluster (brokers {self.broker_ids}, controllers "
+                             f"{self.controller_ids})")
 
     def stop(self) -> None:
         """Stop every process this cluster started, by pid: SIGCONT the paused, SIGTERM (controlled shutdown),
         SIGKILL after 30 s; brokers first, the controller last. Removes a temporary data directory."""
         brokers = [i for i in self.broker_ids if i in self.procs]
-        for group in (brokers, [CONTROLLER_ID] if CONTROLLER_ID in self.procs else []):
+        for group in (brokers, [c for c in self.controller_ids if c in self.procs]):
             for i in group:
                 proc = self.procs[i]
                 if proc.poll() is None:
@@ -259,7 +286,7 @@ class EmbeddedCluster:
                     proc.wait(STOP_TIMEOUT_S / 3)
                 except subprocess.TimeoutExpired:
                     os.kill(proc.pid, signal.SIGUSR1)  # the node's stacks into its node.log, then a crash stop
-                    if i != CONTROLLER_ID:
+                    if i not in self.controller_ids:
                         os.kill(proc.pid, signal.SIGUSR2)  # and its asyncio tasks
                     try:
                         proc.wait(STOP_TIMEOUT_S * 2 / 3)
@@ -277,6 +304,35 @@ class EmbeddedCluster:
         self.stop()
 
     # --- observation -----------------------------------------------------------------------------
+
+    def controller_quorum(self, node_id: int, timeout_s: float = 2.0) -> dict | None:
+        """What controller ``node_id`` knows of the quorum: ``{"node_id", "leader_id", "leader_epoch", "active"}``
+        (its ``quorum`` answer on the controller channel); None when it does not answer."""
+        return self.controller_call(node_id, {"op": "quorum"}, timeout_s)
+
+    def controller_call(self, node_id: int, request: dict, timeout_s: float = 2.0) -> dict | None:
+        """Send one controller-channel request (see ``broker/controller/channel.py``) to controller ``node_id``
+        and return its answer dict; None when it does not answer within ``timeout_s`` seconds."""
+        body = json.dumps(request).encode()
+        try:
+            with socket.create_connection((self.host, self.ports[node_id]), timeout=timeout_s) as sock:
+                sock.settimeout(timeout_s)
+                sock.sendall(struct.pack(">i", len(body)) + body)
+                size = struct.unpack(">i", _recv(sock, 4))[0]
+                return json.loads(_recv(sock, size))
+        except (OSError, ValueError):
+            return None
+
+    def active_controller(self) -> int:
+        """The node id of the active controller (the one that says it leads and is active; -1: none now)."""
+        for c in self.controller_ids:
+            proc = self.procs.get(c)
+            if proc is None or proc.poll() is not None or c in self.paused:
+                continue
+            answer = self.controller_quorum(c)
+            if answer is not None and answer.get("leader_id") == c and answer.get("active", c == CONTROLLER_ID):
+                return c
+        return -1
 
     def _live_bootstrap(self) -> list[str]:
         return [self.address(i) for i in self.broker_ids

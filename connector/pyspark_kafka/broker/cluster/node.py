@@ -1,10 +1,13 @@
 """One node process of the replicated cluster: ``python -m pyspark_kafka.broker.cluster.node ...``.
 
-``--roles controller``: the controller (a :class:`SingleVoterMetadataLog` voter in ``--data-dir`` and the
-:class:`QuorumController`, answering the controller channel on ``--port``); ``--roles broker``: a broker
+``--roles controller``: a controller (the :class:`QuorumController`, answering the controller channel on ``--port``)
+on a :class:`SingleVoterMetadataLog` when ``--voters`` names one voter, or on a
+:class:`~pyspark_kafka.broker.raft.RaftMetadataLog` when it names several (each voter's Raft listener on its
+``--voters`` address; the active controller is the Raft leader); ``--roles broker``: a broker
 (``process.roles=broker``, ``controller.quorum.voters``) on ``--port``. Both run until SIGINT/SIGTERM and then stop
 cleanly (a broker does a controlled shutdown first). ``--config KEY=VALUE`` (repeatable) passes Kafka broker
-configs. Kafka runs the same split with ``process.roles=controller`` and ``process.roles=broker``.
+configs; ``--controller-channels id@host:port,...`` gives a broker the controller channel of each voter (Raft
+mode; passed to the broker as ``PYSPARK_KAFKA_CONTROLLER_CHANNELS``). Kafka runs the same split with ``process.roles=controller`` and ``process.roles=broker``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import base64
 import uuid
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -32,10 +36,19 @@ async def run_controller(node_id: int, data_dir: Path, host: str, port: int, con
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     cfg = BrokerConfig({**config, "node.id": str(node_id), "process.roles": "controller"})
-    metadata_log = SingleVoterMetadataLog(node_id, data_dir, node_id)
+    voters = config["controller.quorum.voters"]
+    if "," in voters.strip(","):
+        from pyspark_kafka.broker.raft import RaftMetadataLog
+
+        metadata_log = RaftMetadataLog(data_dir, {k: v for k, v in config.items() if k.startswith("controller.quorum.")}
+                                       | {"node.id": str(node_id)})
+        cluster_id = metadata_log.cluster_id
+    else:
+        metadata_log = SingleVoterMetadataLog(node_id, data_dir, node_id)
+        raw = uuid.uuid5(uuid.NAMESPACE_URL, str(data_dir.resolve())).bytes
+        cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
     await metadata_log.start()
-    raw = uuid.uuid5(uuid.NAMESPACE_URL, str(data_dir.resolve())).bytes
-    controller = QuorumController(metadata_log, cfg, base64.urlsafe_b64encode(raw).decode().rstrip("="))
+    controller = QuorumController(metadata_log, cfg, cluster_id)
     await controller.start()
     server = await start_channel_server(host, port, controller.handle)
     logging.getLogger("pyspark_kafka.controller").info("controller %d listening on %s:%d (data dir %s)",
@@ -56,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--voters", required=True, help="controller.quorum.voters: id@host:port")
+    parser.add_argument("--controller-channels", default="", help="brokers, Raft mode: id@host:port of each "
+                        "controller's channel")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>`: stacks into node.log
@@ -69,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
                                    {**config, "controller.quorum.voters": args.voters}))
         return 0
     from pyspark_kafka.broker.server import run_broker
+
+    if args.controller_channels:
+        os.environ["PYSPARK_KAFKA_CONTROLLER_CHANNELS"] = args.controller_channels
 
     run_broker(data_dir, host=args.host, port=args.port,
                config={**config, "node.id": str(args.node_id), "process.roles": "broker",

@@ -94,3 +94,54 @@ class ChannelClient:
         if self._conn is not None:
             self._conn[1].close()
             self._conn = None
+
+
+NOT_CONTROLLER = 41  # Kafka's Errors.NOT_CONTROLLER
+
+
+class ControllerRouter:
+    """Calls to the active controller among several (Kafka's ``NodeToControllerChannelManager``).
+
+    ``ControllerRouter(channels={id: (host, port)}, leader=fn)``: ``leader()`` returns the node's view of the
+    quorum leader (``(id or None, epoch)``, e.g. the broker's Raft observer). :meth:`call` tries the observed
+    leader first, then the last controller that answered, then the others, until one answers something other than
+    NOT_CONTROLLER (41) or a connection failure; it pauses 100 ms after each full round and raises
+    ConnectionError when none answered within ``timeout_s`` seconds.
+    """
+
+    def __init__(self, channels: dict[int, tuple[str, int]], leader: Callable[[], tuple[int | None, int]]) -> None:
+        self.clients = {node: ChannelClient(*address) for node, address in sorted(channels.items())}
+        self.leader = leader
+        self.active: int | None = None
+
+    async def call(self, request: dict, timeout_s: float = 10.0) -> dict:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        last = "no controller tried"
+        while True:
+            observed, _ = self.leader()
+            order = [n for n in (observed, self.active) if n in self.clients]  # the observed leader is newest
+            order += [n for n in self.clients if n not in order]
+            for node in dict.fromkeys(order):
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise ConnectionError(f"no active controller answered {request.get('op')} within "
+                                          f"{timeout_s:g} s (last: {last})")
+                try:
+                    answer = await self.clients[node].call(request, min(remaining, 5.0))
+                except ConnectionError as exc:
+                    last = str(exc)
+                    continue
+                if answer.get("error_code") == NOT_CONTROLLER:
+                    last = answer.get("error_message", "NOT_CONTROLLER")
+                    hint = answer.get("leader_id", -1)
+                    if hint in self.clients and hint != node:
+                        self.active = hint
+                    continue
+                self.active = node
+                return answer
+            await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()

@@ -18,6 +18,12 @@ applying the committed records (also after a restart: replay), exactly as the br
   over the unfenced brokers and writes ``topic`` + ``partition`` records (leader = first replica, ISR = replicas).
 - ``allocate_producer_ids`` (Kafka's AllocateProducerIds, KIP-730): blocks of 1000 producer ids, unique in the
   cluster, so idempotent and transactional producers on different brokers never share an id.
+- Active controller = the metadata log's leader (with :class:`~pyspark_kafka.broker.raft.RaftMetadataLog`, the Raft
+  leader of 3 voters). Every controller keeps its image from the committed records; a write op on a non-leader is
+  answered NOT_CONTROLLER (41) with ``leader_id``. On becoming leader the controller first waits until its own
+  epoch's first batch is committed (then every record of older epochs is committed and replayed into the image),
+  and gives every registered broker a fresh ``broker.session.timeout.ms`` (Kafka's ``BrokerHeartbeatManager`` is
+  likewise rebuilt on failover) rather than fencing them all at once.
 - ``alter_partition`` (Kafka's AlterPartition, KIP-497): the leader proposes a new ISR at its leader epoch and
   partition epoch; stale epochs are refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION.
 """
@@ -33,7 +39,9 @@ from pyspark_kafka.broker.config import BrokerConfig, validate_topic_config, val
 from pyspark_kafka.broker.controller.assignment import assign_replicas
 from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, PartitionState, decode, encode
 from pyspark_kafka.broker.controller.metadata_log import MetadataLog
-from pyspark_kafka.broker.errors import ErrorCode, InvalidRequestError, KafkaError, TopicExistsError
+from pyspark_kafka.broker.errors import (
+    ErrorCode, InvalidRequestError, KafkaError, NotControllerError, TopicExistsError,
+)
 from pyspark_kafka.broker.log_escape import get_logger
 
 log = get_logger("pyspark_kafka.controller")
@@ -61,6 +69,7 @@ class QuorumController:
         self._last_heartbeat: dict[int, int] = {}
         self._lock = asyncio.Lock()
         self._timer: asyncio.Task | None = None
+        self._active_epoch: int | None = None  # the leader epoch in which this controller last became active
         metadata_log.subscribe(lambda offset, raw: self.image.apply(offset, decode(raw)))
 
     async def start(self) -> None:
@@ -76,6 +85,35 @@ class QuorumController:
             self._timer.cancel()
             await asyncio.gather(self._timer, return_exceptions=True)
 
+    def _try_activate(self) -> bool:
+        """True when this node is the active controller with its image caught up; on the first success in a
+        leader epoch every registered broker gets a fresh session. Raises NotControllerError on a non-leader."""
+        leader, epoch = self.log.leader()
+        if leader != self.log.node_id:
+            raise NotControllerError(f"node {self.log.node_id} is not the active controller (leader: "
+                                     f"{'unknown' if leader is None else leader}, epoch {epoch}): retry on the leader")
+        if self._active_epoch == epoch:
+            return True
+        start = getattr(self.log, "epoch_start_offset", None)
+        if start is not None and (start < 0 or self.log.committed_offset() <= start):
+            return False  # the epoch's LeaderChange batch is not committed: older records may still be uncommitted
+        now = _mono_ms()
+        for b in self.image.brokers.values():
+            self._last_heartbeat[b.id] = now
+        self._active_epoch = epoch
+        log.info("node %d is the active controller in epoch %d: image replayed to offset %d, %d brokers get a "
+                 "fresh session of %d ms", self.log.node_id, epoch, self.image.offset, len(self.image.brokers),
+                 self.session_timeout_ms)
+        return True
+
+    async def _activate(self, timeout_s: float = 5.0) -> None:
+        """Wait (bounded) until :meth:`_try_activate`; NotControllerError when not leader or not ready in time."""
+        deadline = time.monotonic() + timeout_s
+        while not self._try_activate():
+            if time.monotonic() > deadline:
+                raise NotControllerError(f"node {self.log.node_id} leads but its epoch is not committed yet: retry")
+            await asyncio.sleep(0.02)
+
     async def _append(self, records: list[dict]) -> int:
         return await self.log.append([encode(r) for r in records]) if records else self.image.offset
 
@@ -85,11 +123,19 @@ class QuorumController:
         """Answer one controller-channel request (``op`` names it); errors are Kafka codes in ``error_code``."""
         op = request.get("op")
         try:
+            if op == "quorum":
+                leader, epoch = self.log.leader()
+                return {"error_code": 0, "node_id": self.log.node_id, "leader_id": -1 if leader is None else leader,
+                        "leader_epoch": epoch, "active": self._active_epoch == epoch and leader == self.log.node_id}
             if op == "fetch_metadata":
+                if not hasattr(self.log, "read"):
+                    raise InvalidRequestError("this controller's metadata log is the Raft quorum: fetch it with "
+                                              "Raft Fetch (1) on the controller.quorum.voters address")
                 records = await self.log.read(request["offset"], request.get("max_records", 1000),
                                               request.get("wait_ms", 0))
                 return {"error_code": 0, "records": [r.decode() for r in records]}
             async with self._lock:
+                await self._activate()
                 if op == "register":
                     return await self._register(request)
                 if op == "heartbeat":
@@ -102,6 +148,10 @@ class QuorumController:
                     return await self._alter_partition(request)
                 if op == "allocate_producer_ids":
                     return await self._allocate_producer_ids(request)
+        except NotControllerError as exc:
+            leader, _ = self.log.leader()
+            return {"error_code": int(exc.error_code), "error_message": str(exc),
+                    "leader_id": -1 if leader is None else leader}
         except KafkaError as exc:
             return {"error_code": int(exc.error_code), "error_message": str(exc)}
         return {"error_code": int(ErrorCode.invalid_request), "error_message": f"unknown controller op {op!r}"}
@@ -142,10 +192,18 @@ class QuorumController:
             now = _mono_ms()
             try:
                 async with self._lock:
+                    try:
+                        if not self._try_activate():
+                            continue
+                    except NotControllerError:
+                        continue  # a standby controller fences nobody
                     for b in list(self.image.brokers.values()):
                         if not b.fenced and now - self._last_heartbeat.get(b.id, now) > self.session_timeout_ms:
                             await self._fence(b.id, f"no heartbeat for broker.session.timeout.ms="
                                                     f"{self.session_timeout_ms}")
+            except NotControllerError as exc:
+                # e.g. a paused leader resumed: its fence record is in an old epoch, never committed (Raft)
+                log.info("session check: leadership lost before the fencing was committed: %s", exc)
             except Exception:
                 log.exception("session check failed")
 

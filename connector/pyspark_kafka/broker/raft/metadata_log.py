@@ -198,6 +198,12 @@ class RaftMetadataLog:
         """(id of the quorum leader = the active controller, or None while unknown; leader epoch)."""
         return (self.leader_id if self.leader_id >= 0 else None), self.epoch
 
+    @property
+    def epoch_start_offset(self) -> int:
+        """Leader only: the offset of this epoch's LeaderChange batch (-1 on a non-leader). Once the high
+        watermark passes it, every record of older epochs is committed (the controller's replay is complete)."""
+        return self._epoch_start_offset if self.role is Role.LEADER else -1
+
     def is_voter(self) -> bool:
         """True when ``node.id`` is one of ``controller.quorum.voters``."""
         return self.node_id in self.voters

@@ -1,0 +1,165 @@
+"""The embedded cluster with 3 controllers (a Raft quorum, KIP-595) and 3 brokers, as processes, driven by
+librdkafka (confluent-kafka). Every process is stopped by pid, also when the test fails; waits are bounded polls.
+
+Failover: RF 3, ``min.insync.replicas=2``, an idempotent ``acks=all`` producer writing throughout; the active
+controller is SIGKILLed, a new one is elected (a higher Raft epoch), then the partition's leader broker is
+SIGKILLed and the new controller elects a leader from the ISR; every acknowledged record is read back exactly once;
+the killed controller restarts and rejoins as a follower of the new leader, which Apache Kafka's
+``kafka-metadata-quorum describe --replication`` (4.3.1 jars) reports too (brokers as observers).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from pyspark_kafka.broker.cluster import EmbeddedCluster
+
+FAST = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "200",
+        "replica.lag.time.max.ms": "3000", "replica.fetch.backoff.ms": "100", "min.insync.replicas": "2",
+        "default.replication.factor": "3"}
+
+
+def _produce_until(stop: threading.Event, servers: str, topic: str, acked: list[str], errors: list) -> None:
+    p = Producer({"bootstrap.servers": servers, "enable.idempotence": True, "acks": "all",
+                  "message.timeout.ms": 60000, "linger.ms": 5})
+
+    def done(err, msg):
+        (errors if err else acked).append(err if err else msg.value().decode())
+
+    i = 0
+    while not stop.is_set() and i < 100000:
+        p.produce(topic, str(i).encode(), partition=0, on_delivery=done)
+        i += 1
+        p.poll(0.01)
+    p.flush(60)
+
+
+def _read_all(servers: str, topic: str, expected: int, timeout_s: float = 60) -> list[str]:
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": "check", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                out.append(m.value().decode())
+    finally:
+        consumer.close()
+    return out
+
+
+def _kafka_quorum_replication(bootstrap_controller: str) -> dict[int, str] | None:
+    """``kafka-metadata-quorum --bootstrap-controller ... describe --replication`` (Apache Kafka 4's
+    MetadataQuorumCommand) as {node id: status}; None when Kafka 4's jars are unavailable."""
+    from pyspark_kafka.testing import maven
+
+    version = maven.kafka_version()
+    if int(version.split(".")[0]) < 4:
+        return None
+    try:
+        classpath = maven.kafka_classpath(version)
+    except maven.MavenUnavailable:
+        return None
+    proc = subprocess.run(["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", classpath,
+                           "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-controller",
+                           bootstrap_controller, "describe", "--replication"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    return {int(r[0]): r[-1] for r in (line.split() for line in proc.stdout.splitlines()[1:]) if r}
+
+
+def test_killing_the_active_controller_then_a_leader_loses_no_acknowledged_record(tmp_path):
+    with EmbeddedCluster(3, data_dir=tmp_path / "c", config=FAST, controllers=3) as cluster:
+        assert cluster.controller_ids == [3000, 3001, 3002]
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic("failover", 1, 3)])["failover"].result(30)
+        cluster.wait_for(lambda: len(cluster.isr("failover", 0)) == 3, 30, "full ISR")
+        first = cluster.active_controller()
+        first_epoch = cluster.controller_quorum(first)["leader_epoch"]
+        standby = next(c for c in cluster.controller_ids if c != first)
+        refused = cluster.controller_call(standby, {"op": "create_topics", "topics": [{"name": "x"}]})
+        assert refused["error_code"] == 41 and refused["leader_id"] == first  # NOT_CONTROLLER, with the leader
+        assert "not the active controller" in refused["error_message"]
+
+        stop, acked, errors = threading.Event(), [], []
+        writer = threading.Thread(target=_produce_until,
+                                  args=(stop, cluster.bootstrap_servers, "failover", acked, errors))
+        writer.start()
+        try:
+            cluster.wait_for(lambda: len(acked) >= 50, 30, "50 acknowledged records")
+            cluster.kill(first)
+            cluster.wait_for(lambda: cluster.active_controller() not in (-1, first), 30, "a new active controller")
+            second = cluster.active_controller()
+            assert cluster.controller_quorum(second)["leader_epoch"] > first_epoch
+
+            before = len(acked)
+            cluster.wait_for(lambda: len(acked) >= before + 50, 30, "writes after the controller failover")
+            victim = cluster.leader("failover", 0)
+            isr = cluster.isr("failover", 0)
+            cluster.kill(victim)
+            cluster.wait_for(lambda: cluster.leader("failover", 0) not in (-1, victim), 30, "a new partition leader")
+            assert cluster.leader("failover", 0) in isr
+            before = len(acked)
+            cluster.wait_for(lambda: len(acked) >= before + 50, 30, "writes after the leader failover")
+        finally:
+            stop.set()
+            writer.join(90)
+        assert not errors and not writer.is_alive()
+
+        cluster.restart(first)
+        cluster.wait_for(lambda: (cluster.controller_quorum(first) or {}).get("leader_id") == second, 30,
+                         "the restarted controller following the new leader")
+        assert cluster.active_controller() == second
+
+        rows = _kafka_quorum_replication(f"127.0.0.1:{cluster.raft_ports[first]}")
+        if rows is not None:  # Apache Kafka's kafka-metadata-quorum sees the same quorum
+            assert rows[second] == "Leader" and rows[first] == "Follower"
+            assert all(rows[b] == "Observer" for b in cluster.broker_ids if b != victim)
+
+        got = _read_all(cluster.bootstrap_servers, "failover", len(acked))
+        assert len(got) == len(set(got)), "a record was written twice"
+        assert set(acked) <= set(got), f"{len(set(acked) - set(got))} acknowledged records lost"
+
+
+def test_a_cluster_takes_one_or_three_controllers():
+    with pytest.raises(ValueError, match="give 1 .* or 3"):
+        EmbeddedCluster(3, controllers=2)
+
+
+def test_a_paused_active_controller_is_replaced_without_fencing_the_brokers(tmp_path):
+    # The new active controller gives every broker a fresh session: none is fenced, the ISR stays whole;
+    # the resumed controller (its fencing decisions from before are in an old epoch) follows the new leader.
+    with EmbeddedCluster(3, data_dir=tmp_path / "c", config=FAST, controllers=3) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic("paused", 1, 3)])["paused"].result(30)
+        cluster.wait_for(lambda: len(cluster.isr("paused", 0)) == 3, 30, "full ISR")
+        first = cluster.active_controller()
+        epoch = cluster.controller_quorum(first)["leader_epoch"]
+        before = cluster.partition_metadata("paused", 0)
+        cluster.pause(first)
+        try:
+            cluster.wait_for(lambda: cluster.active_controller() not in (-1, first), 30, "a new active controller")
+            second = cluster.active_controller()
+            assert cluster.controller_quorum(second)["leader_epoch"] > epoch
+            # a broker's registration-based request goes through the new controller: topics still get created
+            admin.create_topics([NewTopic("after", 1, 3)])["after"].result(30)
+            cluster.wait_for(lambda: len(cluster.isr("after", 0)) == 3, 30, "the new topic's full ISR")
+            after = cluster.partition_metadata("paused", 0)
+            assert (after.leader_id, after.leader_epoch, len(after.isr_nodes)) == \
+                (before.leader_id, before.leader_epoch, 3)
+            log = (cluster.node_dir(second) / "node.log").read_text()
+            assert "fresh session" in log and "fenced: no heartbeat" not in log
+            assert sorted(admin.list_topics(timeout=10).brokers) == [0, 1, 2]
+        finally:
+            cluster.resume(first)
+        cluster.wait_for(lambda: (cluster.controller_quorum(first) or {}).get("leader_id") == second, 30,
+                         "the resumed controller following the new leader")
+        assert cluster.active_controller() == second
