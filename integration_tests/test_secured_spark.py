@@ -351,9 +351,11 @@ def test_apache_kafka_with_a_pem_keystore_and_one_mechanism(pki):
 
 def test_a_denied_idempotent_producer_always_names_the_cause(secured, pki):
     """Whichever way librdkafka surfaces the denied InitProducerId (KafkaException from flush, a
-    ``_FATAL`` refusal in produce, or confluent-kafka's SystemError whose cause is the fatal
-    KafkaException, which raced about 1 run in 4 here), the task fails with a DeliveryError
-    naming CLUSTER_AUTHORIZATION_FAILED. Without Spark: ``write_batches`` directly, 6 times."""
+    ``_FATAL`` refusal in produce, confluent-kafka's SystemError whose cause is the fatal
+    KafkaException, which raced about 1 run in 4 here, or a SystemError that lost it, about 1 flush
+    in 20: then the message names the usual cause with the idempotent producer), the task fails
+    with a DeliveryError naming CLUSTER_AUTHORIZATION_FAILED and the ACL. Without Spark:
+    ``write_batches`` directly, 6 times (60 times by hand, both backends in CI)."""
     import pyarrow as pa
     from pyspark.sql.types import StringType, StructField, StructType
 

@@ -382,12 +382,15 @@ def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch]) -> KafkaCo
     except SystemError as e:
         # confluent-kafka (2.16) sets a fatal error's KafkaException in flush() and then runs the
         # delivery callback of each purged record, whose first C call fails with this SystemError
-        # ("returned a result with an exception set"), the KafkaException as its cause: name that
+        # ("returned a result with an exception set"), the KafkaException as its cause: name that.
+        # Sometimes the exception is lost on the way ("returned NULL without setting an
+        # exception", about 1 flush in 20 here) and nothing in confluent-kafka names it again.
         task.abandon()
-        if not isinstance(e.__cause__, KafkaException):
-            raise
-        err = e.__cause__.args[0]
-        raise DeliveryError(f"the Kafka producer failed: {err.str()} ({err.name()})" + _hint(err)) from None
+        if isinstance(e.__cause__, KafkaException):
+            err = e.__cause__.args[0]
+            raise DeliveryError(f"the Kafka producer failed: {err.str()} ({err.name()})" + _hint(err)) from None
+        raise DeliveryError(_LOST_FATAL_ERROR.format(error=e) + (
+            _IDEMPOTENT_HINT if _idempotent(spec.producer) else "")) from None
     except BaseException:
         task.abandon()
         raise
@@ -818,6 +821,19 @@ class _WriteTask:
         except Exception:  # best effort: the task is failing with the original error
             pass
         close_quietly(self.producer)
+
+
+_LOST_FATAL_ERROR = ("the Kafka producer failed with a fatal error whose description confluent-kafka lost "
+                     "({error}); librdkafka's FATAL log line on the Python worker's stderr names it")
+_IDEMPOTENT_HINT = ("; with the idempotent producer (kafka.enable.idempotence, on by default) the usual fatal error "
+                    "is CLUSTER_AUTHORIZATION_FAILED for its InitProducerId: the principal needs WRITE on the topic "
+                    "(which implies IDEMPOTENT_WRITE, KIP-679) or IDEMPOTENT_WRITE on the cluster (kafka-acls)")
+
+
+def _idempotent(conf: Mapping[str, object]) -> bool:
+    """Whether librdkafka settings ``conf`` (the writer's, which always carry ``enable.idempotence``)
+    enable the idempotent producer."""
+    return str(conf.get("enable.idempotence", "false")).lower() in ("true", "1")
 
 
 def _hint(err) -> str:
