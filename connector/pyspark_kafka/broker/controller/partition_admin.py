@@ -105,8 +105,9 @@ def imbalanced_elections(image: ClusterImage) -> list[dict]:
 # --- reassignment -----------------------------------------------------------------------------
 
 
-def _invalid_target(image: ClusterImage, target: list[int]) -> str | None:
-    """Kafka's ``validateManualPartitionAssignment`` message for a bad target, or None."""
+def invalid_target(image: ClusterImage, target: list[int]) -> str | None:
+    """Kafka's ``validateManualPartitionAssignment`` message (INVALID_REPLICA_ASSIGNMENT) for a bad replica list
+    (empty, a broker twice, a broker that is not registered), or None."""
     if not target:
         return "The manual partition assignment includes an empty replica list."
     seen = set()
@@ -172,7 +173,7 @@ def alter_reassignment(image: ClusterImage, topic: str, partition: int, target: 
             return (int(ErrorCode.no_reassignment_in_progress),
                     f"No ongoing reassignment for partition {topic}-{partition}.", None)
         return 0, None, revert_reassignment(st, live)
-    message = _invalid_target(image, target)
+    message = invalid_target(image, target)
     if message is not None:
         return int(ErrorCode.invalid_replica_assignment), message, None
     base = revert_reassignment(st, live) if st.reassigning else st  # a new target replaces an ongoing one
@@ -228,7 +229,7 @@ def create_partitions(image: ClusterImage, name: str, count: int, assignments: l
                     f"Attempted to add {added} additional partition(s), but only {len(assignments)} assignment(s) "
                     "were specified.", [])
         for a in assignments:
-            message = _invalid_target(image, a)
+            message = invalid_target(image, a)
             if message is None and len(a) != factor:
                 message = (f"The manual partition assignment includes a partition with {len(a)} replica(s), but "
                            f"this is not consistent with previous partitions, which have {factor} replica(s).")
@@ -246,12 +247,45 @@ def create_partitions(image: ClusterImage, name: str, count: int, assignments: l
         shift = (rng or random).randrange(len(live))
         new = assign_replicas(live, count, factor, start=start, shift=shift)[current:]
     live = _live(image)
-    records = []
     for p, replicas in enumerate(new, start=current):
-        isr = tuple(r for r in replicas if r in live) or tuple(replicas)
-        leader = next((r for r in replicas if r in live), NO_LEADER)
-        records.append(PartitionState(tuple(replicas), isr, leader, 0, 0).record(name, p))
-    return 0, None, records
+        if not any(r in live for r in replicas):
+            return (int(ErrorCode.invalid_replica_assignment), "All brokers specified in the manual partition "
+                    f"assignment for partition {p} are fenced or in controlled shutdown.", [])
+    return 0, None, [new_partition(image, replicas).record(name, p) for p, replicas in enumerate(new, start=current)]
+
+
+def new_partition(image: ClusterImage, replicas: list[int]) -> PartitionState:
+    """A new partition on ``replicas``: ISR = its unfenced replicas, leader = the first of them (Kafka's
+    ``ReplicationControlManager.createTopic``/``createPartitions``)."""
+    live = _live(image)
+    isr = tuple(r for r in replicas if r in live) or tuple(replicas)
+    return PartitionState(tuple(replicas), isr, isr[0] if isr else NO_LEADER, 0, 0)
+
+
+def manual_topic_assignment(image: ClusterImage, topic: dict) -> list[list[int]]:
+    """The replica lists of a CreateTopics topic with ``assignments`` ([[broker]] by partition index, as the
+    request's ``{partition: brokers}`` pairs sorted); raises InvalidRequestError when ``partitions`` or
+    ``replication_factor`` is also set, InvalidReplicaAssignmentError for partitions that are not 0..N-1, lists of
+    different sizes, bad lists (:func:`invalid_target`) or lists whose brokers are all fenced."""
+    from pyspark_kafka.broker.errors import InvalidReplicaAssignmentError, InvalidRequestError
+
+    if topic.get("partitions", -1) not in (-1, None) or topic.get("replication_factor", -1) not in (-1, None):
+        raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                  "Both cannot be used at the same time.")
+    pairs = sorted((int(p), list(r)) for p, r in topic["assignments"])
+    if [p for p, _ in pairs] != list(range(len(pairs))):
+        raise InvalidReplicaAssignmentError("partitions should be a consecutive 0-based integer sequence")
+    live = _live(image)
+    for p, replicas in pairs:
+        message = invalid_target(image, replicas)
+        if message is None and len(replicas) != len(pairs[0][1]):
+            message = "All partitions should have the same number of replicas"
+        if message is None and not any(r in live for r in replicas):
+            message = (f"All brokers specified in the manual partition assignment for partition {p} are fenced "
+                       "or in controlled shutdown.")
+        if message is not None:
+            raise InvalidReplicaAssignmentError(message)
+    return [r for _, r in pairs]
 
 
 def delete_topic(image: ClusterImage, name: str) -> tuple[int, str | None, str | None, list[dict]]:

@@ -329,12 +329,16 @@ class QuorumController:
                    if v is not None}
         live = [b.id for b in self.image.live_brokers()]
         n = max(1, len(live))
-        assignment = assign_replicas(live, partitions, factor, start=random.randrange(n), shift=random.randrange(n))
+        if t.get("assignments"):  # a manual assignment (Kafka's ReplicationControlManager.createTopic)
+            assignment = partition_admin.manual_topic_assignment(self.image, t)
+            partitions, factor = len(assignment), len(assignment[0])
+        else:
+            assignment = assign_replicas(live, partitions, factor, start=random.randrange(n), shift=random.randrange(n))
         if validate_only:
             return {"partitions": partitions, "replication_factor": factor, "topic_id": None}
         topic_id = str(uuid.uuid4())
         records = [{"type": "topic", "name": name, "topic_id": topic_id, "configs": configs}]
-        records += [PartitionState(tuple(r), tuple(r), r[0], 0, 0).record(name, p) for p, r in enumerate(assignment)]
+        records += [partition_admin.new_partition(self.image, r).record(name, p) for p, r in enumerate(assignment)]
         await self._append(records)
         log.info("created topic %s: %d partitions, replicas %s", name, partitions, assignment)
         return {"partitions": partitions, "replication_factor": factor, "topic_id": topic_id}

@@ -116,7 +116,9 @@ async def _forward_create_topics(broker, request, validate_only: bool, may_creat
     denied = {t.name: {"error_code": int(ErrorCode.topic_authorization_failed), "error_message": _DENIED}
               for t in request.topics if not may_create(t.name)}
     asked = [{"name": t.name, "partitions": t.num_partitions, "replication_factor": t.replication_factor,
-              "configs": {c.name: c.value for c in t.configs}} for t in request.topics if t.name not in denied]
+              "configs": {c.name: c.value for c in t.configs},
+              "assignments": [[int(a.partition_index), [int(b) for b in a.broker_ids]] for a in t.assignments or ()]}
+             for t in request.topics if t.name not in denied]
     try:
         answer = await broker.lifecycle.call({"op": "create_topics", "topics": asked, "validate_only": validate_only})
         by_name = {**{r["name"]: r for r in answer["topics"]}, **denied}
@@ -377,6 +379,13 @@ def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
                 raise InvalidRequestError(f"Unexpected broker id, expected {node} or empty string, but received "
                                           f"{res.resource_name}")
             _config_check(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+            if res.resource_type == BROKER_RESOURCE and incremental and all(
+                    getattr(c, "config_operation", OP_SET) == OP_DELETE for c in res.configs):
+                # nothing is set dynamically here, so deleting dynamic broker configs changes nothing: success, as
+                # Kafka answers for an unset one (kafka-reassign-partitions --verify clears its throttles this way)
+                responses.append({"error_code": error_code, "error_message": message,
+                                  "resource_type": res.resource_type, "resource_name": res.resource_name})
+                continue
             if res.resource_type == BROKER_RESOURCE:
                 raise InvalidRequestError(
                     f"Cannot update these configs dynamically: {', '.join(names) or '(none)'}: this broker's configs "
