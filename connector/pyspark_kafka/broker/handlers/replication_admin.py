@@ -84,9 +84,11 @@ async def elect_leaders(ctx: RequestContext, request) -> dict:
 async def alter_partition_reassignments(ctx: RequestContext, request) -> dict:
     """AlterPartitionReassignments: per partition a target replica list (None cancels the ongoing one)."""
     broker = ctx.broker
-    if _cluster_denied(ctx, AclOperation.ALTER):
+    if _cluster_denied(ctx, AclOperation.ALTER):  # Kafka's getErrorResponse: the error on every partition too
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": _DENIED,
-                "responses": []}
+                "responses": [{"name": t.name, "partitions": [
+                    {"partition_index": p.partition_index, "error_code": ErrorCode.cluster_authorization_failed,
+                     "error_message": _DENIED} for p in t.partitions]} for t in request.topics]}
     allow = getattr(request, "allow_replication_factor_change", True)
     topics = [{"name": t.name, "partitions": [{"partition": int(p.partition_index),
                                                "replicas": None if p.replicas is None else [int(r) for r in p.replicas]}
