@@ -126,6 +126,45 @@ def observe_admin_errors(bootstrap: str, wait_for_topic) -> dict[str, str]:
     return out
 
 
+#: Apache Kafka 4.3.1's answers to :func:`observe_cancelled_reassignment` (broker ids as indexes 0..2).
+KAFKA_CANCEL = {
+    "reassign [2,1] with broker 2 down": "NONE",
+    "listed": [(0, [2, 1, 0], [2], [0])],
+    "the same target again": "NONE",
+    "cancel": "NONE",
+    "listed after the cancel": [],
+    "replicas after the cancel": [1, 0],
+    "cancel again": "NO_REASSIGNMENT_IN_PROGRESS",
+}
+
+
+def observe_cancelled_reassignment(bootstrap: str, wait_for_topic, kill) -> dict:
+    """A reassignment to a dead broker stays in progress; list it, cancel it. ``kill(broker id)`` stops a broker
+    for good (do this last). Broker ids are reported as indexes into the sorted broker list."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    brokers = sorted(admin.list_topics(timeout=10).brokers)
+    topic = f"cancel-{time.monotonic_ns()}"
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[brokers[0], brokers[1]]])])[topic].result(30)
+    wait_for_topic(topic, 1)
+    kill(brokers[2])
+    index = brokers.index
+    out = {"reassign [2,1] with broker 2 down": _reassign(bootstrap, topic, 0, [brokers[2], brokers[1]])}
+    out["listed"] = [(p, [index(r) for r in rs], [index(r) for r in a], [index(r) for r in rm])
+                     for t, p, rs, a, rm in list_reassignments(bootstrap) if t == topic]
+    out["the same target again"] = _reassign(bootstrap, topic, 0, [brokers[2], brokers[1]])
+    out["cancel"] = _reassign(bootstrap, topic, 0, None)
+    out["listed after the cancel"] = [r for r in list_reassignments(bootstrap) if r[0] == topic]
+    deadline = time.monotonic() + 15
+    while True:
+        replicas = list(admin.list_topics(topic, timeout=10).topics[topic].partitions[0].replicas)
+        if brokers[2] not in replicas or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    out["replicas after the cancel"] = [index(r) for r in replicas]
+    out["cancel again"] = _reassign(bootstrap, topic, 0, None)
+    return out
+
+
 @pytest.fixture(scope="module")
 def classpath():
     """Apache Kafka 4's jars for its tools; skips when they cannot be had."""
@@ -193,6 +232,7 @@ def _read(cluster, topic, expected, partition=0, timeout_s=30) -> list[str]:
 
 def test_admin_errors_are_kafkas(cluster):
     assert observe_admin_errors(cluster.bootstrap_servers, _wait_led(cluster)) == KAFKA_ANSWERS
+    assert observe_cancelled_reassignment(cluster.address(0), _wait_led(cluster), cluster.kill) == KAFKA_CANCEL
 
 
 def test_kafka_topics_alters_partitions_and_deletes_through_the_controller(cluster, classpath):
@@ -334,7 +374,8 @@ def test_an_ongoing_reassignment_is_listed_verified_and_cancelled(cluster, class
 
 @pytest.mark.slow
 def test_apache_kafka_answers_the_same_admin_errors(tmp_path):
-    """The pinned :data:`KAFKA_ANSWERS` are what Apache Kafka's three-node cluster answers."""
+    """The pinned :data:`KAFKA_ANSWERS` and :data:`KAFKA_CANCEL` are what Apache Kafka's three-node cluster
+    answers."""
     from pyspark_kafka.testing.apache_kafka import ApacheKafka, KafkaStartError
 
     kafka = ApacheKafka(nodes=3)
@@ -351,5 +392,7 @@ def test_apache_kafka_answers_the_same_admin_errors(tmp_path):
                     time.sleep(0.1)
                 raise TimeoutError(f"{topic} has no leaders")
             assert observe_admin_errors(kafka.bootstrap_servers, wait) == KAFKA_ANSWERS
+            first = kafka.address(min(kafka.node_ids))
+            assert observe_cancelled_reassignment(first, wait, kafka.kill) == KAFKA_CANCEL
     except (KafkaStartError, maven.MavenUnavailable) as e:
         pytest.skip(f"Apache Kafka cannot run here: {e}")
