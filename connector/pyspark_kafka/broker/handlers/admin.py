@@ -7,6 +7,10 @@ the broker at most as many as its open-file limit allows (POLICY_VIOLATION namin
 :func:`~pyspark_kafka.broker.log.manager.partition_capacity`). DeleteTopics refuses the internal
 topics with POLICY_VIOLATION (Apache Kafka deletes them; a deliberate difference).
 
+In a replicated cluster CreateTopics, CreatePartitions and DeleteTopics are forwarded to the active controller
+(placement and Kafka's errors in :mod:`~pyspark_kafka.broker.controller.partition_admin`), answered once this
+broker's metadata image has the change; ``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED.
+
 Single broker rules: replication factor must be 1 or -1 (default) and manual assignments may
 only name this broker, else INVALID_REPLICATION_FACTOR (38) / INVALID_REPLICA_ASSIGNMENT (39).
 ``num_partitions`` -1 means ``num.partitions``. ``validate_only`` checks everything and
