@@ -299,6 +299,8 @@ def test_unclean_election_elects_a_replica_outside_the_isr_only_when_asked(clust
     assert cluster.leader("lost", 0) == -1
     assert unclean() == "NO_ERROR"
     assert cluster.leader("lost", 0) == 1 and cluster.isr("lost", 0) == [1]
+    controller_log = (cluster.node_dir(cluster.active_controller()) / "node.log").read_text()
+    assert "unclean leader election (ElectLeaders UNCLEAN) for lost-0: broker 1 (not in the ISR [0])" in controller_log
 
 
 def test_auto_leader_rebalance_restores_the_preferred_leader(tmp_path):

@@ -382,6 +382,12 @@ class QuorumController:
     async def _elect_leaders(self, req: dict) -> dict:
         """ElectLeaders (KIP-460): ``election_type`` 0/1, ``partitions`` {topic: [partition]} or None (all)."""
         results, records = partition_admin.elect_leaders(self.image, req["election_type"], req.get("partitions"))
+        for r in records:
+            old = self.image.partition(r["topic"], r["partition"])
+            if r["leader"] not in old.isr:
+                log.warning("unclean leader election (ElectLeaders UNCLEAN) for %s-%d: broker %d (not in the ISR %s) "
+                            "leads at leader epoch %d; records only the old ISR had are lost", r["topic"],
+                            r["partition"], r["leader"], list(old.isr), r["leader_epoch"])
         offset = await self._append(records)
         if records:
             log.info("ElectLeaders (%s): %d partitions get a new leader",
