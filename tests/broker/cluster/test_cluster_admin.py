@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 
 import pytest
@@ -328,19 +329,38 @@ def test_reassignment_moves_every_record_to_the_new_replicas(cluster, classpath,
     cluster.wait_for(lambda: cluster.isr("move", 0) == [0, 1], 20, "full ISR")
     _produce(cluster, "move", 500)
     plan = _plan(tmp_path / "plan.json", "move", {0: [2, 1]})
-    out = run_tool(classpath, bootstrap, REASSIGN, "--reassignment-json-file", plan, "--execute")
-    assert "Successfully started partition reassignment for move-0" in out
-    cluster.wait_for(lambda: _replicas(cluster, "move", 0) == [2, 1], 30, "the reassignment completed")
+    stop, written = threading.Event(), []
+
+    def write():  # records written while the reassignment runs and the leader moves
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+        i = 500
+        while not stop.is_set() and i < 20000:
+            producer.produce("move", f"v{i}".encode(), partition=0)
+            producer.poll(0.005)  # serve delivery callbacks; paces the writes
+            i += 1
+        written.append((i, producer.flush(30)))
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        out = run_tool(classpath, bootstrap, REASSIGN, "--reassignment-json-file", plan, "--execute")
+        assert "Successfully started partition reassignment for move-0" in out
+        cluster.wait_for(lambda: _replicas(cluster, "move", 0) == [2, 1], 30, "the reassignment completed")
+    finally:
+        stop.set()
+        writer.join(60)
+    (total, unsent), = written
+    assert unsent == 0 and total > 500
     assert list_reassignments(bootstrap) == []
     assert cluster.leader("move", 0) == 2 and sorted(cluster.isr("move", 0)) == [1, 2]  # the first target replica
     out = run_tool(classpath, bootstrap, REASSIGN, "--reassignment-json-file", plan, "--verify")
     assert "Reassignment of partition move-0 is completed." in out
     cluster.wait_for(lambda: _local_logs(cluster, "move")[0] == [], 20, "the removed replica's log deleted")
     cluster.kill(0)  # the old leader is gone: every record comes from the new replicas
-    assert _read(cluster, "move", 500) == [f"v{i}" for i in range(500)]
+    assert _read(cluster, "move", total) == [f"v{i}" for i in range(total)]
     cluster.kill(1)  # and from the added replica alone (it is in the ISR: a clean election)
     cluster.wait_for(lambda: cluster.leader("move", 0) == 2, 20, "broker 2 leads")
-    assert _read(cluster, "move", 500) == [f"v{i}" for i in range(500)]
+    assert _read(cluster, "move", total) == [f"v{i}" for i in range(total)]
 
 
 def test_an_ongoing_reassignment_is_listed_verified_and_cancelled(cluster, classpath, tmp_path):
@@ -361,6 +381,8 @@ def test_an_ongoing_reassignment_is_listed_verified_and_cancelled(cluster, class
         plan = _plan(tmp_path / "plan.json", "undo", {0: [2, 1], 1: [2, 1]})
         out = run_tool(classpath, bootstrap, REASSIGN, "--reassignment-json-file", plan, "--verify")
         assert "Reassignment of partition undo-0 is still in progress." in out
+        out = run_tool(classpath, cluster.address(0), TOPICS, "--describe", "--topic", "undo")
+        assert "Adding Replicas: 2" in out and "Removing Replicas: 0" in out, out
         # (kafka-reassign-partitions --cancel sends the same, then clears throttles on every broker, which waits
         # for the fenced broker 2 as it would on Apache Kafka)
         assert _reassign(bootstrap, "undo", 0, None) == _reassign(bootstrap, "undo", 1, None) == "NONE"
