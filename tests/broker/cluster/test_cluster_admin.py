@@ -236,6 +236,12 @@ def test_admin_errors_are_kafkas(cluster):
     assert observe_cancelled_reassignment(cluster.address(0), _wait_led(cluster), cluster.kill) == KAFKA_CANCEL
 
 
+def test_admin_requests_reach_the_raft_leader_among_three_controllers(tmp_path):
+    with EmbeddedCluster(3, data_dir=tmp_path / "c", config=FAST, controllers=3) as cluster:
+        assert observe_admin_errors(cluster.bootstrap_servers, _wait_led(cluster)) == KAFKA_ANSWERS
+        assert observe_cancelled_reassignment(cluster.address(0), _wait_led(cluster), cluster.kill) == KAFKA_CANCEL
+
+
 def test_kafka_topics_alters_partitions_and_deletes_through_the_controller(cluster, classpath):
     bootstrap = cluster.bootstrap_servers
     run_tool(classpath, bootstrap, TOPICS, "--create", "--topic", "grow", "--partitions", "1",
