@@ -39,7 +39,7 @@ from dataclasses import replace
 from pyspark_kafka.broker.config import BrokerConfig, validate_topic_config, validate_topic_name
 from pyspark_kafka.broker.controller import partition_admin
 from pyspark_kafka.broker.controller.assignment import assign_replicas
-from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, PartitionState, decode, encode
+from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, decode, encode
 from pyspark_kafka.broker.controller.metadata_log import MetadataLog
 from pyspark_kafka.broker.errors import (
     ErrorCode, InvalidRequestError, KafkaError, NotControllerError, TopicExistsError,
