@@ -25,7 +25,11 @@ applying the committed records (also after a restart: replay), exactly as the br
   and gives every registered broker a fresh ``broker.session.timeout.ms`` (Kafka's ``BrokerHeartbeatManager`` is
   likewise rebuilt on failover) rather than fencing them all at once.
 - ``alter_partition`` (Kafka's AlterPartition, KIP-497): the leader proposes a new ISR at its leader epoch and
-  partition epoch; stale epochs are refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION.
+  partition epoch; stale epochs are refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION. An ISR change that
+  brings the last adding replica of a reassignment in completes it (KIP-455).
+- Admin changes (``elect_leaders``, ``alter_reassignments``, ``create_partitions``, ``delete_topics``), forwarded by
+  brokers: rules in :mod:`~pyspark_kafka.broker.controller.partition_admin`; each answer carries the ``offset`` of
+  its last record. ``auto.leader.rebalance.enable``: a periodic PREFERRED election of every partition.
 """
 
 from __future__ import annotations
