@@ -41,7 +41,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_name
+from pyspark_kafka.broker.config import (
+    BROKER_DEFAULTS, TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_name,
+)
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
     ClusterAuthorizationError,
@@ -58,6 +60,10 @@ from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
 from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST, OP_DELETE, OP_SET
 
 
+#: Kafka's dynamic broker throttle configs (``kafka-reassign-partitions`` deletes them after a reassignment);
+#: never set here, so deleting them is a no-op success.
+_THROTTLE_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                               "replica.alter.log.dirs.io.max.bytes.per.second"})
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 _DENIED = "Authorization failed."  # Kafka's ControllerApis message for a topic it may not create/delete/alter
@@ -384,7 +390,8 @@ def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
                                           f"{res.resource_name}")
             _config_check(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
             if res.resource_type == BROKER_RESOURCE and incremental and all(
-                    getattr(c, "config_operation", OP_SET) == OP_DELETE for c in res.configs):
+                    getattr(c, "config_operation", OP_SET) == OP_DELETE
+                    and (c.name in BROKER_DEFAULTS or c.name in _THROTTLE_CONFIGS) for c in res.configs):
                 # nothing is set dynamically here, so deleting dynamic broker configs changes nothing: success, as
                 # Kafka answers for an unset one (kafka-reassign-partitions --verify clears its throttles this way)
                 responses.append({"error_code": error_code, "error_message": message,
