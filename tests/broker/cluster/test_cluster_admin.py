@@ -367,6 +367,9 @@ def test_reassignment_moves_every_record_to_the_new_replicas(cluster, classpath,
     cluster.kill(1)  # and from the added replica alone (it is in the ISR: a clean election)
     cluster.wait_for(lambda: cluster.leader("move", 0) == 2, 20, "broker 2 leads")
     assert _read(cluster, "move", total) == [f"v{i}" for i in range(total)]
+    cluster.restart(0)  # the removed replica replays the metadata log: it keeps no copy
+    cluster.wait_for(lambda: _local_logs(cluster, "move")[0] == [], 20, "no log of move-0 on broker 0")
+    assert _replicas(cluster, "move", 0) == [2, 1]
 
 
 def test_an_ongoing_reassignment_is_listed_verified_and_cancelled(cluster, classpath, tmp_path):
