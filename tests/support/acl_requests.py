@@ -12,6 +12,10 @@ import datetime
 
 from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
+from kio.schema.alter_partition_reassignments.v0.request import (AlterPartitionReassignmentsRequest,
+                                                                  ReassignablePartition, ReassignableTopic)
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
@@ -57,6 +61,16 @@ def partition_codes(response, topics="topics", partitions="partitions") -> list[
 
 
 DENIED = [
+    ("ElectLeaders", lambda: ElectLeadersRequest(election_type=0, topic_partitions=(
+        TopicPartitions(topic=TOPIC, partitions=(0,)),)),
+     lambda r: [r.error_code] + [p.error_code for t in r.replica_election_results for p in t.partition_result],
+     ErrorCode.cluster_authorization_failed),
+    ("AlterPartitionReassignments", lambda: AlterPartitionReassignmentsRequest(topics=(ReassignableTopic(
+        name=TOPIC, partitions=(ReassignablePartition(partition_index=0, replicas=None),)),)),
+     lambda r: [r.error_code] + [p.error_code for t in r.responses for p in t.partitions],
+     ErrorCode.cluster_authorization_failed),
+    ("ListPartitionReassignments", lambda: ListPartitionReassignmentsRequest(topics=None),
+     lambda r: [r.error_code], ErrorCode.cluster_authorization_failed),
     ("ListOffsets", lambda: ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(
         name=TOPIC, partitions=(ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)),
      partition_codes, ErrorCode.topic_authorization_failed),

@@ -66,6 +66,8 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "delete.topic.enable": "true",
     "min.insync.replicas": "1",
     "unclean.leader.election.enable": "false",
+    "auto.leader.rebalance.enable": "true",  # cluster: the controller's periodic preferred leader election
+    "leader.imbalance.check.interval.seconds": "300",
     # requests
     "socket.request.max.bytes": "104857600",
     "queued.max.requests": "500",
@@ -228,6 +230,8 @@ _TYPES: dict[str, tuple[str, int | float | None]] = {
     "delete.topic.enable": (_BOOL, None),
     "min.insync.replicas": (_INT, 1),
     "unclean.leader.election.enable": (_BOOL, None),
+    "auto.leader.rebalance.enable": (_BOOL, None),
+    "leader.imbalance.check.interval.seconds": (_LONG, 1),
     "socket.request.max.bytes": (_INT, 1),
     "queued.max.requests": (_INT, 1),
     "queued.max.request.bytes": (_LONG, -1),

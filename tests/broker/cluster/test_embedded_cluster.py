@@ -232,19 +232,6 @@ def test_producer_ids_are_unique_across_brokers_and_groups_share_one_coordinator
     assert coordinators == {0}
 
 
-def test_admin_operations_the_controller_does_not_forward_are_refused_with_a_clear_error(cluster):
-    from confluent_kafka.admin import NewPartitions
-
-    create(cluster, "admin", rf=2)
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    for future in (admin.delete_topics(["admin"])["admin"],
-                   admin.create_partitions([NewPartitions("admin", 3)])["admin"]):
-        with pytest.raises(KafkaException) as refused:
-            future.result(30)
-        assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
-    assert cluster.leader("admin", 0) >= 0  # the topic is untouched
-
-
 def test_unclean_election_loses_a_record_and_reports_it(cluster):
     create(cluster, "unclean", rf=2, config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"})
     leader = cluster.leader("unclean", 0)

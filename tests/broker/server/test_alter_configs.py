@@ -130,3 +130,12 @@ def test_changes_apply_to_the_logs_at_once_and_survive_a_restart(tmp_path):
         assert described["max.message.bytes"] == ("200", DYNAMIC_TOPIC_CONFIG)
         assert described["retention.ms"] == ("60000", DYNAMIC_TOPIC_CONFIG)
         assert broker.broker.replica_manager.logs.get_log(topic, 0).config.segment_bytes == 4096
+
+
+def test_deleting_unset_dynamic_broker_throttles_is_a_no_op_success(bootstrap):
+    # kafka-reassign-partitions --verify/--cancel clears these on every broker; nothing is ever set dynamically here
+    throttles = [("leader.replication.throttled.rate", 1, None), ("follower.replication.throttled.rate", 1, None)]
+    assert _wire(bootstrap, [(4, "0", throttles)]) == [(ErrorCode.none, None)]
+    assert _wire(bootstrap, [(4, "0", [("no.such.broker.config", 1, None)])])[0][0] == ErrorCode.invalid_request
+    assert _wire(bootstrap, [(4, "0", [("leader.replication.throttled.rate", 0, "1000")])])[0][0] == (
+        ErrorCode.invalid_request)  # setting one stays refused: broker configs are read-only

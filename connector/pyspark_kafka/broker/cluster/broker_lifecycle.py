@@ -146,6 +146,18 @@ class BrokerLifecycle:
         """Send one request to the controller (forwarded admin requests use this); ConnectionError when it is down."""
         return await self.channel.call(request, timeout_s)
 
+    async def forward(self, request: dict, timeout_s: float = 10, wait_s: float = 5) -> dict:
+        """Forward an admin request to the active controller (Kafka's forwarding, KIP-590) and, when it changed
+        the metadata (its answer's ``offset``), wait until this broker's image has applied that offset (at most
+        ``wait_s`` s), so the client's next Metadata sees the change. ConnectionError when no controller answers."""
+        answer = await self.call(request, timeout_s)
+        offset = answer.get("offset", -1)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while self.image.offset < offset and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        return answer
+
     async def _register(self) -> None:
         answer = await self.call({"op": "register", "node_id": self.node_id, "host": self.broker.host,
                                   "port": self.broker.port})
@@ -183,6 +195,8 @@ class BrokerLifecycle:
         try:
             if kind == "partition":
                 self._apply_partition(record["topic"], record["partition"])
+            elif kind == "remove_topic":
+                self._remove_topic(record["name"])
             elif kind == "broker" and record["id"] != self.node_id:
                 # a restarted broker: its address may have changed; followers reconnect through address_of
                 pass
@@ -195,8 +209,12 @@ class BrokerLifecycle:
         key = (topic, index)
         if state is None or self.node_id not in state.replicas:
             part = rm.partitions.pop(key, None)
-            if part is not None:
+            if part is not None:  # no longer a replica (reassignment, KIP-455): stop fetching, delete the log
                 self.fetcher.stop_following(topic, index)
+                rm.notify_append(topic, index)
+                rm.logs.delete_partition_log(topic, index)
+                log.info("%s-%d: this broker is no longer a replica (replicas %s): local log deleted", topic,
+                         index, None if state is None else list(state.replicas))
             return
         logs = rm.logs
         if logs.topic(topic) is None:
@@ -204,10 +222,11 @@ class BrokerLifecycle:
             logs.create_topic(topic, max(t.partitions) + 1 if t.partitions else 1, t.configs,
                               topic_id=uuid.UUID(t.topic_id))
         plog = logs.get_log(topic, index)
-        if plog is None:  # a partition added later: grow the local topic
+        if plog is None:
             t = self.image.topics[topic]
-            logs.create_partitions(topic, max(t.partitions) + 1)
-            plog = logs.get_log(topic, index)
+            if index >= logs.topic(topic).num_partitions:  # a partition added later: grow the local topic
+                logs.create_partitions(topic, max(t.partitions) + 1)
+            plog = logs.open_partition_log(topic, index)  # or one this broker was removed from and is added to
         part = rm.partitions.get(key)
         now = mono_ms()
         if part is None:
@@ -229,6 +248,18 @@ class BrokerLifecycle:
                     self.fetcher.follow(part)
                 else:
                     self.fetcher.stop_following(topic, index)
+
+    def _remove_topic(self, topic: str) -> None:
+        """A ``remove_topic`` record (DeleteTopics): stop replicating every partition of ``topic`` and delete its
+        local logs (Kafka's ``ReplicaManager.applyDelta`` for deleted topics)."""
+        rm = self.replica_manager
+        for key in [k for k in rm.partitions if k[0] == topic]:
+            rm.partitions.pop(key)
+            self.fetcher.stop_following(*key)
+            rm.notify_append(*key)
+        if rm.logs.topic(topic) is not None:
+            rm.logs.delete_topic(topic)
+            log.info("topic %s deleted: local logs removed", topic)
 
     # --- ISR ---------------------------------------------------------------------------------
 

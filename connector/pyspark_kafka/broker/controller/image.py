@@ -9,9 +9,12 @@ fields under a ``type``):
 - ``{"type": "fence", "id", "epoch"}`` / ``{"type": "unfence", "id", "epoch"}``: Kafka's ``FenceBrokerRecord`` /
   ``UnfenceBrokerRecord``.
 - ``{"type": "topic", "name", "topic_id", "configs"}``: a topic (Kafka's ``TopicRecord`` + ``ConfigRecord``).
-- ``{"type": "partition", "topic", "partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch"}``: a
-  partition's whole state (Kafka writes ``PartitionRecord`` once and ``PartitionChangeRecord`` deltas; ours
-  always carries the whole state, so replaying the last record of a partition is enough).
+- ``{"type": "partition", "topic", "partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch"}``
+  (and ``adding``/``removing`` during a reassignment, KIP-455): a partition's whole state (Kafka writes
+  ``PartitionRecord`` once and ``PartitionChangeRecord`` deltas; ours always carries the whole state, so
+  replaying the last record of a partition is enough).
+- ``{"type": "remove_topic", "name", "topic_id"}``: a deleted topic (Kafka's ``RemoveTopicRecord``); every broker
+  deletes its local logs of it.
 - ``{"type": "producer_ids", "broker", "next"}``: a block of producer ids handed to a broker ends before ``next``
   (Kafka's ``ProducerIdsRecord``).
 
@@ -52,19 +55,33 @@ class BrokerRegistration:
 
 @dataclass(frozen=True)
 class PartitionState:
-    """One partition's replicas (preferred leader first), ISR, leader (-1: offline), leader epoch, partition epoch."""
+    """One partition's replicas (preferred leader first), ISR, leader (-1: offline), leader epoch, partition epoch.
+
+    During a reassignment (KIP-455, Kafka's ``PartitionRegistration``) ``replicas`` is the target replicas followed
+    by the ``removing`` ones, and ``adding`` names the target replicas that are not yet caught up into the ISR.
+    """
 
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        """Whether a reassignment is in progress (replicas being added or removed)."""
+        return bool(self.adding or self.removing)
 
     def record(self, topic: str, partition: int) -> dict:
         """This state as a ``partition`` record of ``topic``/``partition``."""
-        return {"type": "partition", "topic": topic, "partition": partition, "replicas": list(self.replicas),
-                "isr": list(self.isr), "leader": self.leader, "leader_epoch": self.leader_epoch,
-                "partition_epoch": self.partition_epoch}
+        out = {"type": "partition", "topic": topic, "partition": partition, "replicas": list(self.replicas),
+               "isr": list(self.isr), "leader": self.leader, "leader_epoch": self.leader_epoch,
+               "partition_epoch": self.partition_epoch}
+        if self.reassigning:
+            out.update(adding=list(self.adding), removing=list(self.removing))
+        return out
 
 
 @dataclass
@@ -107,11 +124,13 @@ class ClusterImage:
             if topic is not None:
                 topic.partitions[record["partition"]] = PartitionState(
                     tuple(record["replicas"]), tuple(record["isr"]), record["leader"], record["leader_epoch"],
-                    record["partition_epoch"])
+                    record["partition_epoch"], tuple(record.get("adding", ())), tuple(record.get("removing", ())))
         elif kind == "producer_ids":
             self.next_producer_id = max(self.next_producer_id, record["next"])
         elif kind == "remove_topic":
-            self.topics.pop(record["name"], None)
+            t = self.topics.get(record["name"])
+            if t is not None and record.get("topic_id") in (None, t.topic_id):
+                del self.topics[record["name"]]
 
     def live_brokers(self) -> list[BrokerRegistration]:
         """Unfenced brokers, by id."""

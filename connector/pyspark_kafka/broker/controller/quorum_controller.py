@@ -25,7 +25,11 @@ applying the committed records (also after a restart: replay), exactly as the br
   and gives every registered broker a fresh ``broker.session.timeout.ms`` (Kafka's ``BrokerHeartbeatManager`` is
   likewise rebuilt on failover) rather than fencing them all at once.
 - ``alter_partition`` (Kafka's AlterPartition, KIP-497): the leader proposes a new ISR at its leader epoch and
-  partition epoch; stale epochs are refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION.
+  partition epoch; stale epochs are refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION. An ISR change that
+  brings the last adding replica of a reassignment in completes it (KIP-455).
+- Admin changes (``elect_leaders``, ``alter_reassignments``, ``create_partitions``, ``delete_topics``), forwarded by
+  brokers: rules in :mod:`~pyspark_kafka.broker.controller.partition_admin`; each answer carries the ``offset`` of
+  its last record. ``auto.leader.rebalance.enable``: a periodic PREFERRED election of every partition.
 """
 
 from __future__ import annotations
@@ -34,10 +38,12 @@ import asyncio
 import random
 import time
 import uuid
+from dataclasses import replace
 
 from pyspark_kafka.broker.config import BrokerConfig, validate_topic_config, validate_topic_name
+from pyspark_kafka.broker.controller import partition_admin
 from pyspark_kafka.broker.controller.assignment import assign_replicas
-from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, PartitionState, decode, encode
+from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, decode, encode
 from pyspark_kafka.broker.controller.metadata_log import MetadataLog
 from pyspark_kafka.broker.errors import (
     ErrorCode, InvalidRequestError, KafkaError, NotControllerError, TopicExistsError,
@@ -69,6 +75,7 @@ class QuorumController:
         self._last_heartbeat: dict[int, int] = {}
         self._lock = asyncio.Lock()
         self._timer: asyncio.Task | None = None
+        self._rebalancer: asyncio.Task | None = None
         self._active_epoch: int | None = None  # the leader epoch in which this controller last became active
         metadata_log.subscribe(lambda offset, raw: self.image.apply(offset, decode(raw)))
 
@@ -79,11 +86,15 @@ class QuorumController:
             self._last_heartbeat[b.id] = now
         period = max(0.05, self.config.get_int("broker.heartbeat.interval.ms") / 4000)
         self._timer = asyncio.create_task(self._session_check(period))
+        if self.config.get("auto.leader.rebalance.enable") == "true":
+            interval = self.config.get_int("leader.imbalance.check.interval.seconds")
+            self._rebalancer = asyncio.create_task(self._rebalance_leaders(interval))
 
     async def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            await asyncio.gather(self._timer, return_exceptions=True)
+        tasks = [t for t in (self._timer, self._rebalancer) if t is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _try_activate(self) -> bool:
         """True when this node is the active controller with its image caught up; on the first success in a
@@ -148,6 +159,8 @@ class QuorumController:
                     return await self._alter_partition(request)
                 if op == "allocate_producer_ids":
                     return await self._allocate_producer_ids(request)
+                if op in self._ADMIN_OPS:
+                    return await getattr(self, self._ADMIN_OPS[op])(request)
         except NotControllerError as exc:
             leader, _ = self.log.leader()
             return {"error_code": int(exc.error_code), "error_message": str(exc),
@@ -207,6 +220,26 @@ class QuorumController:
             except Exception:
                 log.exception("session check failed")
 
+    async def _rebalance_leaders(self, interval_s: int) -> None:
+        """``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds`` the active controller
+        moves leadership back to each partition's preferred replica where it is unfenced and in the ISR (KRaft's
+        ``QuorumController`` balances every imbalanced partition; ``leader.imbalance.per.broker.percentage`` is
+        not used)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                async with self._lock:
+                    if not self._try_activate():
+                        continue
+                    records = partition_admin.imbalanced_elections(self.image)
+                    if records:
+                        await self._append(records)
+                        log.info("auto leader rebalance: %d partitions moved to their preferred leader", len(records))
+            except NotControllerError:
+                continue
+            except Exception:
+                log.exception("auto leader rebalance failed")
+
     # --- elections -------------------------------------------------------------------------
 
     def _unclean(self, topic: str) -> bool:
@@ -238,8 +271,8 @@ class QuorumController:
                             isr = (leader,)
                     if leader == NO_LEADER:
                         isr = st.isr  # Kafka keeps the last ISR member: it may come back with every record
-                new = PartitionState(st.replicas, isr, leader,
-                                     st.leader_epoch + (1 if leader != st.leader else 0), st.partition_epoch + 1)
+                new = replace(st, isr=isr, leader=leader, leader_epoch=st.leader_epoch + (1 if leader != st.leader else 0),
+                              partition_epoch=st.partition_epoch + 1)
                 records.append(new.record(name, p))
         await self._append(records)
         log.info("broker %d (epoch %d) fenced: %s; %d partition changes", node, b.epoch, why, len(records) - 1)
@@ -262,8 +295,8 @@ class QuorumController:
                     isr = (node,)
                 else:
                     continue
-                records.append(PartitionState(st.replicas, isr, node, st.leader_epoch + 1,
-                                              st.partition_epoch + 1).record(name, p))
+                records.append(replace(st, isr=isr, leader=node, leader_epoch=st.leader_epoch + 1,
+                                       partition_epoch=st.partition_epoch + 1).record(name, p))
         await self._append(records)
 
     # --- topics ----------------------------------------------------------------------------
@@ -300,12 +333,16 @@ class QuorumController:
                    if v is not None}
         live = [b.id for b in self.image.live_brokers()]
         n = max(1, len(live))
-        assignment = assign_replicas(live, partitions, factor, start=random.randrange(n), shift=random.randrange(n))
+        if t.get("assignments"):  # a manual assignment (Kafka's ReplicationControlManager.createTopic)
+            assignment = partition_admin.manual_topic_assignment(self.image, t)
+            partitions, factor = len(assignment), len(assignment[0])
+        else:
+            assignment = assign_replicas(live, partitions, factor, start=random.randrange(n), shift=random.randrange(n))
         if validate_only:
             return {"partitions": partitions, "replication_factor": factor, "topic_id": None}
         topic_id = str(uuid.uuid4())
         records = [{"type": "topic", "name": name, "topic_id": topic_id, "configs": configs}]
-        records += [PartitionState(tuple(r), tuple(r), r[0], 0, 0).record(name, p) for p, r in enumerate(assignment)]
+        records += [partition_admin.new_partition(self.image, r).record(name, p) for p, r in enumerate(assignment)]
         await self._append(records)
         log.info("created topic %s: %d partitions, replicas %s", name, partitions, assignment)
         return {"partitions": partitions, "replication_factor": factor, "topic_id": topic_id}
@@ -330,11 +367,80 @@ class QuorumController:
         isr = tuple(r for r in st.replicas if r in req["isr"] and (r in live or r == st.leader))
         if st.leader not in isr:
             return {"error_code": int(ErrorCode.invalid_request), "error_message": "the ISR must hold the leader"}
-        new = PartitionState(st.replicas, isr, st.leader, st.leader_epoch, st.partition_epoch + 1)
+        new = replace(st, isr=isr, partition_epoch=st.partition_epoch + 1)
+        new = partition_admin.complete_reassignment(new, live)  # KIP-455: the adding replicas caught up
         await self._append([new.record(req["topic"], req["partition"])])
+        if new.replicas != st.replicas:
+            log.info("%s-%d: reassignment completed: replicas %s -> %s, leader %d", req["topic"], req["partition"],
+                     list(st.replicas), list(new.replicas), new.leader)
         log.info("%s-%d: ISR %s -> %s (partition epoch %d)", req["topic"], req["partition"], list(st.isr),
                  list(isr), new.partition_epoch)
         return {"error_code": 0, "state": new.record(req["topic"], req["partition"])}
+
+
+    # --- admin changes of topics and partitions (controller/partition_admin.py) ------------------
+
+    _ADMIN_OPS = {"elect_leaders": "_elect_leaders", "alter_reassignments": "_alter_reassignments",
+                  "create_partitions": "_create_partitions", "delete_topics": "_delete_topics"}
+
+    async def _elect_leaders(self, req: dict) -> dict:
+        """ElectLeaders (KIP-460): ``election_type`` 0/1, ``partitions`` {topic: [partition]} or None (all)."""
+        results, records = partition_admin.elect_leaders(self.image, req["election_type"], req.get("partitions"))
+        for r in records:
+            old = self.image.partition(r["topic"], r["partition"])
+            if r["leader"] not in old.isr:
+                log.warning("unclean leader election (ElectLeaders UNCLEAN) for %s-%d: broker %d (not in the ISR %s) "
+                            "leads at leader epoch %d; records only the old ISR had are lost", r["topic"],
+                            r["partition"], r["leader"], list(old.isr), r["leader_epoch"])
+        offset = await self._append(records)
+        if records:
+            log.info("ElectLeaders (%s): %d partitions get a new leader",
+                     "PREFERRED" if req["election_type"] == 0 else "UNCLEAN", len(records))
+        return {"error_code": 0, "results": results, "offset": offset}
+
+    async def _alter_reassignments(self, req: dict) -> dict:
+        """AlterPartitionReassignments (KIP-455): ``topics`` [{name, partitions: [{partition, replicas|None}]}]."""
+        results, records = [], []
+        for t in req["topics"]:
+            out = []
+            for p in t["partitions"]:
+                code, message, new = partition_admin.alter_reassignment(self.image, t["name"], p["partition"],
+                                                                        p.get("replicas"), req.get("allow_rf_change", True))
+                if new is not None:
+                    records.append(new.record(t["name"], p["partition"]))
+                    log.info("%s-%d: reassignment to %s: replicas %s, adding %s, removing %s", t["name"],
+                             p["partition"], p.get("replicas"), list(new.replicas), list(new.adding),
+                             list(new.removing))
+                out.append({"partition": p["partition"], "error_code": code, "error_message": message})
+            results.append({"name": t["name"], "partitions": out})
+        offset = await self._append(records)
+        return {"error_code": 0, "topics": results, "offset": offset}
+
+    async def _create_partitions(self, req: dict) -> dict:
+        """CreatePartitions: ``topics`` [{name, count, assignments|None}], ``validate_only``."""
+        results, records = [], []
+        for t in req["topics"]:
+            code, message, new = partition_admin.create_partitions(self.image, t["name"], t["count"],
+                                                                   t.get("assignments"))
+            results.append({"name": t["name"], "error_code": code, "error_message": message})
+            if not req.get("validate_only"):
+                records += new
+        offset = await self._append(records)
+        if records:
+            log.info("CreatePartitions: %d new partitions", len(records))
+        return {"error_code": 0, "topics": results, "offset": offset}
+
+    async def _delete_topics(self, req: dict) -> dict:
+        """DeleteTopics: ``names`` → per name error code, message and topic id."""
+        results, records = [], []
+        for name in req["names"]:
+            code, message, topic_id, new = partition_admin.delete_topic(self.image, name)
+            results.append({"name": name, "error_code": code, "error_message": message, "topic_id": topic_id})
+            records += new
+        offset = await self._append(records)
+        if records:
+            log.info("DeleteTopics: %s removed", [r["name"] for r in records])
+        return {"error_code": 0, "topics": results, "offset": offset}
 
 
 class _StaleBrokerEpoch(KafkaError):

@@ -7,6 +7,10 @@ the broker at most as many as its open-file limit allows (POLICY_VIOLATION namin
 :func:`~pyspark_kafka.broker.log.manager.partition_capacity`). DeleteTopics refuses the internal
 topics with POLICY_VIOLATION (Apache Kafka deletes them; a deliberate difference).
 
+In a replicated cluster CreateTopics, CreatePartitions and DeleteTopics are forwarded to the active controller
+(placement and Kafka's errors in :mod:`~pyspark_kafka.broker.controller.partition_admin`), answered once this
+broker's metadata image has the change; ``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED.
+
 Single broker rules: replication factor must be 1 or -1 (default) and manual assignments may
 only name this broker, else INVALID_REPLICATION_FACTOR (38) / INVALID_REPLICA_ASSIGNMENT (39).
 ``num_partitions`` -1 means ``num.partitions``. ``validate_only`` checks everything and
@@ -37,7 +41,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from pyspark_kafka.broker.config import TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_name
+from pyspark_kafka.broker.config import (
+    BROKER_DEFAULTS, TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_name,
+)
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
     ClusterAuthorizationError,
@@ -54,6 +60,10 @@ from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
 from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST, OP_DELETE, OP_SET
 
 
+#: Kafka's dynamic broker throttle configs (``kafka-reassign-partitions`` deletes them after a reassignment);
+#: never set here, so deleting them is a no-op success.
+_THROTTLE_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                               "replica.alter.log.dirs.io.max.bytes.per.second"})
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 _DENIED = "Authorization failed."  # Kafka's ControllerApis message for a topic it may not create/delete/alter
@@ -99,8 +109,14 @@ def _partition_count(broker, topic) -> int:
     return topic.num_partitions
 
 
-_NOT_IN_CLUSTER = ("{} is not supported by the replicated embedded cluster yet (the controller does not "
-                   "forward it; docs/replication.md): create a new topic instead, or use the single-node broker")
+async def _forward(broker, request: dict, names: list[str]) -> dict[str, dict]:
+    """Forward a topic admin ``request`` to the active controller; per-topic answers by name (NOT_CONTROLLER for
+    each of ``names`` when no controller answers)."""
+    try:
+        answer = await broker.lifecycle.forward(request)
+        return {r["name"]: r for r in answer["topics"]}
+    except ConnectionError as exc:
+        return {n: {"error_code": int(ErrorCode.not_controller), "error_message": str(exc)} for n in names}
 
 
 async def _forward_create_topics(broker, request, validate_only: bool, may_create) -> dict:
@@ -110,7 +126,9 @@ async def _forward_create_topics(broker, request, validate_only: bool, may_creat
     denied = {t.name: {"error_code": int(ErrorCode.topic_authorization_failed), "error_message": _DENIED}
               for t in request.topics if not may_create(t.name)}
     asked = [{"name": t.name, "partitions": t.num_partitions, "replication_factor": t.replication_factor,
-              "configs": {c.name: c.value for c in t.configs}} for t in request.topics if t.name not in denied]
+              "configs": {c.name: c.value for c in t.configs},
+              "assignments": [[int(a.partition_index), [int(b) for b in a.broker_ids]] for a in t.assignments or ()]}
+             for t in request.topics if t.name not in denied]
     try:
         answer = await broker.lifecycle.call({"op": "create_topics", "topics": asked, "validate_only": validate_only})
         by_name = {**{r["name"]: r for r in answer["topics"]}, **denied}
@@ -186,11 +204,15 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
     else:
         wanted = [(name, None) for name in request.topic_names]
     may_delete = _topic_check(ctx, AclOperation.DELETE)
+    cluster = broker.lifecycle
     responses = []
     for name, topic_id in wanted:
         error_code, message = ErrorCode.none, None
         if name is None and topic_id is not None:
-            name = broker.replica_manager.topic_name(topic_id)
+            if cluster is not None:
+                name = next((t.name for t in cluster.image.topics.values() if t.topic_id == str(topic_id)), None)
+            else:
+                name = broker.replica_manager.topic_name(topic_id)
             if name is None:
                 error_code, message = ErrorCode.unknown_topic_id, f"no topic has id {topic_id}"
             elif not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
@@ -203,14 +225,26 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
             error_code = PolicyViolationError.error_code
             message = (f"internal topic {name} cannot be deleted: it holds the "
                        f"{'group' if name == '__consumer_offsets' else 'transaction'} coordinator's state")
-        if error_code == ErrorCode.none and broker.lifecycle is not None:
-            error_code, message = ErrorCode.invalid_request, _NOT_IN_CLUSTER.format("DeleteTopics")
+        if error_code == ErrorCode.none and cluster is not None:
+            if broker.config.get("delete.topic.enable") != "true":  # Kafka's ControllerApis.deleteTopics
+                error_code, message = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled."
+            responses.append({"name": name, "topic_id": topic_id, "error_code": error_code, "error_message": message})
+            continue
         if error_code == ErrorCode.none:
             try:
                 topic_id = broker.replica_manager.logs.delete_topic(name).topic_id
             except KafkaError as exc:
                 error_code, message = exc.error_code, str(exc)
         responses.append({"name": name, "topic_id": topic_id, "error_code": error_code, "error_message": message})
+    forwarded = [r["name"] for r in responses if r["error_code"] == ErrorCode.none] if cluster is not None else []
+    if forwarded:  # a replicated cluster: the controller writes RemoveTopic records; every broker deletes its logs
+        by_name = await _forward(broker, {"op": "delete_topics", "names": forwarded}, forwarded)
+        for r in responses:
+            answer = by_name.get(r["name"]) if r["error_code"] == ErrorCode.none else None
+            if answer is not None:
+                r.update(error_code=ErrorCode(answer["error_code"]), error_message=answer.get("error_message"))
+                if answer.get("topic_id"):
+                    r["topic_id"] = uuid.UUID(answer["topic_id"])
     return {"throttle_time": 0, "responses": responses}
 
 
@@ -219,8 +253,12 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
     """Raise each topic's partition count to ``count`` (never lower: INVALID_PARTITIONS)."""
     broker = ctx.broker
     logs = broker.replica_manager.logs
-    added = sum(max(0, t.count - (logs.topic(t.name).num_partitions if logs.topic(t.name) else 0))
-                for t in request.topics)
+    cluster = broker.lifecycle
+    if cluster is not None:
+        counts = {n: len(t.partitions) for n, t in cluster.image.topics.items()}
+    else:
+        counts = {n: t.num_partitions for n, t in logs.topics().items()}
+    added = sum(max(0, t.count - counts.get(t.name, 0)) for t in request.topics)
     may_alter = _topic_check(ctx, AclOperation.ALTER)
     results = []
     for topic in request.topics:
@@ -228,10 +266,11 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
         try:
             if not may_alter(topic.name):
                 raise TopicAuthorizationError(_DENIED)
-            if broker.lifecycle is not None:
-                raise InvalidRequestError(_NOT_IN_CLUSTER.format("CreatePartitions"))
             if added > MAX_PARTITIONS_PER_REQUEST:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
+            if cluster is not None:  # forwarded below, with the others
+                results.append({"name": topic.name, "error_code": error_code, "error_message": message})
+                continue
             for a in topic.assignments or ():
                 if list(a.broker_ids) != [broker.node_id]:
                     raise InvalidReplicaAssignmentError(f"new partitions may only be assigned to broker {broker.node_id}")
@@ -239,6 +278,17 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
         except KafkaError as exc:
             error_code, message = exc.error_code, str(exc)
         results.append({"name": topic.name, "error_code": error_code, "error_message": message})
+    if cluster is not None:  # the controller places the new partitions (Kafka forwards CreatePartitions)
+        asked = [{"name": t.name, "count": t.count,
+                  "assignments": None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]}
+                 for t, r in zip(request.topics, results) if r["error_code"] == ErrorCode.none]
+        if asked:
+            by_name = await _forward(broker, {"op": "create_partitions", "topics": asked,
+                                              "validate_only": request.validate_only}, [t["name"] for t in asked])
+            for r in results:
+                answer = by_name.get(r["name"]) if r["error_code"] == ErrorCode.none else None
+                if answer is not None:
+                    r.update(error_code=ErrorCode(answer["error_code"]), error_message=answer.get("error_message"))
     return {"throttle_time": 0, "results": results}
 
 
@@ -339,6 +389,14 @@ def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
                 raise InvalidRequestError(f"Unexpected broker id, expected {node} or empty string, but received "
                                           f"{res.resource_name}")
             _config_check(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+            if res.resource_type == BROKER_RESOURCE and incremental and all(
+                    getattr(c, "config_operation", OP_SET) == OP_DELETE
+                    and (c.name in BROKER_DEFAULTS or c.name in _THROTTLE_CONFIGS) for c in res.configs):
+                # nothing is set dynamically here, so deleting dynamic broker configs changes nothing: success, as
+                # Kafka answers for an unset one (kafka-reassign-partitions --verify clears its throttles this way)
+                responses.append({"error_code": error_code, "error_message": message,
+                                  "resource_type": res.resource_type, "resource_name": res.resource_name})
+                continue
             if res.resource_type == BROKER_RESOURCE:
                 raise InvalidRequestError(
                     f"Cannot update these configs dynamically: {', '.join(names) or '(none)'}: this broker's configs "

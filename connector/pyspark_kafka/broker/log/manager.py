@@ -370,6 +370,27 @@ class LogManager:
         log.info("deleted topic %s", name)
         return info
 
+    def delete_partition_log(self, name: str, partition: int) -> bool:
+        """Close and delete one partition's local log, keeping the topic (a replicated cluster's broker that is no
+        longer a replica of it: reassignment, KIP-455). True when a log was deleted; :meth:`open_partition_log`
+        opens it again (empty)."""
+        partition_log = self._logs.pop((name, partition), None)
+        self.recovery_stats.pop((name, partition), None)
+        self.cleaner.forget(name, partition)
+        if partition_log is None:
+            return False
+        partition_log.delete()
+        log.info("deleted the local log of %s-%d", name, partition)
+        return True
+
+    def open_partition_log(self, name: str, partition: int) -> PartitionLog:
+        """The log of an existing partition of ``name``, opened (created empty) when it is not open.
+        Raises UnknownTopicOrPartitionError for an unknown topic or a partition beyond its count."""
+        info = self._require(name)
+        if not 0 <= partition < info.num_partitions:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} has no partition {partition}")
+        return self._logs.get((name, partition)) or self._open_log(info, partition)
+
     def create_partitions(self, name: str, new_total: int, validate_only: bool = False) -> TopicInfo:
         """Grow ``name`` to ``new_total`` partitions (Kafka never shrinks a topic).
 

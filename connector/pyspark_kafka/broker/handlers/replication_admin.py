@@ -1,0 +1,145 @@
+"""Replication admin APIs: ElectLeaders (43, KIP-460), AlterPartitionReassignments (45) and
+ListPartitionReassignments (46) (KIP-455).
+
+In a replicated cluster the broker forwards ElectLeaders and AlterPartitionReassignments to the active controller
+(:mod:`~pyspark_kafka.broker.controller.partition_admin` has the rules and error codes, Kafka's
+``ReplicationControlManager``) and answers once its own metadata image has the change; ListPartitionReassignments
+answers from the broker's metadata image (Kafka asks the controller). On the single-node broker every partition
+already has its only replica as leader: ElectLeaders answers ELECTION_NOT_NEEDED (84), a reassignment to
+``[this broker]`` is done at once and one naming another broker is INVALID_REPLICA_ASSIGNMENT (39), as Kafka with
+one broker answers.
+
+Authorization as Kafka's ``ControllerApis``: ElectLeaders and AlterPartitionReassignments need ALTER on the
+cluster, ListPartitionReassignments DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED (31) for the whole
+request.
+"""
+
+from __future__ import annotations
+
+from pyspark_kafka.broker.controller import partition_admin
+from pyspark_kafka.broker.errors import ErrorCode
+from pyspark_kafka.broker.handlers import RequestContext, register
+from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+
+_DENIED = "Cluster authorization failed."
+
+
+def _cluster_denied(ctx: RequestContext, operation: AclOperation) -> bool:
+    return not ctx.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def _local_partition_error(broker, topic: str, partition: int) -> tuple[int, str | None]:
+    """Single node: UNKNOWN_TOPIC_OR_PARTITION for a partition this broker lacks, else no error."""
+    info = broker.replica_manager.logs.topic(topic)
+    if info is None or not 0 <= partition < info.num_partitions:
+        return int(ErrorCode.unknown_topic_or_partition), f"No such partition as {topic}-{partition}"
+    return 0, None
+
+
+@register(api_key=43, min_version=0, max_version=2)
+async def elect_leaders(ctx: RequestContext, request) -> dict:
+    """ElectLeaders: ``election_type`` PREFERRED (0, the only one before v1) or UNCLEAN (1) for the named
+    partitions (``topic_partitions`` None: all, answering only those whose election was needed)."""
+    broker = ctx.broker
+    election = int(getattr(request, "election_type", 0))
+    asked = None if request.topic_partitions is None else {}
+    for t in request.topic_partitions or ():
+        asked.setdefault(t.topic, []).extend(int(p) for p in t.partitions)
+    if _cluster_denied(ctx, AclOperation.ALTER):
+        results = [{"topic": n, "partition_result": [{"partition_id": p, "error_code": ErrorCode.cluster_authorization_failed,
+                                                      "error_message": _DENIED} for p in ps]}
+                   for n, ps in (asked or {}).items()]
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                "replica_election_results": results}
+    if election not in (partition_admin.PREFERRED, partition_admin.UNCLEAN):
+        return {"throttle_time": 0, "error_code": ErrorCode.invalid_request, "replica_election_results": []}
+    if broker.lifecycle is not None:
+        try:
+            answer = await broker.lifecycle.forward({"op": "elect_leaders", "election_type": election,
+                                                     "partitions": asked})
+            by_topic = answer["results"]
+        except ConnectionError as exc:
+            by_topic = {n: [{"partition": p, "error_code": int(ErrorCode.not_controller), "error_message": str(exc)}
+                            for p in ps] for n, ps in (asked or {}).items()}
+    else:
+        wanted = asked if asked is not None else {
+            n: list(range(t.num_partitions)) for n, t in broker.replica_manager.logs.topics().items()}
+        by_topic = {}
+        for n, ps in wanted.items():
+            out = by_topic.setdefault(n, [])
+            for p in ps:
+                code, message = _local_partition_error(broker, n, p)
+                if code == 0:
+                    if asked is None:
+                        continue
+                    code, message = int(ErrorCode.election_not_needed), "Leader election not needed for topic partition."
+                out.append({"partition": p, "error_code": code, "error_message": message})
+    results = [{"topic": n, "partition_result": [{"partition_id": r["partition"], "error_code": ErrorCode(r["error_code"]),
+                                                  "error_message": r.get("error_message")} for r in rs]}
+               for n, rs in by_topic.items()]
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "replica_election_results": results}
+
+
+@register(api_key=45, min_version=0, max_version=1)
+async def alter_partition_reassignments(ctx: RequestContext, request) -> dict:
+    """AlterPartitionReassignments: per partition a target replica list (None cancels the ongoing one)."""
+    broker = ctx.broker
+    if _cluster_denied(ctx, AclOperation.ALTER):  # Kafka's getErrorResponse: the error on every partition too
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": _DENIED,
+                "responses": [{"name": t.name, "partitions": [
+                    {"partition_index": p.partition_index, "error_code": ErrorCode.cluster_authorization_failed,
+                     "error_message": _DENIED} for p in t.partitions]} for t in request.topics]}
+    allow = getattr(request, "allow_replication_factor_change", True)
+    topics = [{"name": t.name, "partitions": [{"partition": int(p.partition_index),
+                                               "replicas": None if p.replicas is None else [int(r) for r in p.replicas]}
+                                              for p in t.partitions]} for t in request.topics]
+    if broker.lifecycle is not None:
+        try:
+            answer = await broker.lifecycle.forward({"op": "alter_reassignments", "topics": topics,
+                                                     "allow_rf_change": allow})
+            results = answer["topics"]
+        except ConnectionError as exc:
+            results = [{"name": t["name"], "partitions": [{"partition": p["partition"], "error_code":
+                        int(ErrorCode.not_controller), "error_message": str(exc)} for p in t["partitions"]]}
+                       for t in topics]
+    else:
+        results = []
+        for t in topics:
+            out = []
+            for p in t["partitions"]:
+                code, message = _local_partition_error(broker, t["name"], p["partition"])
+                if code == 0 and p["replicas"] is None:
+                    code, message = (int(ErrorCode.no_reassignment_in_progress),
+                                     f"No ongoing reassignment for partition {t['name']}-{p['partition']}.")
+                elif code == 0 and p["replicas"] != [broker.node_id]:
+                    other = next((r for r in p["replicas"] if r != broker.node_id), broker.node_id)
+                    code, message = (int(ErrorCode.invalid_replica_assignment),
+                                     f"The manual partition assignment includes broker {other}, but no such broker "
+                                     "is registered." if p["replicas"] else
+                                     "The manual partition assignment includes an empty replica list.")
+                out.append({"partition": p["partition"], "error_code": code, "error_message": message})
+            results.append({"name": t["name"], "partitions": out})
+    responses = [{"name": t["name"], "partitions": [{"partition_index": p["partition"],
+                                                     "error_code": ErrorCode(p["error_code"]),
+                                                     "error_message": p.get("error_message")} for p in t["partitions"]]}
+                 for t in results]
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "responses": responses}
+
+
+@register(api_key=46, min_version=0, max_version=0)
+async def list_partition_reassignments(ctx: RequestContext, request) -> dict:
+    """ListPartitionReassignments: the ongoing reassignments (replicas, adding, removing) of the named partitions
+    (``topics`` None: all)."""
+    broker = ctx.broker
+    if _cluster_denied(ctx, AclOperation.DESCRIBE):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": _DENIED,
+                "topics": []}
+    if broker.lifecycle is None:
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "topics": []}
+    wanted = None if request.topics is None else {
+        t.name: [int(p) for p in t.partition_indexes] for t in request.topics}
+    ongoing = partition_admin.ongoing_reassignments(broker.lifecycle.image, wanted)
+    topics = [{"name": n, "partitions": [{"partition_index": p, "replicas": list(st.replicas),
+                                          "adding_replicas": list(st.adding), "removing_replicas": list(st.removing)}
+                                         for p, st in found]} for n, found in ongoing.items()]
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "topics": topics}
