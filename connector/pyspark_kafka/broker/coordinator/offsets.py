@@ -300,18 +300,33 @@ class OffsetStore:
         self._pending: dict[int, _PendingTxn] = {}
         self._since_snapshot = 0  # records appended since the last snapshot
         self.replayed_records = 0  # records the last load() replayed from the log (after its snapshots)
+        #: replicated cluster: ``() -> int``, the partition count of the controller's ``__consumer_offsets``
+        self.partition_count = None
+        #: replicated cluster: ``(partition)`` called after each append, so the leader's high watermark moves and
+        #: followers waiting in a fetch are woken
+        self.on_append = None
 
     # -- loading ------------------------------------------------------------------------------
-    def load(self) -> None:
+    def load(self, partitions: Iterable[int] | None = None) -> None:
         """Rebuild the cache from ``__consumer_offsets``: per partition the newest usable snapshot,
-        then the batches after it (groups into :attr:`loaded_groups`)."""
-        self._offsets.clear()
-        self._pending.clear()
-        self.loaded_groups.clear()
-        self.consumer_groups.clear()
+        then the batches after it (groups into :attr:`loaded_groups`).
+
+        ``partitions`` None: every partition, the cache cleared first (the single node); else only those
+        partitions, after :meth:`unload` of each (a replicated cluster: the partitions this broker just became
+        the leader of, Kafka's ``GroupCoordinator.onElection``)."""
         info = self.logs.topic(OFFSETS_TOPIC)
+        if partitions is None:
+            self._offsets.clear()
+            self._pending.clear()
+            self.loaded_groups.clear()
+            self.consumer_groups.clear()
+            partitions = range(info.num_partitions if info is not None else 0)
+        else:
+            partitions = list(partitions)
+            for partition in partitions:
+                self.unload(partition)
         count = snapshots = 0
-        for partition in range(info.num_partitions if info is not None else 0):
+        for partition in partitions:
             plog = self.logs.get_log(OFFSETS_TOPIC, partition)
             if plog is None:
                 continue
@@ -324,6 +339,21 @@ class OffsetStore:
         log.info("loaded %s: %d snapshots, %d records replayed: %d groups with offsets, %d with metadata, "
                  "%d open transactions", OFFSETS_TOPIC, snapshots, count, len(self._offsets),
                  len(self.loaded_groups), len(self._pending))
+
+    def unload(self, partition: int) -> None:
+        """Forget the groups (offsets, metadata, pending transactional offsets) of ``__consumer_offsets``
+        partition ``partition``: this broker no longer leads it (Kafka's ``GroupCoordinator.onResignation``)."""
+        def mine(group_id: str) -> bool:
+            return self.partition_of(group_id) == partition
+
+        for cache in (self._offsets, self.loaded_groups, self.consumer_groups):
+            for group_id in [g for g in cache if mine(g)]:
+                del cache[group_id]
+        for producer_id, pending in list(self._pending.items()):
+            for group_id in [g for g in pending.offsets if mine(g)]:
+                del pending.offsets[group_id]
+            if not pending.offsets:
+                del self._pending[producer_id]
 
     @staticmethod
     def _snapshots(plog) -> list[tuple[int, Path]]:
@@ -436,8 +466,11 @@ class OffsetStore:
     def partition_of(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition holding ``group_id`` (the topic is created if missing).
 
-        Raises KafkaError when the topic cannot be created.
+        Raises KafkaError when the topic cannot be created. In a replicated cluster (``partition_count`` set)
+        the topic is the controller's: its partition count comes from the metadata, nothing is created here.
         """
+        if self.partition_count is not None:
+            return partition_for(group_id, self.partition_count())
         info = ensure_internal_topic(self.logs, OFFSETS_TOPIC, self.config.get_int("offsets.topic.num.partitions"),
                                      self.config.get_int("offsets.topic.segment.bytes"))
         return partition_for(group_id, info.num_partitions)
@@ -456,6 +489,8 @@ class OffsetStore:
         except KafkaError as e:
             raise CoordinatorNotAvailableError(f"cannot write {OFFSETS_TOPIC} for group {group_id!r}: {e}") from e
         self._since_snapshot += result.record_count
+        if self.on_append is not None:
+            self.on_append(partition)
 
     def commit(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata], now_ms: int) -> None:
         """Persist ``{(topic, partition): OffsetAndMetadata}`` for ``group_id`` in one batch, then cache it."""
@@ -537,7 +572,8 @@ class OffsetStore:
         pending.producer_epoch = producer_epoch
         pending.offsets.setdefault(group_id, {}).update(offsets)
 
-    def complete_txn(self, producer_id: int, commit: bool, now_ms: int, coordinator_epoch: int = 0) -> bool:
+    def complete_txn(self, producer_id: int, commit: bool, now_ms: int, coordinator_epoch: int = 0,
+                     partition: int | None = None) -> bool:
         """End ``producer_id``'s transaction on ``__consumer_offsets``: write a COMMIT/ABORT marker to each
         partition it staged offsets in; on commit, its offsets become visible to OffsetFetch.
 
@@ -547,11 +583,28 @@ class OffsetStore:
         pending = self._pending.get(producer_id)
         if pending is None:
             return False
-        for partition in sorted({self.partition_of(g) for g in pending.offsets}):
-            plog = self.logs.get_log(OFFSETS_TOPIC, partition)
+        targets = sorted({self.partition_of(g) for g in pending.offsets})
+        if partition is not None:  # a WriteTxnMarkers for one partition (replicated cluster)
+            if partition not in targets:
+                return False
+            targets = [partition]
+        for target in targets:
+            plog = self.logs.get_log(OFFSETS_TOPIC, target)
             try:
                 plog.append_marker(producer_id, pending.producer_epoch, commit, coordinator_epoch, now_ms=now_ms)
             except KafkaError as e:
-                raise CoordinatorNotAvailableError(f"cannot write a transaction marker to {OFFSETS_TOPIC}-{partition}: {e}") from e
-        self._resolve(producer_id, commit)
+                raise CoordinatorNotAvailableError(f"cannot write a transaction marker to {OFFSETS_TOPIC}-{target}: {e}") from e
+            if self.on_append is not None:
+                self.on_append(target)
+        if partition is None:
+            self._resolve(producer_id, commit)
+        else:
+            done = {g: o for g, o in pending.offsets.items() if self.partition_of(g) == partition}
+            for g in done:
+                del pending.offsets[g]
+            if commit:
+                for g, o in done.items():
+                    self._apply(g, o)
+            if not pending.offsets:
+                del self._pending[producer_id]
         return True
