@@ -300,6 +300,9 @@ class OffsetStore:
         self._pending: dict[int, _PendingTxn] = {}
         self._since_snapshot = 0  # records appended since the last snapshot
         self.replayed_records = 0  # records the last load() replayed from the log (after its snapshots)
+        #: False in a replicated cluster: a snapshot is local to one replica and could cover a tail that the
+        #: follower's truncation later replaces, so the leader always replays its log
+        self.snapshots = True
         #: replicated cluster: ``() -> int``, the partition count of the controller's ``__consumer_offsets``
         self.partition_count = None
         #: replicated cluster: ``(partition)`` called after each append, so the leader's high watermark moves and
@@ -330,7 +333,7 @@ class OffsetStore:
             plog = self.logs.get_log(OFFSETS_TOPIC, partition)
             if plog is None:
                 continue
-            start = self._load_snapshot(plog)
+            start = self._load_snapshot(plog) if self.snapshots else 0
             snapshots += start > 0
             for batch in iter_batches(plog, start):
                 self._replay(batch)
@@ -382,7 +385,7 @@ class OffsetStore:
         """Write a snapshot of each ``__consumer_offsets`` partition (or only ``partition``) at its
         log end offset, and remove the older ones. Skips a partition with pending transactional offsets."""
         info = self.logs.topic(OFFSETS_TOPIC)
-        if info is None:
+        if info is None or not self.snapshots:
             return
         for p in range(info.num_partitions) if partition is None else (partition,):
             plog = self.logs.get_log(OFFSETS_TOPIC, p)
@@ -477,7 +480,7 @@ class OffsetStore:
 
     def _append(self, group_id: str, batch: bytes, now_ms: int) -> None:
         partition = self.partition_of(group_id)
-        if self._since_snapshot >= SNAPSHOT_EVERY_RECORDS:  # the cache reflects the log up to its end here
+        if self._since_snapshot >= SNAPSHOT_EVERY_RECORDS and self.snapshots:  # the cache reflects the log up to its end here
             self.write_snapshots(partition)
         try:
             result = self.logs.get_log(OFFSETS_TOPIC, partition).append(batch, now_ms=now_ms)
