@@ -131,6 +131,7 @@ def test_a_transaction_across_brokers_commits_an_aborted_one_is_invisible_and_co
         producer.begin_transaction()
         for p in range(3):
             producer.produce("tx", f"{tag}-{p}".encode(), partition=p)
+        assert producer.flush(30) == 0  # sent and acknowledged (abort would otherwise purge them unsent)
         if commit:
             producer.commit_transaction(60)
         else:
