@@ -9,6 +9,9 @@ librdkafka (confluent-kafka). Three brokers and a controller as processes, stopp
   aborted one is invisible to read_committed; the producer carries on after SIGKILL of its transaction
   coordinator, between transactions and in the middle of one (Kafka's behaviour: NOT_COORDINATOR, the client
   finds the new coordinator; no error reaches the application).
+- An open transaction whose coordinator died and whose producer went silent is aborted by the new coordinator
+  after ``transaction.timeout.ms`` (markers to every partition, so read_committed readers move past it), and the
+  producer's late commit fails.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from pyspark_kafka.testing.clusters import send_request
 FAST = {"broker.session.timeout.ms": "1000", "broker.heartbeat.interval.ms": "200",
         "replica.lag.time.max.ms": "3000", "replica.fetch.backoff.ms": "100", "min.insync.replicas": "2",
         "default.replication.factor": "3", "offsets.topic.num.partitions": "3",
-        "transaction.state.log.num.partitions": "3"}
+        "transaction.state.log.num.partitions": "3",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 
 
 @pytest.fixture
@@ -165,3 +169,36 @@ def test_a_transaction_across_brokers_commits_an_aborted_one_is_invisible_and_co
     producer.commit_transaction(60)
     committed += [f"{t}-{p}" for t in ("two", "three") for p in range(3)]
     assert read(cluster, "tx", 3, "read_committed", 9) == sorted(committed)
+
+
+def test_the_new_coordinator_aborts_an_open_transaction_after_its_timeout(cluster):
+    from confluent_kafka import KafkaException
+
+    create(cluster, "late", 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "late-payer",
+                         "transaction.timeout.ms": "2000"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for p in range(3):
+        producer.produce("late", f"open-{p}".encode(), partition=p)
+    assert producer.flush(30) == 0
+    partition = partition_for("late-payer", 3)
+    coordinator = find_coordinator(cluster, "late-payer", 1)
+    cluster.kill(coordinator)
+    cluster.wait_for(lambda: cluster.leader("__transaction_state", partition) not in (-1, coordinator), 20,
+                     "a new transaction coordinator")
+    # the new coordinator loaded the Ongoing transaction and aborts it once transaction.timeout.ms passed: the
+    # ABORT markers let the last stable offset of every partition reach its end (1 record + 1 marker)
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "lso",
+                       "isolation.level": "read_committed"})
+    try:
+        def settled():  # a read_committed ListOffsets LATEST answers the last stable offset
+            return all(reader.get_watermark_offsets(TopicPartition("late", p), timeout=5)[1] == 2 for p in range(3))
+            cluster.wait_for(settled, 30, "the timed-out transaction's markers")
+    finally:
+        reader.close()
+    assert read(cluster, "late", 3, "read_committed", 0, timeout_s=2) == []
+    assert len(read(cluster, "late", 3, "read_uncommitted", 3)) == 3
+    with pytest.raises(KafkaException) as failed:  # the coordinator bumped the epoch when it aborted
+        producer.commit_transaction(30)
+    assert failed.value.args[0].fatal()  # PRODUCER_FENCED: librdkafka's _FENCED, as on the single node
