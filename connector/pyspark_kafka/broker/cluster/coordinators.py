@@ -218,7 +218,8 @@ class ClusterCoordinators:
                     return ErrorCode.not_leader_or_follower
                 self.groups.offsets.complete_txn(producer_id, commit, _now_ms(), coordinator_epoch,
                                                  partition=partition)
-            elif not self.rm.append_marker(topic, partition, producer_id, producer_epoch, commit, _now_ms()):
+            elif not self.rm.append_marker(topic, partition, producer_id, producer_epoch, commit, _now_ms(),
+                                           coordinator_epoch):
                 return ErrorCode.unknown_topic_or_partition
         except KafkaError as exc:
             return exc.error_code

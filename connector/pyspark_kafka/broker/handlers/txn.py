@@ -278,6 +278,25 @@ async def list_transactions(ctx: RequestContext, request) -> dict:
 
 
 
+def _single_node_marker(ctx: RequestContext, topic: str, partition: int, marker) -> ErrorCode:
+    """WriteTxnMarkers on the single node: the marker into the local partition (a ``__consumer_offsets``
+    partition completes the producer's staged offsets there)."""
+    from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
+
+    try:
+        if topic == OFFSETS_TOPIC:
+            ctx.broker.group_coordinator.ensure_loaded().offsets.complete_txn(
+                marker.producer_id, marker.transaction_result, now_ms(), marker.coordinator_epoch,
+                partition=partition)
+        elif not ctx.broker.replica_manager.append_marker(topic, partition, marker.producer_id,
+                                                          marker.producer_epoch, marker.transaction_result,
+                                                          now_ms(), marker.coordinator_epoch):
+            return ErrorCode.unknown_topic_or_partition
+    except KafkaError as exc:
+        return exc.error_code
+    return ErrorCode.none
+
+
 @register(api_key=27, min_version=1, max_version=2)
 async def write_txn_markers(ctx: RequestContext, request) -> dict:
     """WriteTxnMarkers (broker to broker): a COMMIT/ABORT marker into each named partition this broker leads,
@@ -294,8 +313,8 @@ async def write_txn_markers(ctx: RequestContext, request) -> dict:
             for p in t.partition_indexes:
                 if not allowed:
                     code = ErrorCode.cluster_authorization_failed
-                elif lifecycle is None:  # the single node writes its markers in-process
-                    code = ErrorCode.not_leader_or_follower
+                elif lifecycle is None:  # the single node leads every partition
+                    code = _single_node_marker(ctx, t.name, p, m)
                 else:
                     code = await lifecycle.coordinators.apply_marker(t.name, p, m.producer_id, m.producer_epoch,
                                                                      m.transaction_result, m.coordinator_epoch)
