@@ -202,3 +202,17 @@ def test_the_new_coordinator_aborts_an_open_transaction_after_its_timeout(cluste
     with pytest.raises(KafkaException) as failed:  # the coordinator bumped the epoch when it aborted
         producer.commit_transaction(30)
     assert failed.value.args[0].fatal()  # PRODUCER_FENCED: librdkafka's _FENCED, as on the single node
+
+
+def test_too_few_brokers_for_the_internal_topics_replication_factor_answer_coordinator_not_available(tmp_path):
+    # Apache Kafka 4.3.1, one node with offsets.topic.replication.factor=3 (checked by hand): FindCoordinator
+    # answers COORDINATOR_NOT_AVAILABLE (15) for groups and transactional ids, every time; the factor is not capped
+    config = {"offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3"}
+    with EmbeddedCluster(1, data_dir=tmp_path / "cluster", config=config) as cluster:
+        for key_type in (0, 1):
+            for _ in range(2):
+                answer = send_request(cluster.address(0), FindCoordinatorRequest(
+                    key_type=i8(key_type), coordinator_keys=("g",)), FindCoordinatorResponse).coordinators[0]
+                assert (int(answer.error_code), int(answer.node_id)) == (15, -1)
+                assert "does not meet the required replication factor '3'" in answer.error_message
+        assert cluster.leader("__consumer_offsets", 0) == -1  # not created
