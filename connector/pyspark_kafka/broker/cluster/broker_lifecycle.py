@@ -186,6 +186,8 @@ class BrokerLifecycle:
         record = decode(raw)
         self.image.apply(offset, record)
         kind = record["type"]
+        if not self.coordinators.ready and offset >= self.registered_offset:
+            self.coordinators.caught_up()  # the image is current: coordinators may load now
         try:
             if kind == "partition":
                 self._apply_partition(record["topic"], record["partition"])

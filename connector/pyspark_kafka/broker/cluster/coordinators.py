@@ -60,6 +60,9 @@ class ClusterCoordinators:
         self.groups = self.broker.group_coordinator
         self.txn = self.broker.txn_coordinator
         self._peers: dict[int, tuple[PeerClient, asyncio.Lock]] = {}
+        #: False while the broker replays the metadata log up to its own registration: the leaders it sees then
+        #: are history, so nothing is loaded (Kafka's broker publishes metadata only once caught up)
+        self.ready = False
 
     def install(self) -> None:
         """Switch both coordinators to owning only the internal partitions this broker leads."""
@@ -86,9 +89,22 @@ class ClusterCoordinators:
         return self.config.get_int("offsets.topic.num.partitions" if topic == OFFSETS_TOPIC
                                    else "transaction.state.log.num.partitions")
 
+    def caught_up(self) -> None:
+        """The metadata image reached this broker's registration: load every internal partition it leads."""
+        self.ready = True
+        none = type("NoState", (), {"leader": -1, "leader_epoch": -1})()
+        for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+            for index in range(self.partition_count(topic) if topic in self.lifecycle.image.topics else 0):
+                state = self.lifecycle.image.partition(topic, index)
+                if state is not None and state.leader == self.lifecycle.node_id:
+                    self.on_partition(topic, index, none, state)
+
     def on_partition(self, topic: str, index: int, old, new) -> None:
         """An internal partition's state changed (``old``/``new``: PartitionState, ``new`` None when this broker
-        is no longer a replica): load its coordinator state on becoming leader, unload it on losing leadership."""
+        is no longer a replica): load its coordinator state on becoming leader, unload it on losing leadership.
+        Ignored until :meth:`caught_up`."""
+        if not self.ready:
+            return
         me = self.lifecycle.node_id
         leads = new is not None and new.leader == me
         elected = leads and (old.leader != me or old.leader_epoch != new.leader_epoch)
