@@ -122,6 +122,13 @@ def test_committed_offsets_survive_sigkill_of_the_group_coordinator(cluster):
     finally:
         again.close()
     assert [(tp.partition, tp.offset) for tp in committed] == [(0, 5), (1, 5)]
+    kafka = pytest.importorskip("kafka")  # a second, independent client reads the same offsets
+    other = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers.split(","), group_id=group,
+                                enable_auto_commit=False, request_timeout_ms=30000)
+    try:
+        assert [other.committed(kafka.TopicPartition("orders", p)) for p in (0, 1)] == [5, 5]
+    finally:
+        other.close()
 
 
 def test_a_transaction_across_brokers_commits_an_aborted_one_is_invisible_and_coordinator_failover(cluster):
