@@ -11,7 +11,8 @@ librdkafka (confluent-kafka). Three brokers and a controller as processes, stopp
   finds the new coordinator; no error reaches the application).
 - An open transaction whose coordinator died and whose producer went silent is aborted by the new coordinator
   after ``transaction.timeout.ms`` (markers to every partition, so read_committed readers move past it), and the
-  producer's late commit fails.
+  producer's late commit fails fatally. Apache Kafka 4.3.1's three-node cluster gives the same outcomes
+  (``integration_tests/kafka_txn_failover_reference.py``, run by hand).
 """
 
 from __future__ import annotations
@@ -208,7 +209,7 @@ def test_the_new_coordinator_aborts_an_open_transaction_after_its_timeout(cluste
     assert len(read(cluster, "late", 3, "read_uncommitted", 3)) == 3
     with pytest.raises(KafkaException) as failed:  # the coordinator bumped the epoch when it aborted
         producer.commit_transaction(30)
-    assert failed.value.args[0].fatal()  # PRODUCER_FENCED: librdkafka's _FENCED, as on the single node
+    assert failed.value.args[0].fatal()  # librdkafka's _FENCED, as with Apache Kafka 4.3.1 (kafka_txn_failover_reference)
 
 
 def test_too_few_brokers_for_the_internal_topics_replication_factor_answer_coordinator_not_available(tmp_path):
