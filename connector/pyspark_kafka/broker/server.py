@@ -387,8 +387,8 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
             _every(broker.config.get_int("log.cleaner.backoff.ms"), lambda: logs.run_cleaner(now_ms()), "log cleaner")
         ))
     from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle, is_cluster_broker
-    if is_cluster_broker(broker.config):  # the coordinators then load only the internal partitions they lead
-        broker.lifecycle = BrokerLifecycle(broker)
+    # the coordinators then load only the internal partitions they lead; handlers see the lifecycle once started
+    lifecycle = BrokerLifecycle(broker) if is_cluster_broker(broker.config) else None
     try:
         broker.group_coordinator.ensure_loaded()  # replays __consumer_offsets: groups and committed offsets
     except KafkaError:
@@ -399,8 +399,9 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
         lambda: txn.abort_timed_out(now_ms()), "transaction timeout check",
     )))
-    if broker.lifecycle is not None:
-        await broker.lifecycle.start()
+    if lifecycle is not None:
+        broker.lifecycle = lifecycle
+        await lifecycle.start()
     bootstrap = f"{broker.host}:{broker.port}"
     log.info("pyspark-kafka broker listening on %s (data dir %s)", bootstrap, broker.data_dir)
     for lst in security.listeners:

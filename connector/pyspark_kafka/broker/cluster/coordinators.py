@@ -184,14 +184,6 @@ class ClusterCoordinators:
 
     # --- ownership and writes ------------------------------------------------------------------
 
-    def group_error(self, group_id: str) -> ErrorCode:
-        """NONE when this broker coordinates ``group_id``, else NOT_COORDINATOR."""
-        return ErrorCode.none if self.groups.owns(group_id) else ErrorCode.not_coordinator
-
-    def txn_error(self, transactional_id: str) -> ErrorCode:
-        """NONE when this broker coordinates ``transactional_id``, else NOT_COORDINATOR."""
-        return ErrorCode.none if self.txn.owns(transactional_id) else ErrorCode.not_coordinator
-
     async def write_done(self, topic: str, partition: int) -> ErrorCode:
         """Wait until the ISR has this broker's log of internal ``topic``/``partition`` up to its end (acks=all).
 

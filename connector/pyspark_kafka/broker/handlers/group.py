@@ -54,8 +54,7 @@ def _coordinator(ctx: RequestContext) -> GroupCoordinator | None:
 def not_owner(ctx: RequestContext, group_id: str) -> ErrorCode:
     """Replicated cluster: NOT_COORDINATOR when this broker does not lead ``group_id``'s ``__consumer_offsets``
     partition (the client finds the coordinator again); NONE otherwise and on the single node."""
-    lifecycle = ctx.broker.lifecycle
-    return ErrorCode.none if lifecycle is None else lifecycle.coordinators.group_error(group_id)
+    return ErrorCode.none if ctx.broker.group_coordinator.owns(group_id) else ErrorCode.not_coordinator
 
 
 async def replicated(ctx: RequestContext, group_id: str, error: int) -> int:

@@ -50,8 +50,7 @@ def _txn(ctx: RequestContext) -> TransactionCoordinator:
 def _not_owner(ctx: RequestContext, transactional_id: str) -> ErrorCode:
     """Replicated cluster: NOT_COORDINATOR when this broker does not lead the id's ``__transaction_state``
     partition; NONE otherwise and on the single node."""
-    lifecycle = ctx.broker.lifecycle
-    return ErrorCode.none if lifecycle is None else lifecycle.coordinators.txn_error(transactional_id)
+    return ErrorCode.none if ctx.broker.txn_coordinator.owns(transactional_id) else ErrorCode.not_coordinator
 
 
 async def _replicated(ctx: RequestContext, transactional_id: str, error: int) -> int:
