@@ -336,7 +336,7 @@ class OffsetStore:
             start = self._load_snapshot(plog) if self.snapshots else 0
             snapshots += start > 0
             for batch in iter_batches(plog, start):
-                self._replay(batch)
+                self._replay(batch, partition)
                 count += len(batch.records)
         self.replayed_records = count
         log.info("loaded %s: %d snapshots, %d records replayed: %d groups with offsets, %d with metadata, "
@@ -412,13 +412,13 @@ class OffsetStore:
                     old.unlink(missing_ok=True)
         self._since_snapshot = 0
 
-    def _replay(self, batch) -> None:
+    def _replay(self, batch, partition: int | None = None) -> None:
         attributes = batch.attributes
-        if attributes & CONTROL_BIT:
+        if attributes & CONTROL_BIT:  # a marker ends the producer's offsets staged in this partition only
             for record in batch.records:
                 c = Cursor(record.key)
                 c.read(read_int16)
-                self._resolve(batch.producer_id, c.read(read_int16) == CONTROL_COMMIT)
+                self._resolve(batch.producer_id, c.read(read_int16) == CONTROL_COMMIT, partition)
             return
         for record in batch.records:
             try:
@@ -459,10 +459,19 @@ class OffsetStore:
         if not group:
             del self._offsets[group_id]
 
-    def _resolve(self, producer_id: int, commit: bool) -> None:
-        pending = self._pending.pop(producer_id, None)
-        if pending is not None and commit:
-            for group_id, offsets in pending.offsets.items():
+    def _resolve(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
+        """A marker of ``producer_id``: its staged offsets (all, or only ``partition``'s groups) become committed
+        (``commit``) or are dropped."""
+        pending = self._pending.get(producer_id)
+        if pending is None:
+            return
+        done = {g: o for g, o in pending.offsets.items() if partition is None or self.partition_of(g) == partition}
+        for group_id in done:
+            del pending.offsets[group_id]
+        if not pending.offsets:
+            del self._pending[producer_id]
+        if commit:
+            for group_id, offsets in done.items():
                 self._apply(group_id, offsets)
 
     # -- writing ------------------------------------------------------------------------------
@@ -599,15 +608,5 @@ class OffsetStore:
                 raise CoordinatorNotAvailableError(f"cannot write a transaction marker to {OFFSETS_TOPIC}-{target}: {e}") from e
             if self.on_append is not None:
                 self.on_append(target)
-        if partition is None:
-            self._resolve(producer_id, commit)
-        else:
-            done = {g: o for g, o in pending.offsets.items() if self.partition_of(g) == partition}
-            for g in done:
-                del pending.offsets[g]
-            if commit:
-                for g, o in done.items():
-                    self._apply(g, o)
-            if not pending.offsets:
-                del self._pending[producer_id]
+        self._resolve(producer_id, commit, partition)
         return True
