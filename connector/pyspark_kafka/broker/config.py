@@ -113,7 +113,7 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "log.flush.start.offset.checkpoint.interval.ms": "60000",
     # internal topics, groups, transactions
     "offsets.topic.num.partitions": "1",
-    "offsets.topic.replication.factor": "1",
+    "offsets.topic.replication.factor": "3",  # used by the replicated cluster only (docs/replication.md)
     "offsets.topic.segment.bytes": "104857600",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
@@ -130,7 +130,8 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "group.consumer.assignors": "uniform,range",
     "group.consumer.assignment.interval.ms": "1000",
     "transaction.state.log.num.partitions": "1",
-    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
     "transaction.max.timeout.ms": "900000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transactional.id.expiration.ms": "604800000",
@@ -280,6 +281,7 @@ _TYPES: dict[str, tuple[str, int | float | None]] = {
     "group.consumer.assignment.interval.ms": (_INT, 0),
     "transaction.state.log.num.partitions": (_INT, 1),
     "transaction.state.log.replication.factor": (_INT, 1),
+    "transaction.state.log.min.isr": (_INT, 1),
     "transaction.max.timeout.ms": (_INT, 1),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_INT, 1),
     "transactional.id.expiration.ms": (_INT, 1),

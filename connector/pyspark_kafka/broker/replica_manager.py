@@ -256,7 +256,7 @@ class ReplicaManager:
         return result
 
     def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                      now_ms: int) -> bool:
+                      now_ms: int, coordinator_epoch: int = 0) -> bool:
         """Write a transaction marker (COMMIT or ABORT control batch) and wake the partition's fetches.
 
         Returns False when the partition no longer exists (nothing written). Raises KafkaError
@@ -267,7 +267,7 @@ class ReplicaManager:
         if plog is None:
             return False
         part = self.leader_partition(topic, partition)  # never into a follower's copy (it would diverge)
-        plog.append_marker(producer_id, producer_epoch, commit, now_ms=now_ms)
+        plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms=now_ms)
         if part is not None:
             part.maybe_increment_hw()
         self.notify_append(topic, partition)

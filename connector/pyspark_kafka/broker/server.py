@@ -386,6 +386,9 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         timers.append(asyncio.create_task(
             _every(broker.config.get_int("log.cleaner.backoff.ms"), lambda: logs.run_cleaner(now_ms()), "log cleaner")
         ))
+    from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle, is_cluster_broker
+    # the coordinators then load only the internal partitions they lead; handlers see the lifecycle once started
+    lifecycle = BrokerLifecycle(broker) if is_cluster_broker(broker.config) else None
     try:
         broker.group_coordinator.ensure_loaded()  # replays __consumer_offsets: groups and committed offsets
     except KafkaError:
@@ -396,10 +399,9 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
         lambda: txn.abort_timed_out(now_ms()), "transaction timeout check",
     )))
-    from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle, is_cluster_broker
-    if is_cluster_broker(broker.config):
-        broker.lifecycle = BrokerLifecycle(broker)
-        await broker.lifecycle.start()
+    if lifecycle is not None:
+        broker.lifecycle = lifecycle
+        await lifecycle.start()
     bootstrap = f"{broker.host}:{broker.port}"
     log.info("pyspark-kafka broker listening on %s (data dir %s)", bootstrap, broker.data_dir)
     for lst in security.listeners:

@@ -24,6 +24,7 @@ import signal
 import sys
 import uuid
 
+from pyspark_kafka.broker.cluster.coordinators import ClusterCoordinators
 from pyspark_kafka.broker.cluster.partition import Partition, mono_ms
 from pyspark_kafka.broker.cluster.producer_ids import ClusterProducerIdManager
 from pyspark_kafka.broker.cluster.replica_fetcher import ReplicaFetcher
@@ -32,6 +33,7 @@ from pyspark_kafka.broker.controller.image import ClusterImage, PartitionState, 
 from pyspark_kafka.broker.controller.metadata_log import SingleVoterMetadataLog
 from pyspark_kafka.broker.errors import ConfigError, ErrorCode
 from pyspark_kafka.broker.log_escape import get_logger
+from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
 
 log = get_logger("pyspark_kafka.broker")
 #: Raft mode: ``id@host:port,...`` of each controller's channel (set by ``pyspark_kafka.broker.cluster.node``).
@@ -105,6 +107,9 @@ class BrokerLifecycle:
         self.lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
         self._tasks: list[asyncio.Task] = []
         self._stopping = False  # Python 3.11's wait_for can swallow a cancellation: loops also check this flag
+        # the group and transaction coordinators follow the leadership of their internal partitions
+        self.coordinators = ClusterCoordinators(self)
+        self.coordinators.install()
 
     def _address_of(self, node: int):
         b = self.image.brokers.get(node)
@@ -137,6 +142,7 @@ class BrokerLifecycle:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.fetcher.close()
+        self.coordinators.close()
         await self.metadata_log.stop()
         self.channel.close()
 
@@ -192,6 +198,8 @@ class BrokerLifecycle:
         record = decode(raw)
         self.image.apply(offset, record)
         kind = record["type"]
+        if not self.coordinators.ready and offset >= self.registered_offset:
+            self.coordinators.caught_up()  # the image is current: coordinators may load now
         try:
             if kind == "partition":
                 self._apply_partition(record["topic"], record["partition"])
@@ -211,6 +219,8 @@ class BrokerLifecycle:
             part = rm.partitions.pop(key, None)
             if part is not None:  # no longer a replica (reassignment, KIP-455): stop fetching, delete the log
                 self.fetcher.stop_following(topic, index)
+                if topic in INTERNAL_TOPICS:
+                    self.coordinators.on_partition(topic, index, part.state, None)
                 rm.notify_append(topic, index)
                 rm.logs.delete_partition_log(topic, index)
                 log.info("%s-%d: this broker is no longer a replica (replicas %s): local log deleted", topic,
@@ -235,6 +245,8 @@ class BrokerLifecycle:
             rm.partitions[key] = part
         old = part.state
         part.update_state(state, now)
+        if topic in INTERNAL_TOPICS:
+            self.coordinators.on_partition(topic, index, old, state)
         if state.leader == self.node_id:
             self.fetcher.stop_following(topic, index)
             if old.leader != self.node_id or old.leader_epoch != state.leader_epoch:

@@ -103,6 +103,10 @@ class EmbeddedCluster:
         self.host = host
         self.config = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
                        "replica.lag.time.max.ms": "5000", "replica.fetch.backoff.ms": "200",
+                       # Kafka's defaults (3, 3, 2) capped for smaller clusters, as Kafka's own test clusters do
+                       "offsets.topic.replication.factor": str(min(3, brokers)),
+                       "transaction.state.log.replication.factor": str(min(3, brokers)),
+                       "transaction.state.log.min.isr": str(min(2, brokers)),
                        **dict(config or {})}
         self.broker_ids = list(range(brokers))
         self.ports = {i: (port + i if port else free_port(host)) for i in self.broker_ids}

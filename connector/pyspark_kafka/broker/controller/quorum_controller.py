@@ -311,16 +311,17 @@ class QuorumController:
         return {"error_code": 0, "topics": results}
 
     def default_replication_factor(self, name: str) -> int:
-        """``default.replication.factor`` (the internal topics, which would use ``offsets.topic.replication.factor``
-        / ``transaction.state.log.replication.factor``, are not created here yet)."""
+        """``default.replication.factor`` (the brokers ask for the internal topics with their own factor:
+        ``offsets.topic.replication.factor`` / ``transaction.state.log.replication.factor``)."""
         return self.config.get_int("default.replication.factor")
 
     async def _create_topic(self, t: dict, validate_only: bool) -> dict:
         name = t["name"]
         validate_topic_name(name)
-        if name in ("__consumer_offsets", "__transaction_state"):
-            raise InvalidRequestError(f"{name} is an internal topic: its coordinator creates it (in this build on "
-                                      "the coordinator broker only, docs/replication.md)")
+        if name in ("__consumer_offsets", "__transaction_state") and not t.get("internal"):
+            raise InvalidRequestError(f"{name} is an internal topic: the brokers create it (with "
+                                      "offsets.topic.* / transaction.state.log.* settings) on the first "
+                                      "FindCoordinator that needs it")
         if name in self.image.topics:
             raise TopicExistsError(f"Topic '{name}' already exists.")
         partitions = t.get("partitions", -1)

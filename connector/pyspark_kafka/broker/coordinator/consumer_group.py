@@ -307,10 +307,12 @@ class ConsumerGroupCoordinator:
         return self.config.get_int("group.consumer.assignment.interval.ms")
 
     # -- loading ------------------------------------------------------------------------------
-    def load(self, records: Mapping[str, dict]) -> None:
+    def load(self, records: Mapping[str, dict], clear: bool = True) -> None:
         """Restore the groups persisted in ``__consumer_offsets``; each member gets a fresh session timer
-        (and a member still revoking a fresh rebalance timer)."""
-        self.groups.clear()
+        (and a member still revoking a fresh rebalance timer). ``clear`` False keeps the groups already loaded
+        (a replicated cluster loads one partition at a time)."""
+        if clear:
+            self.groups.clear()
         for group_id, data in records.items():
             try:
                 group = ConsumerGroup.from_dict(group_id, data)

@@ -220,6 +220,9 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: ``__consumer_offsets`` partitions this broker coordinates: None on the single node (all of them); in a
+        #: replicated cluster the partitions it leads (:meth:`load_partition` / :meth:`unload_partition`)
+        self.owned: set[int] | None = None
         #: KIP-848 groups (ConsumerGroupHeartbeat); they share the group ids and offsets with the classic ones
         self.consumer = ConsumerGroupCoordinator(self)
 
@@ -241,9 +244,57 @@ class GroupCoordinator:
         members (Stable when they had members, each on a fresh session timer), groups with only
         offsets come back Empty. Raises KafkaError when the topic cannot be read."""
         self._loop = asyncio.get_running_loop()
-        self.offsets.load()
+        if self.owned is None:
+            self.offsets.load()
+            self._build_groups(None)
+        self._schedule_retention()
+
+    def owns(self, group_id: str) -> bool:
+        """Whether this broker coordinates ``group_id`` (always on the single node; in a replicated cluster when it
+        leads the group's ``__consumer_offsets`` partition and has loaded it)."""
+        return self.owned is None or self.offsets.partition_of(group_id) in self.owned
+
+    def load_partition(self, partition: int) -> None:
+        """This broker became the leader of ``__consumer_offsets`` partition ``partition``: replay it and take over
+        its groups (Kafka's ``GroupCoordinator.onElection``). Raises KafkaError when the log cannot be read."""
+        self.unload_partition(partition)
+        self.offsets.load([partition])
+        self._build_groups(partition)
+        self.owned.add(partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """This broker no longer leads ``__consumer_offsets`` partition ``partition``: forget its groups; members
+        waiting in a JoinGroup / SyncGroup are answered NOT_COORDINATOR (Kafka's ``onResignation``)."""
+        if self.owned is None:
+            return
+        self.owned.discard(partition)
+        for group_id in [g for g in self.groups if self.offsets.partition_of(g) == partition]:
+            group = self.groups.pop(group_id)
+            group.state = DEAD
+            if group.join_timer is not None:
+                group.join_timer.cancel()
+            for member in group.members.values():
+                if member.heartbeat_timer is not None:
+                    member.heartbeat_timer.cancel()
+                _set(member.join_future, JoinResult(ErrorCode.not_coordinator, member.member_id))
+                _set(member.sync_future, SyncResult(ErrorCode.not_coordinator))
+        for group_id in [g for g in self.consumer.groups if self.offsets.partition_of(g) == partition]:
+            group = self.consumer.groups.pop(group_id)
+            for member in group.members.values():
+                for timer in (member.session_timer, member.revocation_timer):
+                    if timer is not None:
+                        timer.cancel()
+        self.offsets.unload(partition)
+
+    def _build_groups(self, partition: int | None) -> None:
+        """Groups from the replayed records: all of them (``partition`` None) or those of one partition."""
+        def mine(group_id: str) -> bool:
+            return partition is None or self.offsets.partition_of(group_id) == partition
+
         now = now_ms()
         for group_id, record in self.offsets.loaded_groups.items():
+            if not mine(group_id):
+                continue
             group = Group(group_id, protocol_type=record.protocol_type or None, generation=record.generation,
                           protocol_name=record.protocol, leader_id=record.leader,
                           state_timestamp_ms=record.state_timestamp_ms)
@@ -257,12 +308,13 @@ class GroupCoordinator:
                 self._schedule_heartbeat(group, member)
             group.state = STABLE if group.members else EMPTY
             self.groups[group_id] = group
-        self.consumer.load(self.offsets.consumer_groups)
+        self.consumer.load({g: v for g, v in self.offsets.consumer_groups.items() if mine(g)},
+                           clear=partition is None)
         for group_id in set(self.consumer.groups) & set(self.groups):  # the later record type wins
             del self.groups[group_id]
         for group_id in self.offsets.group_ids() - set(self.groups) - set(self.consumer.groups):
-            self.groups[group_id] = Group(group_id, state_timestamp_ms=now)
-        self._schedule_retention()
+            if mine(group_id):
+                self.groups[group_id] = Group(group_id, state_timestamp_ms=now)
 
     def _schedule_retention(self) -> None:
         interval = self.config.get_int("offsets.retention.check.interval.ms")

@@ -300,30 +300,63 @@ class OffsetStore:
         self._pending: dict[int, _PendingTxn] = {}
         self._since_snapshot = 0  # records appended since the last snapshot
         self.replayed_records = 0  # records the last load() replayed from the log (after its snapshots)
+        #: False in a replicated cluster: a snapshot is local to one replica and could cover a tail that the
+        #: follower's truncation later replaces, so the leader always replays its log
+        self.snapshots = True
+        #: replicated cluster: ``() -> int``, the partition count of the controller's ``__consumer_offsets``
+        self.partition_count = None
+        #: replicated cluster: ``(partition)`` called after each append, so the leader's high watermark moves and
+        #: followers waiting in a fetch are woken
+        self.on_append = None
 
     # -- loading ------------------------------------------------------------------------------
-    def load(self) -> None:
+    def load(self, partitions: Iterable[int] | None = None) -> None:
         """Rebuild the cache from ``__consumer_offsets``: per partition the newest usable snapshot,
-        then the batches after it (groups into :attr:`loaded_groups`)."""
-        self._offsets.clear()
-        self._pending.clear()
-        self.loaded_groups.clear()
-        self.consumer_groups.clear()
+        then the batches after it (groups into :attr:`loaded_groups`).
+
+        ``partitions`` None: every partition, the cache cleared first (the single node); else only those
+        partitions, after :meth:`unload` of each (a replicated cluster: the partitions this broker just became
+        the leader of, Kafka's ``GroupCoordinator.onElection``)."""
         info = self.logs.topic(OFFSETS_TOPIC)
+        if partitions is None:
+            self._offsets.clear()
+            self._pending.clear()
+            self.loaded_groups.clear()
+            self.consumer_groups.clear()
+            partitions = range(info.num_partitions if info is not None else 0)
+        else:
+            partitions = list(partitions)
+            for partition in partitions:
+                self.unload(partition)
         count = snapshots = 0
-        for partition in range(info.num_partitions if info is not None else 0):
+        for partition in partitions:
             plog = self.logs.get_log(OFFSETS_TOPIC, partition)
             if plog is None:
                 continue
-            start = self._load_snapshot(plog)
+            start = self._load_snapshot(plog) if self.snapshots else 0
             snapshots += start > 0
             for batch in iter_batches(plog, start):
-                self._replay(batch)
+                self._replay(batch, partition)
                 count += len(batch.records)
         self.replayed_records = count
         log.info("loaded %s: %d snapshots, %d records replayed: %d groups with offsets, %d with metadata, "
                  "%d open transactions", OFFSETS_TOPIC, snapshots, count, len(self._offsets),
                  len(self.loaded_groups), len(self._pending))
+
+    def unload(self, partition: int) -> None:
+        """Forget the groups (offsets, metadata, pending transactional offsets) of ``__consumer_offsets``
+        partition ``partition``: this broker no longer leads it (Kafka's ``GroupCoordinator.onResignation``)."""
+        def mine(group_id: str) -> bool:
+            return self.partition_of(group_id) == partition
+
+        for cache in (self._offsets, self.loaded_groups, self.consumer_groups):
+            for group_id in [g for g in cache if mine(g)]:
+                del cache[group_id]
+        for producer_id, pending in list(self._pending.items()):
+            for group_id in [g for g in pending.offsets if mine(g)]:
+                del pending.offsets[group_id]
+            if not pending.offsets:
+                del self._pending[producer_id]
 
     @staticmethod
     def _snapshots(plog) -> list[tuple[int, Path]]:
@@ -352,7 +385,7 @@ class OffsetStore:
         """Write a snapshot of each ``__consumer_offsets`` partition (or only ``partition``) at its
         log end offset, and remove the older ones. Skips a partition with pending transactional offsets."""
         info = self.logs.topic(OFFSETS_TOPIC)
-        if info is None:
+        if info is None or not self.snapshots:
             return
         for p in range(info.num_partitions) if partition is None else (partition,):
             plog = self.logs.get_log(OFFSETS_TOPIC, p)
@@ -379,13 +412,13 @@ class OffsetStore:
                     old.unlink(missing_ok=True)
         self._since_snapshot = 0
 
-    def _replay(self, batch) -> None:
+    def _replay(self, batch, partition: int | None = None) -> None:
         attributes = batch.attributes
-        if attributes & CONTROL_BIT:
+        if attributes & CONTROL_BIT:  # a marker ends the producer's offsets staged in this partition only
             for record in batch.records:
                 c = Cursor(record.key)
                 c.read(read_int16)
-                self._resolve(batch.producer_id, c.read(read_int16) == CONTROL_COMMIT)
+                self._resolve(batch.producer_id, c.read(read_int16) == CONTROL_COMMIT, partition)
             return
         for record in batch.records:
             try:
@@ -426,25 +459,37 @@ class OffsetStore:
         if not group:
             del self._offsets[group_id]
 
-    def _resolve(self, producer_id: int, commit: bool) -> None:
-        pending = self._pending.pop(producer_id, None)
-        if pending is not None and commit:
-            for group_id, offsets in pending.offsets.items():
+    def _resolve(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
+        """A marker of ``producer_id``: its staged offsets (all, or only ``partition``'s groups) become committed
+        (``commit``) or are dropped."""
+        pending = self._pending.get(producer_id)
+        if pending is None:
+            return
+        done = {g: o for g, o in pending.offsets.items() if partition is None or self.partition_of(g) == partition}
+        for group_id in done:
+            del pending.offsets[group_id]
+        if not pending.offsets:
+            del self._pending[producer_id]
+        if commit:
+            for group_id, offsets in done.items():
                 self._apply(group_id, offsets)
 
     # -- writing ------------------------------------------------------------------------------
     def partition_of(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition holding ``group_id`` (the topic is created if missing).
 
-        Raises KafkaError when the topic cannot be created.
+        Raises KafkaError when the topic cannot be created. In a replicated cluster (``partition_count`` set)
+        the topic is the controller's: its partition count comes from the metadata, nothing is created here.
         """
+        if self.partition_count is not None:
+            return partition_for(group_id, self.partition_count())
         info = ensure_internal_topic(self.logs, OFFSETS_TOPIC, self.config.get_int("offsets.topic.num.partitions"),
                                      self.config.get_int("offsets.topic.segment.bytes"))
         return partition_for(group_id, info.num_partitions)
 
     def _append(self, group_id: str, batch: bytes, now_ms: int) -> None:
         partition = self.partition_of(group_id)
-        if self._since_snapshot >= SNAPSHOT_EVERY_RECORDS:  # the cache reflects the log up to its end here
+        if self._since_snapshot >= SNAPSHOT_EVERY_RECORDS and self.snapshots:  # the cache reflects the log up to its end here
             self.write_snapshots(partition)
         try:
             result = self.logs.get_log(OFFSETS_TOPIC, partition).append(batch, now_ms=now_ms)
@@ -456,6 +501,8 @@ class OffsetStore:
         except KafkaError as e:
             raise CoordinatorNotAvailableError(f"cannot write {OFFSETS_TOPIC} for group {group_id!r}: {e}") from e
         self._since_snapshot += result.record_count
+        if self.on_append is not None:
+            self.on_append(partition)
 
     def commit(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata], now_ms: int) -> None:
         """Persist ``{(topic, partition): OffsetAndMetadata}`` for ``group_id`` in one batch, then cache it."""
@@ -537,7 +584,8 @@ class OffsetStore:
         pending.producer_epoch = producer_epoch
         pending.offsets.setdefault(group_id, {}).update(offsets)
 
-    def complete_txn(self, producer_id: int, commit: bool, now_ms: int, coordinator_epoch: int = 0) -> bool:
+    def complete_txn(self, producer_id: int, commit: bool, now_ms: int, coordinator_epoch: int = 0,
+                     partition: int | None = None) -> bool:
         """End ``producer_id``'s transaction on ``__consumer_offsets``: write a COMMIT/ABORT marker to each
         partition it staged offsets in; on commit, its offsets become visible to OffsetFetch.
 
@@ -547,11 +595,18 @@ class OffsetStore:
         pending = self._pending.get(producer_id)
         if pending is None:
             return False
-        for partition in sorted({self.partition_of(g) for g in pending.offsets}):
-            plog = self.logs.get_log(OFFSETS_TOPIC, partition)
+        targets = sorted({self.partition_of(g) for g in pending.offsets})
+        if partition is not None:  # a WriteTxnMarkers for one partition (replicated cluster)
+            if partition not in targets:
+                return False
+            targets = [partition]
+        for target in targets:
+            plog = self.logs.get_log(OFFSETS_TOPIC, target)
             try:
                 plog.append_marker(producer_id, pending.producer_epoch, commit, coordinator_epoch, now_ms=now_ms)
             except KafkaError as e:
-                raise CoordinatorNotAvailableError(f"cannot write a transaction marker to {OFFSETS_TOPIC}-{partition}: {e}") from e
-        self._resolve(producer_id, commit)
+                raise CoordinatorNotAvailableError(f"cannot write a transaction marker to {OFFSETS_TOPIC}-{target}: {e}") from e
+            if self.on_append is not None:
+                self.on_append(target)
+        self._resolve(producer_id, commit, partition)
         return True

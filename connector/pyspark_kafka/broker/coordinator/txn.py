@@ -33,6 +33,7 @@ Producer ids come from :class:`ProducerIdManager`: blocks of 1000 reserved durab
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -286,6 +287,16 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         self._by_producer: dict[int, TransactionMetadata] = {}
         self.loaded = False
+        #: ``__transaction_state`` partitions this broker coordinates: None on the single node (all of them); in a
+        #: replicated cluster the partitions it leads (:meth:`load_partition` / :meth:`unload_partition`)
+        self.owned: set[int] | None = None
+        #: replicated cluster: ``() -> int``, the partition count of the controller's ``__transaction_state``
+        self.partition_count = None
+        #: replicated cluster: ``async (meta, commit)`` writes the markers of a prepared transaction to each
+        #: partition's leader (WriteTxnMarkers); None: written in-process before EndTxn returns (single node)
+        self.marker_writer = None
+        #: replicated cluster: ``(partition)`` called after each append to ``__transaction_state``
+        self.on_append = None
 
     def ensure_loaded(self, now_ms: int) -> "TransactionCoordinator":
         """This coordinator, loaded (:meth:`load`) on the first call: the server calls it at start,
@@ -297,32 +308,78 @@ class TransactionCoordinator:
 
     # -- loading ------------------------------------------------------------------------------
     def load(self, now_ms: int) -> None:
-        """Replay ``__transaction_state`` (if it exists) and complete transactions left in Prepare*."""
+        """Replay ``__transaction_state`` (if it exists) and complete transactions left in Prepare*.
+
+        In a replicated cluster (``owned`` not None) nothing is loaded here: :meth:`load_partition` loads each
+        partition this broker comes to lead."""
+        if self.owned is not None:
+            return
         self.transactions.clear()
+        self._by_producer.clear()
         info = self.logs.topic(TRANSACTION_STATE_TOPIC)
-        if info is not None:
-            for partition in range(info.num_partitions):
-                for key, value in self._read_records(partition):
-                    try:
-                        txn_id = decode_key(key)
-                        meta = None if value is None else decode_value(txn_id, value)
-                    except (ValueError, DecodeError, UnicodeDecodeError, TypeError) as e:
-                        log.warning("skipping an unreadable %s record: %s", TRANSACTION_STATE_TOPIC, e)
-                        continue
-                    if meta is None:
-                        self.transactions.pop(txn_id, None)
-                    else:
-                        self.transactions[txn_id] = meta
-        self._by_producer = {m.producer_id: m for m in self.transactions.values()}
-        for meta in self.transactions.values():
-            self.producer_ids.at_least(meta.producer_id)
-        for meta in list(self.transactions.values()):
+        self._load_partitions(range(info.num_partitions) if info is not None else (), now_ms)
+
+    def partition_of(self, transactional_id: str) -> int:
+        """The ``__transaction_state`` partition of ``transactional_id`` (Kafka's ``partitionFor``)."""
+        if self.partition_count is not None:
+            return partition_for(transactional_id, self.partition_count())
+        info = self.logs.topic(TRANSACTION_STATE_TOPIC)
+        count = info.num_partitions if info is not None else self.config.get_int("transaction.state.log.num.partitions")
+        return partition_for(transactional_id, count)
+
+    def owns(self, transactional_id: str) -> bool:
+        """Whether this broker coordinates ``transactional_id`` (always on the single node; in a replicated cluster
+        when it leads and has loaded the id's ``__transaction_state`` partition)."""
+        return self.owned is None or self.partition_of(transactional_id) in self.owned
+
+    def load_partition(self, partition: int, now_ms: int) -> None:
+        """This broker became the leader of ``__transaction_state`` partition ``partition`` (Kafka's
+        ``TransactionStateManager.loadTransactionsForTxnTopicPartition``): replay it; a transaction found in
+        PrepareCommit / PrepareAbort gets its markers again and completes; an Ongoing one stays open until its
+        producer ends it or ``transaction.timeout.ms`` aborts it."""
+        self.unload_partition(partition)
+        self.owned.add(partition)
+        self._load_partitions([partition], now_ms)
+
+    def unload_partition(self, partition: int) -> None:
+        """This broker no longer leads ``__transaction_state`` partition ``partition``: forget its transactions
+        (requests for them are answered NOT_COORDINATOR)."""
+        if self.owned is None:
+            return
+        self.owned.discard(partition)
+        for txn_id in [t for t in self.transactions if self.partition_of(t) == partition]:
+            meta = self.transactions.pop(txn_id)
+            if self._by_producer.get(meta.producer_id) is meta:
+                del self._by_producer[meta.producer_id]
+
+    def _load_partitions(self, partitions, now_ms: int) -> None:
+        loaded: dict[str, TransactionMetadata] = {}
+        for partition in partitions:
+            if self.logs.get_log(TRANSACTION_STATE_TOPIC, partition) is None:
+                continue
+            for key, value in self._read_records(partition):
+                try:
+                    txn_id = decode_key(key)
+                    meta = None if value is None else decode_value(txn_id, value)
+                except (ValueError, DecodeError, UnicodeDecodeError, TypeError) as e:
+                    log.warning("skipping an unreadable %s record: %s", TRANSACTION_STATE_TOPIC, e)
+                    continue
+                if meta is None:
+                    loaded.pop(txn_id, None)
+                else:
+                    loaded[txn_id] = meta
+        self.transactions.update(loaded)
+        self._by_producer.update({m.producer_id: m for m in loaded.values()})
+        if self.owned is None:
+            for meta in loaded.values():
+                self.producer_ids.at_least(meta.producer_id)
+        for meta in list(loaded.values()):
             if meta.state in PREPARE:
-                log.info("completing transaction of %r (%s) interrupted by a restart", meta.transactional_id,
-                         meta.state.kafka_name)
+                log.info("completing transaction of %r (%s) interrupted by a restart or a coordinator move",
+                         meta.transactional_id, meta.state.kafka_name)
                 self._complete(meta, meta.state == TxnState.PREPARE_COMMIT, now_ms)
-        if self.transactions:
-            log.info("loaded %d transactional ids from %s", len(self.transactions), TRANSACTION_STATE_TOPIC)
+        if loaded:
+            log.info("loaded %d transactional ids from %s", len(loaded), TRANSACTION_STATE_TOPIC)
 
     def _read_records(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
         for batch in iter_batches(self.logs.get_log(TRANSACTION_STATE_TOPIC, partition)):
@@ -331,6 +388,8 @@ class TransactionCoordinator:
 
     # -- persistence --------------------------------------------------------------------------
     def _state_log(self, transactional_id: str):
+        if self.owned is not None:  # replicated: the controller created the topic; only its leader writes here
+            return self.logs.get_log(TRANSACTION_STATE_TOPIC, self.partition_of(transactional_id))
         info = ensure_internal_topic(self.logs, TRANSACTION_STATE_TOPIC,
                                      self.config.get_int("transaction.state.log.num.partitions"), STATE_SEGMENT_BYTES)
         return self.logs.get_log(TRANSACTION_STATE_TOPIC, partition_for(transactional_id, info.num_partitions))
@@ -339,7 +398,10 @@ class TransactionCoordinator:
         """Append ``meta`` to ``__transaction_state``, then make it the current state."""
         meta.last_update_ms = now_ms
         batch = encode_batch([(encode_key(meta.transactional_id), encode_value(meta))], now_ms)
-        self._state_log(meta.transactional_id).append(batch, now_ms=now_ms)
+        plog = self._state_log(meta.transactional_id)
+        plog.append(batch, now_ms=now_ms)
+        if self.on_append is not None:
+            self.on_append(self.partition_of(meta.transactional_id))
         old = self.transactions.get(meta.transactional_id)
         if old is not None and old.producer_id != meta.producer_id:
             self._by_producer.pop(old.producer_id, None)
@@ -431,7 +493,13 @@ class TransactionCoordinator:
         self._complete(prepared, False, now_ms)
 
     def _complete(self, meta: TransactionMetadata, commit: bool, now_ms: int) -> None:
-        """Write the markers of a prepared transaction, then record CompleteCommit/CompleteAbort."""
+        """Write the markers of a prepared transaction, then record CompleteCommit/CompleteAbort.
+
+        Replicated cluster: the markers go to each partition's leader through ``marker_writer`` (asynchronously,
+        Kafka's ``TransactionMarkerChannelManager``); :meth:`markers_written` records the completion."""
+        if self.marker_writer is not None:
+            asyncio.get_running_loop().create_task(self.marker_writer(meta, commit))
+            return
         for topic, partition in sorted(meta.partitions):
             if topic == OFFSETS_TOPIC:
                 continue
@@ -443,6 +511,16 @@ class TransactionCoordinator:
             self.groups.ensure_loaded().offsets.complete_txn(meta.producer_id, commit, now_ms)
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         self._persist(replace(meta, state=done, partitions=set(), start_ms=-1), now_ms)
+
+    def markers_written(self, meta: TransactionMetadata, commit: bool, now_ms: int) -> bool:
+        """Replicated cluster: every marker of prepared ``meta`` is written; record CompleteCommit/CompleteAbort
+        unless the transaction moved on meanwhile (another coordinator, a fence). True when recorded."""
+        current = self.transactions.get(meta.transactional_id)
+        if current is not meta or not self.owns(meta.transactional_id):
+            return False
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        self._persist(replace(meta, state=done, partitions=set(), start_ms=-1), now_ms)
+        return True
 
     # -- timeouts -------------------------------------------------------------------------------
     def abort_timed_out(self, now_ms: int) -> list[str]:
@@ -469,6 +547,10 @@ class TransactionCoordinator:
         InvalidTxnStateError.
         """
         meta = self._by_producer.get(producer_id)
+        if meta is None and self.owned is not None:
+            # replicated cluster: the producer's coordinator may be another broker; the partition's log still
+            # fences stale epochs (docs/replication.md: KIP-890 verification only on the coordinator's broker)
+            return
         if meta is not None and meta.producer_epoch != epoch:
             raise InvalidProducerEpochError(
                 f"transactional produce by producer {producer_id} with epoch {epoch} to {topic}-{partition}: "

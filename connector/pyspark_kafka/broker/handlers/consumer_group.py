@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import RequestContext, register
-from pyspark_kafka.broker.handlers.group import _coordinator, _with_operations, group_denied
+from pyspark_kafka.broker.handlers.group import _coordinator, _with_operations, group_denied, not_owner
 from pyspark_kafka.broker.handlers.metadata import NO_AUTHORIZED_OPERATIONS
 from pyspark_kafka.broker.protocol import ms
 from pyspark_kafka.broker.security.acls import AclOperation, ResourceType
@@ -53,6 +53,10 @@ async def consumer_group_heartbeat(ctx: RequestContext, request) -> dict:
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": "__consumer_offsets cannot be loaded", "member_id": None, "member_epoch": 0,
                 "heartbeat_interval": 0, "assignment": None}
+    if not_owner(ctx, request.group_id):  # replicated cluster: another broker coordinates the group
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator,
+                "error_message": "this broker is not the group's coordinator: find it again", "member_id": None,
+                "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
     cgc = coordinator.consumer
     owned = None
     if request.topic_partitions is not None:

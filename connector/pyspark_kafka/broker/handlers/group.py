@@ -5,8 +5,10 @@ DescribeGroups (15), ListGroups (16), OffsetCommit (8), OffsetFetch (9), DeleteG
 OffsetDelete (47). This handler module only maps the versions' request and response fields;
 the rules (and their Kafka error codes) are in the coordinator.
 
-FindCoordinator answers this broker for groups (key type 0) and transactional ids (key type 1):
-a single broker coordinates everything.
+FindCoordinator answers this broker for groups (key type 0) and transactional ids (key type 1) on
+the single node; in a replicated cluster the leader of the key's internal partition, and group
+requests reaching a broker that does not lead the group's ``__consumer_offsets`` partition get
+NOT_COORDINATOR (``cluster/coordinators.py``).
 
 Authorization (with an authorizer, as Kafka's ``KafkaApis``): FindCoordinator DESCRIBE on the group
 (GROUP_AUTHORIZATION_FAILED) or transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); JoinGroup,
@@ -49,6 +51,21 @@ def _coordinator(ctx: RequestContext) -> GroupCoordinator | None:
         return None
 
 
+def not_owner(ctx: RequestContext, group_id: str) -> ErrorCode:
+    """Replicated cluster: NOT_COORDINATOR when this broker does not lead ``group_id``'s ``__consumer_offsets``
+    partition (the client finds the coordinator again); NONE otherwise and on the single node."""
+    return ErrorCode.none if ctx.broker.group_coordinator.owns(group_id) else ErrorCode.not_coordinator
+
+
+async def replicated(ctx: RequestContext, group_id: str, error: int) -> int:
+    """Replicated cluster: after a successful coordinator write for ``group_id``, wait until the ISR has it
+    (acks=all); NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE when it did not get there. ``error`` otherwise."""
+    lifecycle = ctx.broker.lifecycle
+    if lifecycle is None or error != ErrorCode.none:
+        return error
+    return await lifecycle.coordinators.group_write_done(group_id)
+
+
 # --- FindCoordinator ------------------------------------------------------------------------
 
 
@@ -68,28 +85,28 @@ def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": "__consumer_offsets cannot be loaded"}
     if broker.lifecycle is not None:
-        # Replicated cluster: every broker names the same coordinator, the live broker with the lowest id (its
-        # coordinators keep their state unreplicated on that broker: docs/replication.md)
-        live = broker.lifecycle.image.live_brokers()
-        if not live:
-            return {"key": key, "node_id": -1, "host": "", "port": -1,
-                    "error_code": ErrorCode.coordinator_not_available, "error_message": "no live broker"}
-        b = live[0]
-        return {"key": key, "node_id": b.id, "host": b.host, "port": b.port, "error_code": ErrorCode.none,
-                "error_message": None}
+        return None  # replicated cluster: the leader of the key's internal partition (_entry)
     host, port = broker.advertised(ctx.listener)
     return {"key": key, "node_id": broker.node_id, "host": host, "port": port, "error_code": ErrorCode.none,
             "error_message": None}
 
 
+async def _entry(ctx: RequestContext, key: str, key_type: int) -> dict:
+    entry = _coordinator_entry(ctx, key, key_type)
+    if entry is None:
+        entry = await ctx.broker.lifecycle.coordinators.find(key, key_type)
+    return entry
+
+
 @register(api_key=10, min_version=0, max_version=6)
 async def find_coordinator(ctx: RequestContext, request) -> dict:
-    """This broker is the coordinator of every group and transactional id."""
+    """The coordinator of groups (key type 0) and transactional ids (1): this broker on the single node; in a
+    replicated cluster the leader of the key's ``__consumer_offsets`` / ``__transaction_state`` partition."""
     key_type = getattr(request, "key_type", GROUP_KEY)
     if ctx.api_version >= 4:
         return {"throttle_time": 0,
-                "coordinators": [_coordinator_entry(ctx, k, key_type) for k in request.coordinator_keys]}
-    entry = _coordinator_entry(ctx, request.key, key_type)
+                "coordinators": [await _entry(ctx, k, key_type) for k in request.coordinator_keys]}
+    entry = await _entry(ctx, request.key, key_type)
     return {"throttle_time": 0, **entry}
 
 
@@ -104,6 +121,9 @@ async def join_group(ctx: RequestContext, request) -> dict:
         code = ErrorCode.group_authorization_failed if group_denied(ctx, AclOperation.READ, request.group_id) \
             else ErrorCode.coordinator_not_available
         return {"throttle_time": 0, "error_code": code, "generation_id": -1,
+                "protocol_name": None, "leader": "", "member_id": request.member_id, "members": []}
+    if not_owner(ctx, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator, "generation_id": -1,
                 "protocol_name": None, "leader": "", "member_id": request.member_id, "members": []}
     session_ms = ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
@@ -131,15 +151,17 @@ async def sync_group(ctx: RequestContext, request) -> dict:
     if group_denied(ctx, AclOperation.READ, request.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "assignment": b""}
     coordinator = _coordinator(ctx)
-    if coordinator is None:
-        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available, "assignment": b""}
+    if coordinator is None or not_owner(ctx, request.group_id):
+        code = ErrorCode.coordinator_not_available if coordinator is None else ErrorCode.not_coordinator
+        return {"throttle_time": 0, "error_code": code, "assignment": b""}
     result = await coordinator.sync_group(
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
         {a.member_id: a.assignment for a in request.assignments},
     )
-    return {"throttle_time": 0, "error_code": result.error_code, "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name, "assignment": result.assignment}
+    error = await replicated(ctx, request.group_id, result.error_code)  # the group's metadata record
+    return {"throttle_time": 0, "error_code": error, "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name, "assignment": result.assignment if not error else b""}
 
 
 @register(api_key=12, min_version=0, max_version=4)
@@ -150,6 +172,8 @@ async def heartbeat(ctx: RequestContext, request) -> dict:
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+    if not_owner(ctx, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator}
     error = coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
                                   getattr(request, "group_instance_id", None))
     return {"throttle_time": 0, "error_code": error}
@@ -163,6 +187,8 @@ async def leave_group(ctx: RequestContext, request) -> dict:
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available, "members": []}
+    if not_owner(ctx, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator, "members": []}
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -195,12 +221,18 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
         errors = {tp: ErrorCode.group_authorization_failed for tp in offsets}
     elif coordinator is None:
         errors = {tp: ErrorCode.coordinator_not_available for tp in offsets}
+    elif not_owner(ctx, request.group_id):
+        errors = {tp: ErrorCode.not_coordinator for tp in offsets}
     else:
         denied = {t.name for t in request.topics if _topic_denied(ctx, AclOperation.READ, t.name)}
         allowed = {tp: v for tp, v in offsets.items() if tp[0] not in denied}
         errors = coordinator.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
                                             request.member_id, getattr(request, "group_instance_id", None), allowed,
                                             ctx.api_version) if allowed else {}
+        if any(e == ErrorCode.none for e in errors.values()):  # acks=all: the ISR has the commit
+            failed = await replicated(ctx, request.group_id, ErrorCode.none)
+            if failed:
+                errors = {tp: failed if e == ErrorCode.none else e for tp, e in errors.items()}
         errors.update({tp: ErrorCode.topic_authorization_failed for tp in offsets if tp[0] in denied})
     return {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [
@@ -221,6 +253,8 @@ def _fetch_group(ctx: RequestContext, coordinator, group_id: str, topics, requir
         return ErrorCode.coordinator_not_available, []
     if not group_id:
         return ErrorCode.invalid_group_id, []
+    if not_owner(ctx, group_id):
+        return ErrorCode.not_coordinator, []
     error = coordinator.fetch_error(group_id, member_id, member_epoch)
     if error:
         return error, []
@@ -278,6 +312,8 @@ async def offset_delete(ctx: RequestContext, request) -> dict:
         error, errors = ErrorCode.group_authorization_failed, {}
     elif coordinator is None:
         error, errors = ErrorCode.coordinator_not_available, {}
+    elif not_owner(ctx, request.group_id):
+        error, errors = ErrorCode.not_coordinator, {}
     else:
         error, errors = coordinator.delete_offsets(request.group_id, [tp for tp in wanted if tp[0] not in denied])
         errors = {**errors, **{tp: ErrorCode.topic_authorization_failed for tp in wanted if tp[0] in denied}}
@@ -346,7 +382,8 @@ async def describe_groups(ctx: RequestContext, request) -> dict:
     """DescribeGroups: state, protocol, and members with metadata and assignment (when Stable)."""
     coordinator = _coordinator(ctx)
     return {"throttle_time": 0, "groups": [
-        _with_operations(ctx, request, _describe(coordinator, g, ctx.api_version))
+        _with_operations(ctx, request, _describe(coordinator, g, ctx.api_version) if not not_owner(ctx, g) else
+                         {**_describe(coordinator, g, 0), "error_code": ErrorCode.not_coordinator})
         if not group_denied(ctx, AclOperation.DESCRIBE, g) else
         {"error_code": ErrorCode.group_authorization_failed, "error_message": "Group authorization failed.",
          "group_id": g, "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
@@ -364,4 +401,5 @@ async def delete_groups(ctx: RequestContext, request) -> dict:
     results = {g: ErrorCode.coordinator_not_available for g in allowed} if coordinator is None else \
         coordinator.delete_groups(allowed) if allowed else {}
     results.update({g: ErrorCode.group_authorization_failed for g in denied})
+    results.update({g: ErrorCode.not_coordinator for g in allowed if not_owner(ctx, g)})
     return {"throttle_time": 0, "results": [{"group_id": g, "error_code": results[g]} for g in names]}

@@ -4,8 +4,9 @@ ListTransactions (66).
 
 Each handler maps the request onto :class:`~pyspark_kafka.broker.coordinator.txn.TransactionCoordinator`
 and turns its :class:`~pyspark_kafka.broker.errors.KafkaError` into the response's error code.
-FindCoordinator for transactional ids (key_type 1) is served by the group handlers: this single
-broker coordinates everything. WriteTxnMarkers is not served: markers are written in-process.
+FindCoordinator for transactional ids (key_type 1) is served by the group handlers. On the single
+node markers are written in-process; in a replicated cluster the coordinator sends WriteTxnMarkers (27,
+v1-v2, served here: CLUSTER_ACTION on the cluster) to each partition's leader (``cluster/coordinators.py``).
 
 Version ranges: the client-facing versions (AddPartitionsToTxn v4+ is broker-to-broker, KIP-890);
 InitProducerId v6 (two-phase commit, KIP-939) is not served.
@@ -45,6 +46,21 @@ def _txn(ctx: RequestContext) -> TransactionCoordinator:
     """The broker's transaction coordinator, loaded (on first use when the server did not load it)."""
     return ctx.broker.txn_coordinator.ensure_loaded(now_ms())
 
+
+def _not_owner(ctx: RequestContext, transactional_id: str) -> ErrorCode:
+    """Replicated cluster: NOT_COORDINATOR when this broker does not lead the id's ``__transaction_state``
+    partition; NONE otherwise and on the single node."""
+    return ErrorCode.none if ctx.broker.txn_coordinator.owns(transactional_id) else ErrorCode.not_coordinator
+
+
+async def _replicated(ctx: RequestContext, transactional_id: str, error: int) -> int:
+    """Replicated cluster: after a successful state change of ``transactional_id``, wait until the ISR of its
+    ``__transaction_state`` partition has it (NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE when not)."""
+    lifecycle = ctx.broker.lifecycle
+    if lifecycle is None or error != ErrorCode.none:
+        return error
+    return await lifecycle.coordinators.txn_write_done(transactional_id)
+
 log = get_logger("pyspark_kafka.broker")
 
 
@@ -52,8 +68,8 @@ log = get_logger("pyspark_kafka.broker")
 async def init_producer_id(ctx: RequestContext, request) -> dict:
     """A producer id and epoch: new for idempotent producers, epoch-bumped for a transactional id.
 
-    Replicated cluster: a transactional id is refused (INVALID_REQUEST, logged): the transaction coordinator
-    cannot yet write markers to partitions other brokers lead (WriteTxnMarkers is not sent), docs/replication.md.
+    Replicated cluster: a transactional id is served by its coordinator only (NOT_COORDINATOR elsewhere), and
+    answered once the ISR of its ``__transaction_state`` partition has the new state.
     """
     if request.transactional_id is not None and _txn_denied(ctx, request.transactional_id):
         denied = ErrorCode.transactional_id_authorization_failed
@@ -63,11 +79,8 @@ async def init_producer_id(ctx: RequestContext, request) -> dict:
         denied = None
     if denied is not None:
         return {"throttle_time": 0, "error_code": denied, "producer_id": -1, "producer_epoch": -1}
-    if ctx.broker.lifecycle is not None and request.transactional_id is not None:
-        log.warning("InitProducerId for transactional.id %r refused: transactions are not supported by the "
-                    "replicated embedded cluster yet (docs/replication.md); use the single-node broker",
-                    request.transactional_id)
-        return {"throttle_time": 0, "error_code": ErrorCode.invalid_request, "producer_id": -1, "producer_epoch": -1}
+    if request.transactional_id is not None and _not_owner(ctx, request.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator, "producer_id": -1, "producer_epoch": -1}
     try:
         producer_id, epoch = _txn(ctx).init_producer_id(
             request.transactional_id,
@@ -78,6 +91,10 @@ async def init_producer_id(ctx: RequestContext, request) -> dict:
         )
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.error_code, "producer_id": -1, "producer_epoch": -1}
+    if request.transactional_id is not None:
+        error = await _replicated(ctx, request.transactional_id, ErrorCode.none)
+        if error:
+            return {"throttle_time": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": producer_id, "producer_epoch": epoch}
 
 
@@ -98,9 +115,17 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
     if _txn_denied(ctx, request.v3_and_below_transactional_id):
         return {"throttle_time": 0, "results_by_topic_v3_and_below": _partition_results(
             topics, lambda topic, p: ErrorCode.transactional_id_authorization_failed)}
+    txn_id = request.v3_and_below_transactional_id
+    if _not_owner(ctx, txn_id):
+        return {"throttle_time": 0, "results_by_topic_v3_and_below": _partition_results(
+            topics, lambda topic, p: ErrorCode.not_coordinator)}
     denied = {t.name for t in topics if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t.name)}
-    missing = {(t.name, p) for t in topics for p in t.partitions
-               if t.name not in denied and not broker.replica_manager.has_partition(t.name, p)}
+    if broker.lifecycle is not None:  # replicated: the partition may live on other brokers only
+        def exists(topic, p):
+            return broker.lifecycle.image.partition(topic, p) is not None
+    else:
+        exists = broker.replica_manager.has_partition
+    missing = {(t.name, p) for t in topics for p in t.partitions if t.name not in denied and not exists(t.name, p)}
     if missing or denied:
         def code(topic, p):
             if topic in denied:
@@ -115,6 +140,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
             error = ErrorCode.none
         except KafkaError as exc:
             error = exc.error_code
+        error = await _replicated(ctx, txn_id, error)
 
         def code(topic, p):
             return error
@@ -128,13 +154,15 @@ async def add_offsets_to_txn(ctx: RequestContext, request) -> dict:
         return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
+    if _not_owner(ctx, request.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator}
     txn = _txn(ctx)
     try:
         txn.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
                            [txn.offsets_partition(request.group_id)], now_ms())
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.error_code}
-    return {"throttle_time": 0, "error_code": ErrorCode.none}
+    return {"throttle_time": 0, "error_code": await _replicated(ctx, request.transactional_id, ErrorCode.none)}
 
 
 @register(api_key=28, min_version=0, max_version=4)
@@ -146,6 +174,9 @@ async def txn_offset_commit(ctx: RequestContext, request) -> dict:
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return _txn_offset_commit_response(request, lambda topic: ErrorCode.group_authorization_failed)
     denied = {t.name for t in request.topics if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t.name)}
+    from pyspark_kafka.broker.handlers.group import not_owner, replicated
+    if not_owner(ctx, request.group_id):  # sent to the group's coordinator (KIP-98)
+        return _txn_offset_commit_response(request, lambda topic: ErrorCode.not_coordinator)
     txn = _txn(ctx)
     now = now_ms()
     error = ErrorCode.none
@@ -161,6 +192,7 @@ async def txn_offset_commit(ctx: RequestContext, request) -> dict:
             request.producer_id, request.producer_epoch, request.group_id, offsets, now)
     except KafkaError as exc:
         error = exc.error_code
+    error = await replicated(ctx, request.group_id, error)
     return _txn_offset_commit_response(
         request, lambda topic: ErrorCode.topic_authorization_failed if topic in denied else error)
 
@@ -182,12 +214,15 @@ async def end_txn(ctx: RequestContext, request) -> dict:
     """Commit or abort: markers are written to every partition of the transaction before the answer."""
     if _txn_denied(ctx, request.transactional_id):
         return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+    if _not_owner(ctx, request.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator}
     try:
         _txn(ctx).end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                         request.committed, now_ms())
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.error_code}
-    return {"throttle_time": 0, "error_code": ErrorCode.none}
+    # replicated cluster: answered once PrepareCommit/PrepareAbort is in the ISR; markers follow (Kafka's order)
+    return {"throttle_time": 0, "error_code": await _replicated(ctx, request.transactional_id, ErrorCode.none)}
 
 
 @register(api_key=65, min_version=0, max_version=0)
@@ -197,6 +232,11 @@ async def describe_transactions(ctx: RequestContext, request) -> dict:
     states = []
     for txn_id in request.transactional_ids:
         meta = None if _txn_denied(ctx, txn_id, AclOperation.DESCRIBE) else txn.describe(txn_id)
+        if meta is None and not _txn_denied(ctx, txn_id, AclOperation.DESCRIBE) and _not_owner(ctx, txn_id):
+            states.append({"error_code": ErrorCode.not_coordinator, "transactional_id": txn_id,
+                           "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": 0,
+                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+            continue
         if meta is None:
             code = ErrorCode.transactional_id_not_found if not _txn_denied(ctx, txn_id, AclOperation.DESCRIBE) \
                 else ErrorCode.transactional_id_authorization_failed
@@ -235,3 +275,49 @@ async def list_transactions(ctx: RequestContext, request) -> dict:
         ],
     }
 
+
+
+def _single_node_marker(ctx: RequestContext, topic: str, partition: int, marker) -> ErrorCode:
+    """WriteTxnMarkers on the single node: the marker into the local partition (a ``__consumer_offsets``
+    partition completes the producer's staged offsets there)."""
+    from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
+
+    try:
+        if topic == OFFSETS_TOPIC:
+            ctx.broker.group_coordinator.ensure_loaded().offsets.complete_txn(
+                marker.producer_id, marker.transaction_result, now_ms(), marker.coordinator_epoch,
+                partition=partition)
+        elif not ctx.broker.replica_manager.append_marker(topic, partition, marker.producer_id,
+                                                          marker.producer_epoch, marker.transaction_result,
+                                                          now_ms(), marker.coordinator_epoch):
+            return ErrorCode.unknown_topic_or_partition
+    except KafkaError as exc:
+        return exc.error_code
+    return ErrorCode.none
+
+
+@register(api_key=27, min_version=1, max_version=2)
+async def write_txn_markers(ctx: RequestContext, request) -> dict:
+    """WriteTxnMarkers (broker to broker): a COMMIT/ABORT marker into each named partition this broker leads,
+    answered once its ISR has it. Per partition: NOT_LEADER_OR_FOLLOWER (the coordinator retries on the new
+    leader), UNKNOWN_TOPIC_OR_PARTITION, the log's producer-epoch errors; CLUSTER_AUTHORIZATION_FAILED without
+    CLUSTER_ACTION on the cluster (Kafka's ``KafkaApis.handleWriteTxnMarkersRequest``)."""
+    lifecycle = ctx.broker.lifecycle
+    allowed = ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    markers = []
+    for m in request.markers:
+        topics = []
+        for t in m.topics:
+            parts = []
+            for p in t.partition_indexes:
+                if not allowed:
+                    code = ErrorCode.cluster_authorization_failed
+                elif lifecycle is None:  # the single node leads every partition
+                    code = _single_node_marker(ctx, t.name, p, m)
+                else:
+                    code = await lifecycle.coordinators.apply_marker(t.name, p, m.producer_id, m.producer_epoch,
+                                                                     m.transaction_result, m.coordinator_epoch)
+                parts.append({"partition_index": p, "error_code": code})
+            topics.append({"name": t.name, "partitions": parts})
+        markers.append({"producer_id": m.producer_id, "topics": topics})
+    return {"markers": markers}
