@@ -17,9 +17,10 @@ every kill lands on a running query.
 - (d) an exactly-once Kafka write (``deliveryGuarantee=exactly-once``) into the cluster,
   checked with a read_committed consumer;
 - (e) Kafka's Java client (``RideThrough.java``): an idempotent ``acks=all`` producer and an assigned
-  consumer ride through two leader kills; every acknowledged record read back once, in order.
+  consumer ride through two leader kills; every acknowledged record read back once, in order;
+- (f) after a leader change, a follower answers a stale leader epoch with FENCED_LEADER_EPOCH (raw ListOffsets).
 
-(a), (b), (c) and (e) run on Apache Kafka's three-node cluster and on the replicated embedded cluster
+(a), (b), (c), (e) and (f) run on Apache Kafka's three-node cluster and on the replicated embedded cluster
 (``failover_cluster``, the same assertions; on ours (b) and (c) with :data:`EMBEDDED_KILLS` kills for CI
 time); (d) only on Apache Kafka: it needs transactions, which the embedded cluster refuses yet
 (InitProducerId with a transactional id answers INVALID_REQUEST, docs/replication.md).
@@ -400,3 +401,52 @@ def test_java_client_rides_through_leader_kills(failover_cluster, tmp_path):
         assert [v for _, v in mine] == sorted(v for _, v in mine), f"partition {partition} out of send order"
     print(f"java ride-through on {cluster.name}: {len(acks)} acknowledged, {len(reads)} read, "
           f"{time.monotonic() - t0:.1f} s", flush=True)
+
+
+def _partition_state(cluster, topic: str) -> tuple[int, int, list[int]]:
+    """(leader, leader epoch, replicas) of ``topic``-0 from a raw Metadata v12 (confluent-kafka hides the epoch)."""
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.metadata.v12.response import MetadataResponse
+
+    from integration_tests.clusters import send_request
+
+    response = send_request(cluster.bootstrap, MetadataRequest(
+        topics=(MetadataRequestTopic(topic_id=None, name=topic),), allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False), MetadataResponse)
+    p = [p for t in response.topics for p in t.partitions if p.partition_index == 0][0]
+    return int(p.leader_id), int(p.leader_epoch), [int(r) for r in p.replica_nodes]
+
+
+def _list_offsets_error(address: str, topic: str, current_leader_epoch: int) -> int:
+    """Error code of a ListOffsets v5 LATEST for ``topic``-0 sent to the broker at ``address``."""
+    from kio.schema.list_offsets.v5.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from kio.schema.list_offsets.v5.response import ListOffsetsResponse
+
+    from integration_tests.clusters import send_request
+
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(name=topic, partitions=(
+        ListOffsetsPartition(partition_index=0, current_leader_epoch=current_leader_epoch, timestamp=-1),)),))
+    response = send_request(address, request, ListOffsetsResponse)
+    return int([p for t in response.topics for p in t.partitions][0].error_code)
+
+
+def test_a_follower_checks_the_leader_epoch_before_the_leadership(failover_cluster):
+    """After a leader change, a client still holding the old leader epoch that asks a follower (e.g. the
+    restarted old leader) learns FENCED_LEADER_EPOCH, not NOT_LEADER_OR_FOLLOWER; a newer epoch is
+    UNKNOWN_LEADER_EPOCH; the current one NOT_LEADER_OR_FOLLOWER (Kafka's ``Partition.getLocalLog``: the
+    epoch is checked first, KIP-320). Found comparing the clients' retries on both clusters."""
+    cluster = failover_cluster
+    topic = cluster.create_topic(1)
+    _wait(lambda: _every_isr_full(cluster.bootstrap), "a full ISR")
+    leader, epoch, _ = _partition_state(cluster, topic)
+    cluster.kafka.kill(leader)
+    _wait(lambda: _leader(cluster.bootstrap, topic) not in (-1, leader), f"a new leader for {topic}-0")
+    cluster.kafka.restart(leader)
+    _wait(lambda: _every_isr_full(cluster.bootstrap), f"node {leader} back in every ISR")
+    new_leader, new_epoch, replicas = _partition_state(cluster, topic)
+    assert new_epoch > epoch and new_leader != leader
+    follower = cluster.kafka.address(leader)  # the old leader, now a follower of the new epoch
+    codes = {e: _list_offsets_error(follower, topic, e) for e in (new_epoch - 1, new_epoch, new_epoch + 1, -1)}
+    assert codes == {new_epoch - 1: 74, new_epoch: 6, new_epoch + 1: 75, -1: 6}, codes  # FENCED, NOT_LEADER, UNKNOWN
+    assert _list_offsets_error(cluster.kafka.address(new_leader), topic, new_epoch) == 0
+    assert _list_offsets_error(cluster.kafka.address(new_leader), topic, new_epoch - 1) == 74
