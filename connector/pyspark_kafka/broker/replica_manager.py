@@ -120,18 +120,20 @@ class ReplicaManager:
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> "Partition | None":
         """The replicated partition this broker leads (None on a single node).
 
-        Raises NotLeaderOrFollowerError when this broker does not lead it (the client refreshes its metadata),
-        FencedLeaderEpochError / UnknownLeaderEpochError when ``current_leader_epoch`` (-1: not given) is older /
-        newer than the leader's (KIP-320).
+        Raises FencedLeaderEpochError / UnknownLeaderEpochError when ``current_leader_epoch`` (-1: not given) is
+        older / newer than the partition's current leader epoch (KIP-320), checked first, on a follower too (Kafka's
+        ``Partition.getLocalLog``: a client with a stale epoch learns that its metadata is stale); then
+        NotLeaderOrFollowerError when this broker does not lead it (the client refreshes its metadata).
         """
         if not self.replicated:
             return None
         part = self.partitions.get((topic, partition))
+        if part is not None:
+            self._check_epoch(part, topic, partition, current_leader_epoch)
         if part is None or not part.is_leader:
             leader = None if part is None else part.state.leader
             raise NotLeaderOrFollowerError(f"broker {self.node_id} is not the leader of {topic}-{partition} "
                                            f"(leader {leader}): refresh metadata")
-        self._check_epoch(part, topic, partition, current_leader_epoch)
         return part
 
     @staticmethod

@@ -311,6 +311,11 @@ async def _every(interval_ms: int, action: Callable[[], Any], what: str) -> None
 # --- the server -------------------------------------------------------------------------------
 
 
+async def _serve_when(caught_up: asyncio.Event, serving: asyncio.Event) -> None:
+    await caught_up.wait()
+    serving.set()
+
+
 async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[[str], None] | None = None) -> None:
     """Load the logs, listen until ``stop`` is set, then close the logs.
 
@@ -352,6 +357,9 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         if principal is not None:
             log.debug("TLS client %s on listener %s authenticated as %s", peer, listener.name, principal)
         try:
+            # a cluster broker reads no request before its metadata caught up (Kafka enables request processing only
+            # after BrokerLifecycleManager.initialCatchUpFuture): a restarted broker never answers from an old image
+            await serving.wait()
             await serve_connection(broker, reader, writer, sec.Session(listener, principal))
         except asyncio.CancelledError:
             pass  # broker shutting down: the connection is closed by serve_connection
@@ -359,6 +367,7 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
             connections.discard(task)
             quotas.release(ip)
 
+    serving = asyncio.Event()
     servers = []
     try:
         for lst in security.listeners:
@@ -402,6 +411,9 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     if lifecycle is not None:
         broker.lifecycle = lifecycle
         await lifecycle.start()
+        timers.append(asyncio.create_task(_serve_when(lifecycle.caught_up, serving)))
+    else:
+        serving.set()
     bootstrap = f"{broker.host}:{broker.port}"
     log.info("pyspark-kafka broker listening on %s (data dir %s)", bootstrap, broker.data_dir)
     for lst in security.listeners:

@@ -47,23 +47,25 @@ def unavailable() -> str | None:
     return None
 
 
-def classpath() -> str:
-    """``java -cp`` value: the compiled driver first, then Kafka's jars (compiles on first use)."""
+def classpath(source: Path = SOURCE) -> str:
+    """``java -cp`` value: the compiled ``source`` (default: the conformance driver; another
+    single-class program of ``java/``, e.g. ``RideThrough.java``) first, then Kafka's jars
+    (compiles on first use into the cache, keyed by the source's hash)."""
     from pyspark_kafka.testing import maven
 
     version = maven.kafka_version()
     libs = maven.kafka_classpath(version)
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
     out = maven.cache_root() / "java-driver" / f"{version}-{digest}"
     with _build_lock:
-        if not (out / f"{MAIN}.class").exists():
+        if not (out / f"{source.stem}.class").exists():
             tmp = out.with_name(out.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-            done = subprocess.run(["javac", "-nowarn", "-cp", libs, "-d", str(tmp), str(SOURCE)],
+            done = subprocess.run(["javac", "-nowarn", "-cp", libs, "-d", str(tmp), str(source)],
                                   capture_output=True, text=True, timeout=300)
             if done.returncode != 0:
-                raise RuntimeError(f"javac {SOURCE.name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+                raise RuntimeError(f"javac {source.name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
             shutil.rmtree(out, ignore_errors=True)
             tmp.rename(out)
     return f"{out}:{libs}"

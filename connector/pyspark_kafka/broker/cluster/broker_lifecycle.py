@@ -104,6 +104,9 @@ class BrokerLifecycle:
         self.fetcher = ReplicaFetcher(self.replica_manager, self.config, self._address_of)
         self.broker_epoch = -1
         self.registered_offset = 1 << 62
+        self.caught_up = asyncio.Event()
+        """Set once the metadata image reached this broker's registration record (Kafka's
+        ``BrokerLifecycleManager.initialCatchUpFuture``); the server processes requests only then."""
         self.lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
         self._tasks: list[asyncio.Task] = []
         self._stopping = False  # Python 3.11's wait_for can swallow a cancellation: loops also check this flag
@@ -171,6 +174,7 @@ class BrokerLifecycle:
         if answer.get("cluster_id"):
             self.broker.cluster_id = answer["cluster_id"]  # one id for the whole cluster
         self.registered_offset = self.broker_epoch
+        self._check_caught_up()
         log.info("broker %d registered with the controller %s: broker epoch %d", self.node_id,
                  getattr(self.channel, "active", self.controller_id), self.broker_epoch)
         self.producer_ids.prefetch()
@@ -194,9 +198,16 @@ class BrokerLifecycle:
 
     # --- metadata ----------------------------------------------------------------------------
 
+    def _check_caught_up(self) -> None:
+        if not self.caught_up.is_set() and self.image.offset >= self.registered_offset:
+            log.info("broker %d caught up with the metadata log at offset %d: serving requests", self.node_id,
+                     self.image.offset)
+            self.caught_up.set()
+
     def _on_record(self, offset: int, raw: bytes) -> None:
         record = decode(raw)
         self.image.apply(offset, record)
+        self._check_caught_up()
         kind = record["type"]
         if not self.coordinators.ready and offset >= self.registered_offset:
             self.coordinators.caught_up()  # the image is current: coordinators may load now
