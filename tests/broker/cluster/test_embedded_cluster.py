@@ -149,9 +149,11 @@ def test_kafka_python_rides_through_a_leader_change(cluster):
 
 
 def high_watermark(consumer, topic: str, partition: int, deadline_s: float = 30.0) -> int:
-    """The partition's high watermark as a reader sees it (ListOffsets latest), asked until the new leader
-    answers: OFFSET_NOT_AVAILABLE while a new leader's HW is not yet known, and timeouts on a loaded
-    machine, are retried up to ``deadline_s`` seconds; raises the last KafkaException after that."""
+    """The partition's high watermark as a reader sees it (ListOffsets latest), asked until the current
+    leader answers. librdkafka does not refresh an unassigned consumer's metadata by itself after a leader
+    change (NOT_LEADER_OR_FOLLOWER, or "Local: Unknown partition" from its stale cache), so each retry
+    first asks for the topic's metadata; OFFSET_NOT_AVAILABLE from a new leader and timeouts on a loaded
+    machine are retried too, up to ``deadline_s`` seconds; the last KafkaException is raised after that."""
     end = time.monotonic() + deadline_s
     while True:
         try:
@@ -159,7 +161,7 @@ def high_watermark(consumer, topic: str, partition: int, deadline_s: float = 30.
         except KafkaException:
             if time.monotonic() > end:
                 raise
-            time.sleep(0.1)  # bounded retry of a transient error, not a race made to pass
+            consumer.list_topics(topic, timeout=5)  # refresh the leader, as a client does after error 6
 
 
 @pytest.mark.slow
