@@ -29,7 +29,16 @@ pytestmark = pytest.mark.slow
 PARTITIONS = 12
 ROUNDS = (3, 6, 4, 6, 2)
 """Members after each round: joins (3 -> 6, 4 -> 6) and leaves (6 -> 4, 6 -> 2), several at once."""
-RUNS = [(backend, client) for backend in ("embedded", "apache-kafka") for client in R.CLIENTS]
+KAFKA_PYTHON_HANG = pytest.mark.xfail(strict=False, reason=(
+    "open bug, not yet diagnosed: on the embedded broker about 1 run in 3 (CI and by hand, 2026-11-24; "
+    "also on bb15d5e, before the cluster work), kafka-python 3.0.12's group leader stops after computing the "
+    "second generation's assignment (its followers get theirs, it never logs its own) and its session expires; "
+    "the first generation had been assigned with no topic metadata yet. Apache Kafka passed 4 of 4. "
+    "docs/testing.md, 'Known open bugs'"))
+"""The one known failure of this test (kafka-python on the embedded broker), kept visible: xfail, not skip."""
+RUNS = [pytest.param(backend, client, id=f"{backend}-{client}",
+                     marks=[KAFKA_PYTHON_HANG] if (backend, client) == ("embedded", "kafka-python") else [])
+        for backend in ("embedded", "apache-kafka") for client in R.CLIENTS]
 
 
 class _Producer:
@@ -66,7 +75,7 @@ def _described(bootstrap: str, group: str):
     return str(desc.state).rsplit(".", 1)[-1], len(desc.members), desc.partition_assignor
 
 
-@pytest.mark.parametrize("backend,client", RUNS, ids=[f"{b}-{c}" for b, c in RUNS])
+@pytest.mark.parametrize("backend,client", RUNS)
 def test_cooperative_rebalance_converges(backend, client, request):
     cluster = request.getfixturevalue("embedded_cluster" if backend == "embedded" else "apache_cluster")
     if client == "java":

@@ -20,10 +20,10 @@ every kill lands on a running query.
   consumer ride through two leader kills; every acknowledged record read back once, in order;
 - (f) after a leader change, a follower answers a stale leader epoch with FENCED_LEADER_EPOCH (raw ListOffsets).
 
-(a), (b), (c), (e) and (f) run on Apache Kafka's three-node cluster and on the replicated embedded cluster
-(``failover_cluster``, the same assertions; on ours (b) and (c) with :data:`EMBEDDED_KILLS` kills for CI
-time); (d) only on Apache Kafka: it needs transactions, which the embedded cluster refuses yet
-(InitProducerId with a transactional id answers INVALID_REQUEST, docs/replication.md).
+Every scenario runs on Apache Kafka's three-node cluster and on the replicated embedded cluster
+(``failover_cluster``, the same assertions; on ours (b), (c) and (d) with :data:`EMBEDDED_KILLS` kills for
+CI time). On ours (d) runs on transactions whose coordinator moves with its ``__transaction_state``
+partition (docs/replication.md).
 """
 
 from __future__ import annotations
@@ -319,8 +319,8 @@ def test_exactly_once_sql_sink_survives_leader_kills(spark, failover_cluster, tm
     _assert_kafka_causes(errors)
 
 
-def test_exactly_once_kafka_write_survives_leader_kills(spark, apache_kafka_cluster, embedded_cluster, tmp_path):
-    cluster = apache_kafka_cluster
+def test_exactly_once_kafka_write_survives_leader_kills(spark, failover_cluster, embedded_cluster, tmp_path):
+    cluster = failover_cluster
     source, sink_topic = embedded_cluster.create_topic(2), cluster.create_topic(2)
     start = _copy_into(spark, embedded_cluster.bootstrap, source, cluster, sink_topic, str(tmp_path / "chk"),
                        deliveryGuarantee="exactly-once")
@@ -328,7 +328,8 @@ def test_exactly_once_kafka_write_survives_leader_kills(spark, apache_kafka_clus
     def committed() -> int:
         return len(consume_all(cluster.bootstrap, sink_topic, "read_committed"))
 
-    fed, errors = _run_with_kills(cluster, embedded_cluster.bootstrap, source, start, committed)
+    fed, errors = _run_with_kills(cluster, embedded_cluster.bootstrap, source, start, committed,
+                                  kills=_kills(cluster))
     written = [m.value() for m in consume_all(cluster.bootstrap, sink_topic, "read_committed")]
     assert sorted(written) == sorted(fed), f"lost {len(set(fed) - set(written))}, duplicated {len(written) - len(set(written))}"
     _assert_kafka_causes(errors)
