@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from pyspark_kafka.testing import maven
+from support.kafka_tools import kafka4_classpath
 
 pytestmark = pytest.mark.slow
 BACKENDS = ("embedded", "apache-kafka")
@@ -34,14 +34,8 @@ DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
 
 @pytest.fixture(scope="module")
 def classpath():
-    """Apache Kafka's libs (tools included) for ``java -cp``; skips when they cannot be had."""
-    version = maven.kafka_version()
-    if int(version.split(".")[0]) < 4:
-        pytest.skip(f"the tool main classes here are Kafka 4's; KAFKA_VERSION={version}")
-    try:
-        return maven.kafka_classpath(version)
-    except maven.MavenUnavailable as e:
-        pytest.skip(f"Apache Kafka {version} from Maven Central unavailable: {e}")
+    """Apache Kafka 4's jars for its tools; skips when they cannot be had."""
+    return kafka4_classpath()
 
 
 @pytest.fixture

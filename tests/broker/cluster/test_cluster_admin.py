@@ -30,6 +30,7 @@ from pyspark_kafka.broker.cluster import EmbeddedCluster
 from pyspark_kafka.broker.cluster.embedded_cluster import metadata
 from pyspark_kafka.testing import maven
 from pyspark_kafka.testing.clusters import send_request
+from support.kafka_tools import kafka4_classpath
 
 FAST = {"broker.session.timeout.ms": "1000", "broker.heartbeat.interval.ms": "200",
         "replica.lag.time.max.ms": "3000", "replica.fetch.backoff.ms": "100", "default.replication.factor": "2",
@@ -169,13 +170,7 @@ def observe_cancelled_reassignment(bootstrap: str, wait_for_topic, kill) -> dict
 @pytest.fixture(scope="module")
 def classpath():
     """Apache Kafka 4's jars for its tools; skips when they cannot be had."""
-    version = maven.kafka_version()
-    if int(version.split(".")[0]) < 4:
-        pytest.skip(f"the tools' main classes here are Kafka 4's; KAFKA_VERSION={version}")
-    try:
-        return maven.kafka_classpath(version)
-    except maven.MavenUnavailable as e:
-        pytest.skip(f"Apache Kafka {version} from Maven Central unavailable: {e}")
+    return kafka4_classpath()
 
 
 def run_tool(classpath: str, bootstrap: str, main: str, *args: str, ok: bool = True) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.security.authorizer import STANDARD_AUTHORIZER
-from pyspark_kafka.testing import maven
+from support.kafka_tools import kafka4_classpath
 
 pytestmark = pytest.mark.slow
 ACLS = "org.apache.kafka.tools.AclCommand"
@@ -24,13 +24,8 @@ PASSWORDS = {"admin": "adm-tool-Pw53", "alice": "ali-tool-Pw19"}
 
 @pytest.fixture(scope="module")
 def classpath():
-    version = maven.kafka_version()
-    if int(version.split(".")[0]) < 4:
-        pytest.skip(f"AclCommand lives in kafka-tools from Kafka 4 on; KAFKA_VERSION={version}")
-    try:
-        return maven.kafka_classpath(version)
-    except maven.MavenUnavailable as e:
-        pytest.skip(f"Apache Kafka {version} from Maven Central unavailable: {e}")
+    """Apache Kafka 4's jars for its tools; skips when they cannot be had."""
+    return kafka4_classpath("AclCommand lives in kafka-tools from Kafka 4 on")
 
 
 @pytest.fixture(scope="module")
