@@ -135,7 +135,39 @@ def timestamps(cluster: C.Cluster) -> dict:
             "max_timestamp": listed(OffsetSpec.max_timestamp()),
             "by_timestamp": {str(s): listed(OffsetSpec.for_timestamp(BASE_TS + s)) for s in (0, 2500, 5000, 5001, 99_000)},
         }
+    out["first_segment_only"] = _timestamp_search_commits_to_one_segment(cluster)
     return out
+
+
+EIGHT_DAYS_MS = 8 * 86_400_000
+
+
+def _timestamp_search_commits_to_one_segment(cluster: C.Cluster) -> dict:
+    """ListOffsets by timestamp answers only from the first segment whose largest timestamp reaches
+    the target (Kafka's ``UnifiedLog.searchOffsetInLocalLog``): segment 0 holds one batch of two
+    records (offsets 0 and 1, at +5 s and +1 s); offset 2 at +8 days rolls a segment (its timestamp
+    is more than ``segment.ms``, 7 days, past the segment's first batch: Kafka's ``timeWaitedForRoll``);
+    DeleteRecords then moves the log start offset to 1. At +4 s segment 0 still counts the deleted
+    +5 s record, has no record at or after +4 s from offset 1 on, and the answer is -1, not offset 2."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    topic = _topic(cluster, 1, {"retention.ms": "-1"})
+    helpers.produce(cluster.bootstrap, topic, [{"value": b"a", "partition": 0, "timestamp": BASE_TS + 5000},
+                                               {"value": b"b", "partition": 0, "timestamp": BASE_TS + 1000}],
+                    **{"linger.ms": 50})
+    helpers.produce(cluster.bootstrap, topic, [{"value": b"c", "partition": 0, "timestamp": BASE_TS + EIGHT_DAYS_MS}])
+    batches = [h.base_offset for h in C.batch_headers(cluster.bootstrap, topic, 0)]
+    admin = _admin(cluster)
+    future = list(admin.delete_records([TopicPartition(topic, 0, 1)], request_timeout=15).values())[0]
+    future.result(WAIT_S)
+
+    def listed(spec) -> list:
+        (o, t), = _list_offsets(cluster, topic, 1, spec).values()
+        return [o, t - BASE_TS if t >= BASE_TS else t]
+
+    return {"batches": batches,
+            "by_timestamp": {str(s): listed(OffsetSpec.for_timestamp(BASE_TS + s)) for s in (0, 4000, 5000, 5500)}}
 
 
 def groups(cluster: C.Cluster) -> dict:

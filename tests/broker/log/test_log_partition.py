@@ -303,3 +303,30 @@ def test_small_segments_have_all_three_files_and_reload_without_rebuild(tmp_path
     assert again.log_end_offset == 18
     assert [o for o, _ in decode(_read_all(again))] == list(range(18))
     assert not any(segment.indexes_rebuilt for segment in again.segments)
+
+
+def test_timestamp_search_commits_to_the_first_segment_that_reaches_the_target(tmp_path):
+    """Kafka's ``UnifiedLog.searchOffsetInLocalLog``: only the first segment whose largest
+    timestamp reaches the target is searched. Here that segment's only records at or after the
+    target are below the log start offset, so the answer is None (ListOffsets -1) although the
+    next segment has a later record; Apache Kafka answers the same (the ``timestamps`` differential
+    observation, ``first_segment_only``)."""
+    log = open_log(tmp_path)
+    log.append(make_batch(2, timestamps=[T0 + 5000, T0 + 1000]))  # offsets 0, 1
+    log.roll()
+    log.append(make_batch(1, timestamp_ms=T0 + 6000))  # offset 2, in segment 2
+    assert log.offset_for_timestamp(T0 + 4000) == (0, T0 + 5000)
+    assert log.increment_log_start_offset(1)
+    assert log.offset_for_timestamp(T0 + 4000) is None  # not (2, T0 + 6000), nor offset 1 at T0 + 5000
+    assert log.offset_for_timestamp(T0) == (1, T0 + 1000)
+    assert log.offset_for_timestamp(T0 + 5001) == (2, T0 + 6000)  # segment 0's largest is below it
+
+
+def test_timestamp_search_scans_past_a_batch_with_no_record_at_or_after_the_log_start(tmp_path):
+    """``FileRecords.searchForTimestamp``: a batch whose max timestamp reaches the target but whose
+    matching record is below the log start offset is passed over for the next batch of the segment."""
+    log = open_log(tmp_path)
+    log.append(make_batch(2, timestamps=[T0 + 5000, T0 + 1000]))  # offsets 0, 1
+    log.append(make_batch(1, timestamp_ms=T0 + 4500))  # offset 2, same segment
+    assert log.increment_log_start_offset(1)
+    assert log.offset_for_timestamp(T0 + 4000) == (2, T0 + 4500)

@@ -614,10 +614,16 @@ class PartitionLog:
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp ``>= ts_ms`` (Kafka's ListOffsets).
 
-        Finds the first segment whose largest timestamp reaches ``ts_ms``, binary-searches its time
-        index, scans batch headers from there and then the records' timestamps of the batch that
-        holds the answer, decompressing a compressed batch (bounded like the produce path), as
-        Kafka's ``LogSegment.findOffsetByTimestamp`` does. None when no record is that recent.
+        Kafka's ``UnifiedLog.searchOffsetInLocalLog``: commits to the first segment (from the one
+        holding the log start offset) whose largest timestamp reaches ``ts_ms`` and answers only
+        from it, binary-searching its time index, then scanning its batches whose max timestamp
+        reaches ``ts_ms`` record by record (a compressed batch decompressed, bounded like the produce
+        path), as ``LogSegment.findOffsetByTimestamp`` / ``FileRecords.searchForTimestamp`` do. None
+        when that segment has no such record at or after the log start offset, even if a later
+        segment has one: a segment keeps the largest timestamp of records the cleaner removed or
+        that DeleteRecords put below the log start offset (an emptied segment's is its file's
+        mtime), so Apache Kafka answers -1 there too (checked side by side,
+        ``tests/broker/log/test_log_partition.py``). None when no record is that recent.
         Special values: -2 -> (log start offset, -1), -1 -> (log end offset, -1),
         -3 -> :meth:`max_timestamp_offset`.
         """
@@ -631,7 +637,7 @@ class PartitionLog:
             raise ValueError(f"timestamp {ts_ms} is not a time: give ms since the epoch, or -1, -2, -3")
         start = self.log_start_offset
         for segment in self.segments[self._segment_index_for(start) :]:
-            if segment.size == 0 or segment.largest_timestamp < ts_ms:
+            if segment.largest_timestamp < ts_ms:
                 continue
             entry = segment.time_index.lookup(ts_ms)
             from_offset = max(entry[1] if entry else segment.base_offset, start)
@@ -639,7 +645,15 @@ class PartitionLog:
             for pos, header in segment.iter_headers(position):
                 if header.max_timestamp < ts_ms or header.last_offset < start:
                     continue
-                return self._first_record_at_or_after(segment, pos, header, ts_ms, start, read_compressed=True)
+                if header.timestamp_type == "LogAppendTime":
+                    return max(header.base_offset, start), header.max_timestamp
+                records = self._record_timestamps(segment, pos, header)
+                if records is None:  # undecodable: answer the batch, as before the records were read
+                    return max(header.base_offset, start), header.max_timestamp
+                for offset, timestamp in records:
+                    if timestamp >= ts_ms and offset >= start:
+                        return offset, timestamp
+            return None
         return None
 
     @staticmethod
