@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
+import sys
 import tempfile
 import threading
+import traceback
 from pathlib import Path
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
+STALL_CHECK_S = 5.0
+"""How often the watchdog asks the broker's event loop to run a no-op (s)."""
+STALL_REPORT_S = 30.0
+"""A loop that has not run the no-op after this long (s) is reported, with its thread's stack."""
+
+log = logging.getLogger(__name__)
 
 
 class EmbeddedBroker:
@@ -68,7 +77,36 @@ class EmbeddedBroker:
             error, self._error = self._error, None
             self._remove_own_dir()
             raise error
+        threading.Thread(target=self._watch, args=(self._thread, self._loop), daemon=True,
+                         name=f"{self._thread.name}-watchdog").start()
         return self
+
+    def _watch(self, thread: threading.Thread, loop: asyncio.AbstractEventLoop) -> None:
+        """Log an error with the broker thread's stack when its event loop stops running callbacks
+        for :data:`STALL_REPORT_S` (a blocked loop answers no client), and when it runs again."""
+        async def noop() -> None:
+            return None
+
+        while self._thread is thread and thread.is_alive():
+            try:
+                done = asyncio.run_coroutine_threadsafe(noop(), loop)
+            except RuntimeError:  # the loop is closed: the broker stopped
+                return
+            try:
+                done.result(STALL_REPORT_S)
+            except TimeoutError:
+                if not thread.is_alive():
+                    return
+                log.error("embedded broker %s: its event loop has not run for %g s; its thread is at:\n%s",
+                          self.bootstrap_servers, STALL_REPORT_S, _stack_of(thread))
+                try:
+                    done.result(STOP_TIMEOUT_S * 10)
+                    log.error("embedded broker %s: its event loop runs again", self.bootstrap_servers)
+                except BaseException:
+                    return
+            except BaseException:  # cancelled as the loop shut down
+                return
+            thread.join(STALL_CHECK_S)
 
     def _remove_own_dir(self) -> None:
         if self._own_dir:
@@ -107,7 +145,8 @@ class EmbeddedBroker:
                     pass
             thread.join(STOP_TIMEOUT_S)
             if thread.is_alive():
-                raise TimeoutError(f"embedded broker did not stop within {STOP_TIMEOUT_S:g} s")
+                raise TimeoutError(f"embedded broker did not stop within {STOP_TIMEOUT_S:g} s; its thread is at:\n"
+                                   + _stack_of(thread))
         self._remove_own_dir()
         if self._error is not None:
             error, self._error = self._error, None
@@ -118,3 +157,9 @@ class EmbeddedBroker:
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
+
+
+def _stack_of(thread: threading.Thread) -> str:
+    """The current Python stack of ``thread`` (for the error of a broker thread that will not stop)."""
+    frame = sys._current_frames().get(thread.ident)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(no frame: the thread has ended)"

@@ -55,3 +55,35 @@ def test_port_in_use_fails_start():
         s.listen()
         with pytest.raises(OSError):
             EmbeddedBroker(port=s.getsockname()[1]).start()
+
+
+def test_a_blocked_event_loop_is_reported_with_the_broker_thread_stack(monkeypatch, caplog):
+    """The watchdog logs an error naming where the broker thread is when its event loop runs
+    nothing for STALL_REPORT_S, and again once it runs (CI once saw a broker stop answering)."""
+    import asyncio
+    import threading
+
+    from pyspark_kafka.broker import embedded
+
+    monkeypatch.setattr(embedded, "STALL_REPORT_S", 0.5)
+    monkeypatch.setattr(embedded, "STALL_CHECK_S", 0.1)
+    release = threading.Event()
+
+    async def blocking_handler_for_the_test() -> None:
+        release.wait(DEADLINE_S)  # blocks the loop until the report is seen
+
+    with caplog.at_level("ERROR", logger=embedded.__name__), EmbeddedBroker() as broker:
+        asyncio.run_coroutine_threadsafe(blocking_handler_for_the_test(), broker._loop)
+        deadline = threading.Event()
+        for _ in range(int(DEADLINE_S / 0.1)):
+            if any("has not run" in r.getMessage() for r in caplog.records):
+                break
+            deadline.wait(0.1)
+        release.set()
+        for _ in range(int(DEADLINE_S / 0.1)):
+            if any("runs again" in r.getMessage() for r in caplog.records):
+                break
+            deadline.wait(0.1)
+    stalled = [r.getMessage() for r in caplog.records if "has not run" in r.getMessage()]
+    assert stalled and "blocking_handler_for_the_test" in stalled[0]
+    assert any("runs again" in r.getMessage() for r in caplog.records)

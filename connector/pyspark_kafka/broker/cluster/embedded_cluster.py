@@ -166,10 +166,22 @@ class EmbeddedCluster:
                 self._spawn(i)
             for i in self.broker_ids:
                 self._wait_live(i)
+            # each broker's metadata image must list every broker too, or a client's first Metadata
+            # answer may still lack a broker that registered a moment ago (seen in CI)
+            everyone = set(self.broker_ids)
+            self.wait_for(lambda: all(everyone <= self._listed_brokers(i) for i in self.broker_ids),
+                          START_TIMEOUT_S, "every broker to list every broker")
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _listed_brokers(self, node_id: int) -> set[int]:
+        """The broker ids ``node_id``'s Metadata answer lists (empty if it cannot be asked)."""
+        try:
+            return {b.node_id for b in metadata(self.address(node_id), topics=[]).brokers}
+        except OSError:
+            return set()
 
     def _spawn(self, node_id: int) -> None:
         self.node_dir(node_id).mkdir(parents=True, exist_ok=True)
