@@ -30,11 +30,13 @@ PARTITIONS = 12
 ROUNDS = (3, 6, 4, 6, 2)
 """Members after each round: joins (3 -> 6, 4 -> 6) and leaves (6 -> 4, 6 -> 2), several at once."""
 KAFKA_PYTHON_HANG = pytest.mark.xfail(strict=False, reason=(
-    "open bug, not yet diagnosed: on the embedded broker about 1 run in 3 (CI and by hand, 2026-11-24; "
-    "also on bb15d5e, before the cluster work), kafka-python 3.0.12's group leader stops after computing the "
-    "second generation's assignment (its followers get theirs, it never logs its own) and its session expires; "
-    "the first generation had been assigned with no topic metadata yet. Apache Kafka passed 4 of 4. "
-    "docs/testing.md, 'Known open bugs'"))
+    "kafka-python 3.0.12 bug, about 1 run in 3 on the embedded broker: join_group_async loops only while "
+    "need_rejoin(); a leader rejoining only for a changed metadata snapshot sees it turn False once its "
+    "assignment copies the snapshot; when poll's timeout ends the wait before SyncGroup's answer, the next "
+    "poll never collects the finished join, "
+    "never applies its assignment nor re-enables the heartbeat, and the session expires (Java's loop also "
+    "runs while a join is pending: rejoinNeededOrPending). The broker answered every request (DEBUG logs of "
+    "two failing runs, 2026-11-25). docs/testing.md, 'Known open bugs'"))
 """The one known failure of this test (kafka-python on the embedded broker), kept visible: xfail, not skip."""
 RUNS = [pytest.param(backend, client, id=f"{backend}-{client}",
                      marks=[KAFKA_PYTHON_HANG] if (backend, client) == ("embedded", "kafka-python") else [])
