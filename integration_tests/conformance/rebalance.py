@@ -33,6 +33,15 @@ WAIT_S = 40.0
 """Bound of a round's convergence (joins and leaves, two rebalances each under KIP-429)."""
 SESSION_MS = 10_000
 HEARTBEAT_MS = 500
+LEAVE_COMMIT_ATTEMPTS = 20
+"""Bound of a leaving member's commit attempts (each after a poll) while the group rebalances."""
+
+
+def _rebalance_error(e: BaseException) -> bool:
+    """Whether a client's commit error says the group is rebalancing (Kafka error codes 22, 27)."""
+    text = repr(e)
+    return any(name in text for name in ("ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS", "RebalanceInProgress",
+                                         "IllegalGeneration"))
 
 
 def now_ms() -> int:
@@ -80,10 +89,31 @@ class _ThreadMember(Member):
         self._next[partition] = offset + 1
 
     def _revoke(self, partitions: set[int]) -> None:
-        done = {p: self._next.pop(p) for p in partitions if p in self._next}
+        done = {p: self._next[p] for p in partitions if p in self._next}
         if done:
-            self._commit(done)
+            self._commit(done)  # the offsets are forgotten only once committed: a failed commit is retried
+        for p in done:
+            self._next.pop(p, None)
         self._event("revoked", partitions)
+
+    def _leave(self) -> None:
+        """Commit what it consumed before the close (which revokes). A commit that meets a rebalance
+        another member's leave began (ILLEGAL_GENERATION: the member's generation moved on while the
+        commit was in flight; REBALANCE_IN_PROGRESS) is retried after a poll, as Kafka's consumer
+        documents ("complete the rebalance by calling poll() and then retry"; the Java client turns
+        that ILLEGAL_GENERATION into RebalanceInProgressException). Bounded: LEAVE_COMMIT_ATTEMPTS."""
+        for attempt in range(LEAVE_COMMIT_ATTEMPTS):
+            try:
+                self._revoke(self.assignment())
+                return
+            except Exception as e:  # noqa: BLE001 - the client's own exception types differ
+                if attempt == LEAVE_COMMIT_ATTEMPTS - 1 or not _rebalance_error(e):
+                    raise
+            try:
+                self._poll()
+            except Exception as e:  # noqa: BLE001 - a revocation's commit inside the poll may meet it too
+                if not _rebalance_error(e):
+                    raise
 
     def _run(self) -> None:
         try:
@@ -91,7 +121,7 @@ class _ThreadMember(Member):
             deadline = time.monotonic() + 10 * WAIT_S
             while not self._stop.is_set() and time.monotonic() < deadline:
                 self._poll()
-            self._revoke(self.assignment())  # leaving: commit what it consumed (the close revokes)
+            self._leave()
             self._close()
         except BaseException as e:  # reported by assignment()/stop()
             self.error = e
