@@ -237,11 +237,8 @@ class EmbeddedCluster:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             self._check_alive(node_id)
-            try:
-                if any(b.node_id == node_id for b in metadata(self.address(node_id), topics=[]).brokers):
-                    return
-            except OSError:
-                pass
+            if node_id in self._listed_brokers(node_id):
+                return
             time.sleep(0.05)
         raise TimeoutError(f"broker {node_id} did not register within {timeout_s:g} s:\n{self._log_tail(node_id)}")
 

@@ -645,14 +645,9 @@ class PartitionLog:
             for pos, header in segment.iter_headers(position):
                 if header.max_timestamp < ts_ms or header.last_offset < start:
                     continue
-                if header.timestamp_type == "LogAppendTime":
-                    return max(header.base_offset, start), header.max_timestamp
-                records = self._record_timestamps(segment, pos, header)
-                if records is None:  # undecodable: answer the batch, as before the records were read
-                    return max(header.base_offset, start), header.max_timestamp
-                for offset, timestamp in records:
-                    if timestamp >= ts_ms and offset >= start:
-                        return offset, timestamp
+                found = self._first_record_at_or_after(segment, pos, header, ts_ms, start)
+                if found is not None:
+                    return found
             return None
         return None
 
@@ -673,17 +668,20 @@ class PartitionLog:
 
     @classmethod
     def _first_record_at_or_after(cls, segment: LogSegment, position: int, header, ts_ms: int,
-                                  start: int, read_compressed: bool = False) -> tuple[int, int]:
+                                  start: int) -> tuple[int, int] | None:
         """The first record of the batch at ``position`` with a timestamp ``>= ts_ms`` and an
-        offset ``>= start``; every record of a LogAppendTime batch has its maxTimestamp. A
-        compressed batch answers its first offset unless ``read_compressed``."""
-        if header.timestamp_type == "LogAppendTime" or (header.compression != "none" and not read_compressed):
+        offset ``>= start`` (Kafka's ``FileRecords.searchForTimestamp`` per batch), None when the
+        batch has none. Every record of a LogAppendTime batch has its maxTimestamp; a batch that
+        cannot be decoded answers its first offset at or after ``start``."""
+        if header.timestamp_type == "LogAppendTime":
             return max(header.base_offset, start), header.max_timestamp
         records = cls._record_timestamps(segment, position, header)
-        for offset, timestamp in records or ():
+        if records is None:
+            return max(header.base_offset, start), header.max_timestamp
+        for offset, timestamp in records:
             if timestamp >= ts_ms and offset >= start:
                 return offset, timestamp
-        return max(header.base_offset, start), header.max_timestamp
+        return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the record with the largest timestamp (ListOffsets -3, KIP-734).
@@ -704,8 +702,9 @@ class PartitionLog:
         if found is not None:
             position, header = found
             if header.max_timestamp == timestamp and header.last_offset >= self.log_start_offset:
-                return self._first_record_at_or_after(segment, position, header, timestamp, self.log_start_offset,
-                                                      read_compressed=True)
+                found = self._first_record_at_or_after(segment, position, header, timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
         return max(segment.offset_of_max_timestamp, self.log_start_offset), timestamp
 
     # -- retention --------------------------------------------------------------------------
