@@ -120,7 +120,10 @@ def test_a_paused_follower_leaves_the_isr_and_returns(tmp_path, why):
         finally:
             cluster.resume(follower)
         cluster.wait_for(lambda: follower in cluster.isr("paused", 0), 30, "the follower back in the ISR")
-        assert out_after >= (0.8 if why == "fenced" else 1.5)
+        # not removed at once: the session (1 s) / lag time (2 s) counts from the follower's last
+        # heartbeat / fetch the controller or leader saw, which precedes the pause by up to one
+        # interval plus a loaded scheduler's delay (CI measured 0.785 s with a 0.8 s bound)
+        assert out_after >= (0.5 if why == "fenced" else 1.0)
 
 
 def test_kafka_python_rides_through_a_leader_change(cluster):
