@@ -383,7 +383,10 @@ def test_an_ongoing_reassignment_is_listed_verified_and_cancelled(cluster, class
         assert list_reassignments(bootstrap) == [("undo", 0, [2, 1, 0], [2], [0]), ("undo", 1, [2, 1, 0], [2], [0])]
         assert _replicas(cluster, "undo", 0) == [2, 1, 0] and cluster.leader("undo", 0) == 0
         plan = _plan(tmp_path / "plan.json", "undo", {0: [2, 1], 1: [2, 1]})
-        out = run_tool(classpath, bootstrap, REASSIGN, "--reassignment-json-file", plan, "--verify")
+        # the tools get a live broker only: the paused broker 2 accepts connections (the kernel does) but never
+        # answers, and a Java admin client whose first Metadata went there timed out "waiting for a node
+        # assignment" under load (issue 25)
+        out = run_tool(classpath, cluster.address(0), REASSIGN, "--reassignment-json-file", plan, "--verify")
         assert "Reassignment of partition undo-0 is still in progress." in out
         out = run_tool(classpath, cluster.address(0), TOPICS, "--describe", "--topic", "undo")
         assert "Adding Replicas: 2" in out and "Removing Replicas: 0" in out, out
