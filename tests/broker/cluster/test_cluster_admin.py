@@ -231,12 +231,14 @@ def test_admin_errors_are_kafkas(cluster):
     assert observe_cancelled_reassignment(cluster.address(0), _wait_led(cluster), cluster.kill) == KAFKA_CANCEL
 
 
+@pytest.mark.slow
 def test_admin_requests_reach_the_raft_leader_among_three_controllers(tmp_path):
     with EmbeddedCluster(3, data_dir=tmp_path / "c", config=FAST, controllers=3) as cluster:
         assert observe_admin_errors(cluster.bootstrap_servers, _wait_led(cluster)) == KAFKA_ANSWERS
         assert observe_cancelled_reassignment(cluster.address(0), _wait_led(cluster), cluster.kill) == KAFKA_CANCEL
 
 
+@pytest.mark.slow
 def test_kafka_topics_alters_partitions_and_deletes_through_the_controller(cluster, classpath):
     bootstrap = cluster.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -260,6 +262,7 @@ def test_kafka_topics_alters_partitions_and_deletes_through_the_controller(clust
     cluster.wait_for(lambda: not any(_local_logs(cluster, "grow").values()), 20, "every broker's logs deleted")
 
 
+@pytest.mark.slow
 def test_preferred_election_moves_leadership_back_to_the_first_replica(cluster, classpath):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic("pref", 2, replica_assignment=[[0, 1], [1, 2]])])["pref"].result(30)
@@ -323,6 +326,7 @@ def _plan(path, topic, partitions: dict[int, list[int]]) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_reassignment_moves_every_record_to_the_new_replicas(cluster, classpath, tmp_path):
     bootstrap = cluster.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -367,6 +371,7 @@ def test_reassignment_moves_every_record_to_the_new_replicas(cluster, classpath,
     assert _replicas(cluster, "move", 0) == [2, 1]
 
 
+@pytest.mark.slow
 def test_an_ongoing_reassignment_is_listed_verified_and_cancelled(cluster, classpath, tmp_path):
     bootstrap = cluster.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -97,6 +97,7 @@ def test_min_insync_replicas_refuses_acks_all_with_not_enough_replicas(cluster):
     assert ok == [None]  # acks=1 is not bound by min.insync.replicas
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("why", ["fenced", "lagging"])
 def test_a_paused_follower_leaves_the_isr_and_returns(tmp_path, why):
     # fenced: the session (1 s) ends first and the controller removes it from the ISR (KRaft);
@@ -123,6 +124,7 @@ def test_a_paused_follower_leaves_the_isr_and_returns(tmp_path, why):
         assert out_after >= (0.8 if why == "fenced" else 1.5)
 
 
+@pytest.mark.slow
 def test_kafka_python_rides_through_a_leader_change(cluster):
     kafka = pytest.importorskip("kafka")
     create(cluster, "kp")
@@ -246,6 +248,7 @@ def test_producer_ids_are_unique_across_brokers_and_every_broker_names_the_same_
     assert coordinators == {cluster.leader("__consumer_offsets", 0)}  # the leader of the group's partition
 
 
+@pytest.mark.slow
 def test_unclean_election_loses_a_record_and_reports_it(cluster):
     create(cluster, "unclean", rf=2, config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"})
     leader = cluster.leader("unclean", 0)
