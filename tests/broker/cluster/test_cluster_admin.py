@@ -11,7 +11,6 @@ bounded polls.
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 
@@ -30,7 +29,7 @@ from pyspark_kafka.broker.cluster import EmbeddedCluster
 from pyspark_kafka.broker.cluster.embedded_cluster import metadata
 from pyspark_kafka.testing import maven
 from pyspark_kafka.testing.clusters import send_request
-from support.kafka_tools import kafka4_classpath
+from support.kafka_tools import ToolServer, kafka4_classpath
 
 FAST = {"broker.session.timeout.ms": "1000", "broker.heartbeat.interval.ms": "200",
         "replica.lag.time.max.ms": "3000", "replica.fetch.backoff.ms": "100", "default.replication.factor": "2",
@@ -169,16 +168,18 @@ def observe_cancelled_reassignment(bootstrap: str, wait_for_topic, kill) -> dict
 
 @pytest.fixture(scope="module")
 def classpath():
-    """Apache Kafka 4's jars for its tools; skips when they cannot be had."""
-    return kafka4_classpath()
+    """Apache Kafka 4's tools in one JVM for the module (support.kafka_tools.ToolServer); skips when the jars
+    cannot be had."""
+    kafka4_classpath()
+    server = ToolServer()
+    yield server
+    server.close()
 
 
-def run_tool(classpath: str, bootstrap: str, main: str, *args: str, ok: bool = True) -> str:
+def run_tool(tools: ToolServer, bootstrap: str, main: str, *args: str, ok: bool = True) -> str:
     """Run one of Kafka's tools (its main class) against ``bootstrap``; stdout + stderr."""
-    proc = subprocess.run(["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", classpath, main,
-                           "--bootstrap-server", bootstrap, *args], capture_output=True, text=True, timeout=120)
-    out = proc.stdout + proc.stderr
-    assert (proc.returncode == 0) == ok, f"{main.rsplit('.', 1)[-1]} {' '.join(args)} exited {proc.returncode}:\n{out[-3000:]}"
+    code, out = tools.run(main, "--bootstrap-server", bootstrap, *args, timeout_s=120)
+    assert (code == 0) == ok, f"{main.rsplit('.', 1)[-1]} {' '.join(args)} exited {code}:\n{out[-3000:]}"
     return out
 
 
@@ -283,6 +284,7 @@ def test_preferred_election_moves_leadership_back_to_the_first_replica(cluster, 
     assert "Valid replica already elected for partitions pref-1" in out
 
 
+@pytest.mark.slow
 def test_unclean_election_elects_a_replica_outside_the_isr_only_when_asked(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic("lost", 1, replica_assignment=[[0, 1]])])["lost"].result(30)
@@ -308,6 +310,7 @@ def test_unclean_election_elects_a_replica_outside_the_isr_only_when_asked(clust
     assert "unclean leader election (ElectLeaders UNCLEAN) for lost-0: broker 1 (not in the ISR [0])" in controller_log
 
 
+@pytest.mark.slow
 def test_auto_leader_rebalance_restores_the_preferred_leader(tmp_path):
     config = {**FAST, "auto.leader.rebalance.enable": "true", "leader.imbalance.check.interval.seconds": "1"}
     with EmbeddedCluster(3, data_dir=tmp_path / "c", config=config) as cluster:

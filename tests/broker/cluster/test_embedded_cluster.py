@@ -276,6 +276,7 @@ def test_unclean_election_loses_a_record_and_reports_it(cluster):
     assert f"unclean leader election for unclean-0: broker {follower}" in controller_log  # reported, not silent
 
 
+@pytest.mark.slow
 def test_kafkas_own_kafka_topics_describes_leaders_and_isr(cluster):
     import shutil
     import subprocess
