@@ -6,6 +6,7 @@
   ``apache-kafka-cluster`` (Apache Kafka from Maven Central's jars, 1 and 3 nodes, when Java
   and Maven are there; one node falls back to testcontainers) and ``env``
   (``KAFKA_BOOTSTRAP_SERVERS``). A backend that cannot start skips its tests with the reason.
+  The Apache Kafka backends carry the ``slow`` mark (not in the quick loop).
   Session-scoped: each backend starts once; pytest groups tests by backend and stops one
   backend before it starts the next.
 - ``apache_kafka_cluster``: the three-node Apache Kafka backend alone (failover tests).
@@ -27,7 +28,14 @@ def _start(backend: str, stack: contextlib.ExitStack, tmp_path_factory) -> clust
     return stack.enter_context(clusters.start(backend, tmp_path_factory.mktemp(backend)))
 
 
-@pytest.fixture(scope="session", params=clusters.BACKENDS)
+# Apache Kafka backends are JVM starts (6-12 s each) and a second and third run of every backend test: they run in
+# the full suite (CI), not in the quick loop ``pytest -m "not slow"``, which runs every behaviour on the embedded
+# broker (and on ``env`` when KAFKA_BOOTSTRAP_SERVERS is set)
+_BACKEND_PARAMS = [pytest.param(b, id=b, marks=pytest.mark.slow) if b.startswith("apache-kafka") else b
+                   for b in clusters.BACKENDS]
+
+
+@pytest.fixture(scope="session", params=_BACKEND_PARAMS)
 def kafka_cluster(request, tmp_path_factory):
     with contextlib.ExitStack() as stack:
         try:

@@ -22,6 +22,7 @@ def _start_or_skip(kafka: ApacheKafka) -> ApacheKafka:
         pytest.skip(f"Apache Kafka {kafka.version} from Maven Central unavailable: {e}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [maven.DEFAULT_KAFKA_VERSION, OLDER_VERSION])
 def test_the_selected_version_runs_and_a_killed_node_restarts(version):
     kafka = _start_or_skip(ApacheKafka(nodes=1, version=version))
@@ -52,6 +53,7 @@ def test_a_node_that_cannot_start_shows_the_command_and_its_log(tmp_path):
     assert kafka.folder is None and all(pid is None for pid in kafka.pids.values())
 
 
+@pytest.mark.slow
 def test_stop_also_runs_when_the_block_raises():
     with pytest.raises(ZeroDivisionError):
         with _start_or_skip(ApacheKafka(nodes=1)) as kafka:

@@ -68,6 +68,7 @@ def test_apache_kafka_backend_without_java_says_so(monkeypatch, tmp_path):
             pass
 
 
+@pytest.mark.slow
 def test_apache_kafka_backend_names_a_version_maven_central_does_not_serve(monkeypatch, tmp_path):
     if shutil.which("mvn") is None or shutil.which("java") is None:
         pytest.skip("java or mvn is not on PATH")

@@ -171,6 +171,7 @@ def test_kafka_decodes_the_group_and_transaction_logs(written, dump_log):
     assert states[0] == 0 and {2, 4, 3, 5} <= set(states), states
 
 
+@pytest.mark.slow
 def test_kafka_reads_compacted_and_recompressed_segments(tmp_path, dump_log):
     # segments the log cleaner rewrote (a kept tombstone's batch stamped with a KIP-534 delete
     # horizon, a zstd batch rebuilt in zstd) and a topic whose compression.type recompressed

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 
 import pytest
 
-from support.kafka_tools import kafka4_classpath
+from support.kafka_tools import ToolServer, kafka4_classpath
 
-pytestmark = pytest.mark.slow
 BACKENDS = ("embedded", "apache-kafka")
+# only these backends: the others are not started for tests that would skip (a 3-node Apache Kafka start is ~11 s)
+pytestmark = [pytest.mark.slow, pytest.mark.parametrize("kafka_cluster", BACKENDS, indirect=True)]
 TOOL_TIMEOUT_S = 120
 TOPICS = "org.apache.kafka.tools.TopicCommand"
 PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
@@ -33,27 +33,26 @@ DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
 
 
 @pytest.fixture(scope="module")
-def classpath():
-    """Apache Kafka 4's jars for its tools; skips when they cannot be had."""
-    return kafka4_classpath()
+def tool_server():
+    """Kafka's tools in one JVM for the module (support.kafka_tools.ToolServer); skips when the jars cannot be had."""
+    kafka4_classpath()
+    server = ToolServer()
+    yield server
+    server.close()
 
 
 @pytest.fixture
-def tool(classpath, kafka_cluster):
+def tool(tool_server, kafka_cluster):
     """``tool(main_class, *args, stdin=None, ok=True) -> stdout + stderr`` against the backend."""
-    if kafka_cluster.name not in BACKENDS:
-        pytest.skip(f"Kafka's tools run on {', '.join(BACKENDS)} (time budget)")
 
     def run(main: str, *args: str, stdin: str | None = None, ok: bool = True) -> str:
-        cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", classpath, main,
-               "--bootstrap-server", kafka_cluster.bootstrap, *args]
-        proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
-        out = proc.stdout + proc.stderr
+        code, out = tool_server.run(main, "--bootstrap-server", kafka_cluster.bootstrap, *args, stdin=stdin,
+                                    timeout_s=TOOL_TIMEOUT_S)
         shown = " ".join([main.rsplit(".", 1)[-1], *args])
         if ok:
-            assert proc.returncode == 0, f"{shown} exited {proc.returncode} on {kafka_cluster.name}:\n{out[-3000:]}"
+            assert code == 0, f"{shown} exited {code} on {kafka_cluster.name}:\n{out[-3000:]}"
         else:
-            assert proc.returncode != 0, f"{shown} was expected to fail on {kafka_cluster.name}:\n{out[-3000:]}"
+            assert code != 0, f"{shown} was expected to fail on {kafka_cluster.name}:\n{out[-3000:]}"
         return out
 
     run.cluster = kafka_cluster

@@ -230,6 +230,7 @@ def test_consume_idle_timeout_stops_before_max_messages(bootstrap, make_topic):
     assert r.returncode == 0 and r.stdout == b"a\nb\n"
 
 
+@pytest.mark.slow
 def test_consume_with_group_commits_what_it_printed(bootstrap, make_topic):
     topic = make_topic(partitions=2)
     group = f"cli-group-{uuid.uuid4().hex[:8]}"

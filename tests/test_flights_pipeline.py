@@ -210,6 +210,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_unreachable_bootstrap_servers_is_one_line_and_exit_2(tmp_path):
     result = _run_quick(tmp_path, "--bootstrap-servers", f"127.0.0.1:{_free_port()}")
     assert result.returncode == 2

@@ -207,6 +207,7 @@ def test_pkcs12_keystores_are_read_by_librdkafka_itself(tmp_path):
     assert out == {"ssl.keystore.location": "/k.p12", "ssl.keystore.password": "pw"}
 
 
+@pytest.mark.slow
 def test_client_params_translate_and_spark_write_honours_java_settings(spark, bootstrap, make_topic):
     """An unchanged Spark Kafka write (Java client vocabulary) through format('pykafka')."""
     topic = make_topic(partitions=3)

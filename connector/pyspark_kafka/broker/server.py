@@ -311,8 +311,8 @@ async def _every(interval_ms: int, action: Callable[[], Any], what: str) -> None
 # --- the server -------------------------------------------------------------------------------
 
 
-async def _serve_when(caught_up: asyncio.Event, serving: asyncio.Event) -> None:
-    await caught_up.wait()
+async def _serve_when(ready: asyncio.Event, serving: asyncio.Event) -> None:
+    await ready.wait()
     serving.set()
 
 
@@ -357,8 +357,9 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         if principal is not None:
             log.debug("TLS client %s on listener %s authenticated as %s", peer, listener.name, principal)
         try:
-            # a cluster broker reads no request before its metadata caught up (Kafka enables request processing only
-            # after BrokerLifecycleManager.initialCatchUpFuture): a restarted broker never answers from an old image
+            # a cluster broker reads no request before its metadata caught up and it is unfenced (Kafka enables request
+            # processing only after initialCatchUpFuture and setReadyToUnfence): a restarted broker never answers
+            # from an old image, and a first Metadata answer lists at least this broker
             await serving.wait()
             await serve_connection(broker, reader, writer, sec.Session(listener, principal))
         except asyncio.CancelledError:
@@ -411,7 +412,7 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     if lifecycle is not None:
         broker.lifecycle = lifecycle
         await lifecycle.start()
-        timers.append(asyncio.create_task(_serve_when(lifecycle.caught_up, serving)))
+        timers.append(asyncio.create_task(_serve_when(lifecycle.unfenced, serving)))
     else:
         serving.set()
     bootstrap = f"{broker.host}:{broker.port}"

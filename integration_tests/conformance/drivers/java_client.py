@@ -8,7 +8,8 @@ one JVM run of it (``java -cp ... ConformanceDriver COMMAND ...``), JSON in and 
 base64. A group member is a long-running JVM that prints its assignment whenever it changes and
 leaves the group when its stdin closes.
 
-:func:`unavailable` says why the driver cannot run here (no ``javac``, no jars); the matrix
+:func:`unavailable`, :func:`classpath` and one JVM run (:func:`support.java_driver.run`) live in
+``tests/support/java_driver.py`` (tests of ``tests/`` use them too). :func:`unavailable` says why the driver cannot run here (no ``javac``, no jars); the matrix
 then leaves the column out, as it does for a missing kcat.
 """
 
@@ -16,59 +17,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
-import json
-import shutil
 import subprocess
-import threading
-from pathlib import Path
+
+from support.java_driver import JVM, MAIN, SOURCE, classpath, run, unavailable  # noqa: F401 (re-exported)
 
 from integration_tests.conformance.drivers import Driver, ProcessMember
 from integration_tests.conformance.scenarios import WAIT_S, Fetched, Metadata, Rec
 
-SOURCE = Path(__file__).resolve().parents[1] / "java" / "ConformanceDriver.java"
-MAIN = "ConformanceDriver"
-JVM = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Dlog4j2.level=ERROR"]
 RUN_TIMEOUT_S = WAIT_S + 30
-_build_lock = threading.Lock()
-
-
-def unavailable() -> str | None:
-    """Why the Java driver cannot run here (None: it can)."""
-    from pyspark_kafka.testing import maven
-
-    for tool in ("java", "javac"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not on PATH (install a JDK 17, e.g. apt-get install openjdk-17-jdk-headless)"
-    try:
-        maven.kafka_libs()
-    except maven.MavenUnavailable as e:
-        return f"Kafka's jars from Maven Central: {e}"
-    return None
-
-
-def classpath(source: Path = SOURCE) -> str:
-    """``java -cp`` value: the compiled ``source`` (default: the conformance driver; another
-    single-class program of ``java/``, e.g. ``RideThrough.java``) first, then Kafka's jars
-    (compiles on first use into the cache, keyed by the source's hash)."""
-    from pyspark_kafka.testing import maven
-
-    version = maven.kafka_version()
-    libs = maven.kafka_classpath(version)
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
-    out = maven.cache_root() / "java-driver" / f"{version}-{digest}"
-    with _build_lock:
-        if not (out / f"{source.stem}.class").exists():
-            tmp = out.with_name(out.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            done = subprocess.run(["javac", "-nowarn", "-cp", libs, "-d", str(tmp), str(source)],
-                                  capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:
-                raise RuntimeError(f"javac {source.name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-            shutil.rmtree(out, ignore_errors=True)
-            tmp.rename(out)
-    return f"{out}:{libs}"
 
 
 def _b64(value: bytes | None) -> str | None:
@@ -131,11 +87,9 @@ class JavaClientDriver(Driver):
         return ["java", *JVM, "-cp", self._cp, MAIN]
 
     def _run(self, command: str, *args: str, payload=None):
-        done = subprocess.run([*self._java(), command, *args], input=json.dumps(payload) if payload is not None else "",
-                              capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-        if done.returncode != 0:
-            raise AssertionError(f"Java client {command} failed ({done.returncode}): {done.stderr.strip()[-600:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        if self._cp is None:
+            self._cp = classpath()
+        return run(command, *args, payload=payload, timeout_s=RUN_TIMEOUT_S, cp=self._cp)
 
     def version(self) -> str:
         return f"Kafka Java client {self._run('version')}"

@@ -11,7 +11,6 @@ bounded polls.
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 
@@ -30,7 +29,7 @@ from pyspark_kafka.broker.cluster import EmbeddedCluster
 from pyspark_kafka.broker.cluster.embedded_cluster import metadata
 from pyspark_kafka.testing import maven
 from pyspark_kafka.testing.clusters import send_request
-from support.kafka_tools import kafka4_classpath
+from support.kafka_tools import ToolServer, kafka4_classpath
 
 FAST = {"broker.session.timeout.ms": "1000", "broker.heartbeat.interval.ms": "200",
         "replica.lag.time.max.ms": "3000", "replica.fetch.backoff.ms": "100", "default.replication.factor": "2",
@@ -169,16 +168,18 @@ def observe_cancelled_reassignment(bootstrap: str, wait_for_topic, kill) -> dict
 
 @pytest.fixture(scope="module")
 def classpath():
-    """Apache Kafka 4's jars for its tools; skips when they cannot be had."""
-    return kafka4_classpath()
+    """Apache Kafka 4's tools in one JVM for the module (support.kafka_tools.ToolServer); skips when the jars
+    cannot be had."""
+    kafka4_classpath()
+    server = ToolServer()
+    yield server
+    server.close()
 
 
-def run_tool(classpath: str, bootstrap: str, main: str, *args: str, ok: bool = True) -> str:
+def run_tool(tools: ToolServer, bootstrap: str, main: str, *args: str, ok: bool = True) -> str:
     """Run one of Kafka's tools (its main class) against ``bootstrap``; stdout + stderr."""
-    proc = subprocess.run(["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", classpath, main,
-                           "--bootstrap-server", bootstrap, *args], capture_output=True, text=True, timeout=120)
-    out = proc.stdout + proc.stderr
-    assert (proc.returncode == 0) == ok, f"{main.rsplit('.', 1)[-1]} {' '.join(args)} exited {proc.returncode}:\n{out[-3000:]}"
+    code, out = tools.run(main, "--bootstrap-server", bootstrap, *args, timeout_s=120)
+    assert (code == 0) == ok, f"{main.rsplit('.', 1)[-1]} {' '.join(args)} exited {code}:\n{out[-3000:]}"
     return out
 
 
@@ -231,12 +232,14 @@ def test_admin_errors_are_kafkas(cluster):
     assert observe_cancelled_reassignment(cluster.address(0), _wait_led(cluster), cluster.kill) == KAFKA_CANCEL
 
 
+@pytest.mark.slow
 def test_admin_requests_reach_the_raft_leader_among_three_controllers(tmp_path):
     with EmbeddedCluster(3, data_dir=tmp_path / "c", config=FAST, controllers=3) as cluster:
         assert observe_admin_errors(cluster.bootstrap_servers, _wait_led(cluster)) == KAFKA_ANSWERS
         assert observe_cancelled_reassignment(cluster.address(0), _wait_led(cluster), cluster.kill) == KAFKA_CANCEL
 
 
+@pytest.mark.slow
 def test_kafka_topics_alters_partitions_and_deletes_through_the_controller(cluster, classpath):
     bootstrap = cluster.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -260,6 +263,7 @@ def test_kafka_topics_alters_partitions_and_deletes_through_the_controller(clust
     cluster.wait_for(lambda: not any(_local_logs(cluster, "grow").values()), 20, "every broker's logs deleted")
 
 
+@pytest.mark.slow
 def test_preferred_election_moves_leadership_back_to_the_first_replica(cluster, classpath):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic("pref", 2, replica_assignment=[[0, 1], [1, 2]])])["pref"].result(30)
@@ -280,6 +284,7 @@ def test_preferred_election_moves_leadership_back_to_the_first_replica(cluster, 
     assert "Valid replica already elected for partitions pref-1" in out
 
 
+@pytest.mark.slow
 def test_unclean_election_elects_a_replica_outside_the_isr_only_when_asked(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic("lost", 1, replica_assignment=[[0, 1]])])["lost"].result(30)
@@ -305,6 +310,7 @@ def test_unclean_election_elects_a_replica_outside_the_isr_only_when_asked(clust
     assert "unclean leader election (ElectLeaders UNCLEAN) for lost-0: broker 1 (not in the ISR [0])" in controller_log
 
 
+@pytest.mark.slow
 def test_auto_leader_rebalance_restores_the_preferred_leader(tmp_path):
     config = {**FAST, "auto.leader.rebalance.enable": "true", "leader.imbalance.check.interval.seconds": "1"}
     with EmbeddedCluster(3, data_dir=tmp_path / "c", config=config) as cluster:
@@ -323,6 +329,7 @@ def _plan(path, topic, partitions: dict[int, list[int]]) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_reassignment_moves_every_record_to_the_new_replicas(cluster, classpath, tmp_path):
     bootstrap = cluster.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -367,6 +374,7 @@ def test_reassignment_moves_every_record_to_the_new_replicas(cluster, classpath,
     assert _replicas(cluster, "move", 0) == [2, 1]
 
 
+@pytest.mark.slow
 def test_an_ongoing_reassignment_is_listed_verified_and_cancelled(cluster, classpath, tmp_path):
     bootstrap = cluster.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -383,7 +391,10 @@ def test_an_ongoing_reassignment_is_listed_verified_and_cancelled(cluster, class
         assert list_reassignments(bootstrap) == [("undo", 0, [2, 1, 0], [2], [0]), ("undo", 1, [2, 1, 0], [2], [0])]
         assert _replicas(cluster, "undo", 0) == [2, 1, 0] and cluster.leader("undo", 0) == 0
         plan = _plan(tmp_path / "plan.json", "undo", {0: [2, 1], 1: [2, 1]})
-        out = run_tool(classpath, bootstrap, REASSIGN, "--reassignment-json-file", plan, "--verify")
+        # the tools get a live broker only: the paused broker 2 accepts connections (the kernel does) but never
+        # answers, and a Java admin client whose first Metadata went there timed out "waiting for a node
+        # assignment" under load (issue 25)
+        out = run_tool(classpath, cluster.address(0), REASSIGN, "--reassignment-json-file", plan, "--verify")
         assert "Reassignment of partition undo-0 is still in progress." in out
         out = run_tool(classpath, cluster.address(0), TOPICS, "--describe", "--topic", "undo")
         assert "Adding Replicas: 2" in out and "Removing Replicas: 0" in out, out

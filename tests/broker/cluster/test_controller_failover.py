@@ -76,6 +76,7 @@ def _kafka_quorum_replication(bootstrap_controller: str) -> dict[int, str] | Non
     return {int(r[0]): r[-1] for r in (line.split() for line in proc.stdout.splitlines()[1:]) if r}
 
 
+@pytest.mark.slow
 def test_killing_the_active_controller_then_a_leader_loses_no_acknowledged_record(tmp_path):
     with EmbeddedCluster(3, data_dir=tmp_path / "c", config=FAST, controllers=3) as cluster:
         assert cluster.controller_ids == [3000, 3001, 3002]
@@ -134,6 +135,7 @@ def test_a_cluster_takes_one_or_three_controllers():
         EmbeddedCluster(3, controllers=2)
 
 
+@pytest.mark.slow
 def test_a_paused_active_controller_is_replaced_without_fencing_the_brokers(tmp_path):
     # The new active controller gives every broker a fresh session: none is fenced, the ISR stays whole;
     # the resumed controller (its fencing decisions from before are in an old epoch) follows the new leader.

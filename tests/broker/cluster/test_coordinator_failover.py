@@ -86,6 +86,7 @@ def read(cluster, topic, partitions, isolation, expected, timeout_s=30):
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_committed_offsets_survive_sigkill_of_the_group_coordinator(cluster):
     create(cluster, "orders", 2)
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
@@ -132,6 +133,7 @@ def test_committed_offsets_survive_sigkill_of_the_group_coordinator(cluster):
         other.close()
 
 
+@pytest.mark.slow
 def test_a_transaction_across_brokers_commits_an_aborted_one_is_invisible_and_coordinator_failover(cluster):
     create(cluster, "tx", 3)
     assert {cluster.leader("tx", p) for p in range(3)} == {0, 1, 2}  # each partition on another leader
@@ -179,6 +181,7 @@ def test_a_transaction_across_brokers_commits_an_aborted_one_is_invisible_and_co
     assert read(cluster, "tx", 3, "read_committed", 9) == sorted(committed)
 
 
+@pytest.mark.slow
 def test_the_new_coordinator_aborts_an_open_transaction_after_its_timeout(cluster):
     from confluent_kafka import KafkaException
 

@@ -97,6 +97,7 @@ def test_min_insync_replicas_refuses_acks_all_with_not_enough_replicas(cluster):
     assert ok == [None]  # acks=1 is not bound by min.insync.replicas
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("why", ["fenced", "lagging"])
 def test_a_paused_follower_leaves_the_isr_and_returns(tmp_path, why):
     # fenced: the session (1 s) ends first and the controller removes it from the ISR (KRaft);
@@ -126,6 +127,7 @@ def test_a_paused_follower_leaves_the_isr_and_returns(tmp_path, why):
         assert out_after >= (0.5 if why == "fenced" else 1.0)
 
 
+@pytest.mark.slow
 def test_kafka_python_rides_through_a_leader_change(cluster):
     kafka = pytest.importorskip("kafka")
     create(cluster, "kp")
@@ -249,6 +251,7 @@ def test_producer_ids_are_unique_across_brokers_and_every_broker_names_the_same_
     assert coordinators == {cluster.leader("__consumer_offsets", 0)}  # the leader of the group's partition
 
 
+@pytest.mark.slow
 def test_unclean_election_loses_a_record_and_reports_it(cluster):
     create(cluster, "unclean", rf=2, config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"})
     leader = cluster.leader("unclean", 0)
@@ -276,6 +279,7 @@ def test_unclean_election_loses_a_record_and_reports_it(cluster):
     assert f"unclean leader election for unclean-0: broker {follower}" in controller_log  # reported, not silent
 
 
+@pytest.mark.slow
 def test_kafkas_own_kafka_topics_describes_leaders_and_isr(cluster):
     import shutil
     import subprocess

@@ -13,6 +13,8 @@ topic with the new leader and its leader epoch, never an older state.
 
 from __future__ import annotations
 
+import pytest
+
 import threading
 import time
 
@@ -36,6 +38,7 @@ def _metadata(address: str, topic: str) -> tuple[int, tuple[tuple[int, int], ...
     return int(t.error_code), tuple((int(p.leader_id), int(p.leader_epoch)) for p in t.partitions)
 
 
+@pytest.mark.slow
 def test_a_restarted_broker_answers_only_once_its_metadata_caught_up(tmp_path):
     config = {"min.insync.replicas": "2", "default.replication.factor": "3"}
     with EmbeddedCluster(3, data_dir=tmp_path / "cluster", config=config) as cluster:

@@ -46,6 +46,7 @@ def poll_into(consumers, seen: list, until, what: str, timeout_s: float = 45.0) 
     wait_until(step, what, timeout_s, interval_s=0)
 
 
+@pytest.mark.slow
 def test_rebalance_add_remove_exactly_once_and_resume(kbroker):
     bs = kbroker.bootstrap_servers
     topic = create_topic(bs, f"k848-{uuid.uuid4().hex[:8]}", PARTITIONS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -30,6 +32,7 @@ def poll_records(c: Consumer, count: int) -> list[tuple[int, int]]:
     return out
 
 
+@pytest.mark.slow
 def test_group_resumes_from_committed_offsets_after_sigkill(tmp_path):
     data = tmp_path / "data"
     first = BrokerProcess(data)

@@ -85,6 +85,7 @@ def test_restart_completes_a_prepared_transaction(tmp_path, commit):
 # --- SIGKILL of the broker process ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_broker_killed_mid_transaction_restarts_with_it_resolvable(tmp_path):
     data = tmp_path / "data"
     txn_id = f"kill-{uuid.uuid4().hex}"

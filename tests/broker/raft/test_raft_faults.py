@@ -138,6 +138,7 @@ def test_randomized_kill_restart_keeps_a_linearizable_committed_prefix(quorum, t
     assert len(final) >= len(acked)
 
 
+@pytest.mark.slow
 def test_kafka_metadata_quorum_tool_describes_the_quorum(quorum, tmp_path):
     """Apache Kafka's ``kafka-metadata-quorum --bootstrap-controller`` (MetadataQuorumCommand) reads our
     controller listener: DescribeCluster v1 (controller endpoints) then DescribeQuorum."""

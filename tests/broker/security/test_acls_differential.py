@@ -26,7 +26,7 @@ from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.security.authorizer import STANDARD_AUTHORIZER
 from pyspark_kafka.testing import maven
 from pyspark_kafka.testing.apache_kafka import ApacheKafka, _free_port
-from support import acl_requests
+from support import acl_requests, java_driver
 from support.wire import WireClient
 
 pytestmark = pytest.mark.slow
@@ -118,11 +118,9 @@ def observe_java(plain: str) -> dict:
     """Kafka's Java admin client (the conformance driver's ``AdminOps``, as ``User:ANONYMOUS``, a super
     user): CreateAcls (one invalid CLUSTER name), DescribeAcls with ANY, MATCH, PREFIXED and entry
     filters, DeleteAcls; ``{}`` when the driver cannot run here."""
-    from integration_tests.conformance.drivers import java_client
-
-    if java_client.unavailable():
+    if java_driver.unavailable():
         return {}
-    results = java_client.JavaClientDriver(plain).admin([
+    results = java_driver.admin(plain, [
         {"op": "create_acls", "acls": JAVA_ACLS},
         {"op": "describe_acls", "filter": ["ANY", "j-", "ANY", None, None, "ANY", "ANY"]},
         {"op": "describe_acls", "filter": ["TOPIC", "j-orders", "MATCH", None, None, "ANY", "ANY"]},
@@ -245,6 +243,4 @@ def test_acl_observations_match_apache_kafka():
     finally:
         broker.stop()
     assert ours == theirs
-    from integration_tests.conformance.drivers import java_client
-
-    assert java_client.unavailable() or ours["java create"] == ["INVALID_REQUEST"] + ["ok"] * 5
+    assert java_driver.unavailable() or ours["java create"] == ["INVALID_REQUEST"] + ["ok"] * 5

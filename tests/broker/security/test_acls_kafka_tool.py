@@ -8,13 +8,11 @@ that may not ALTER the cluster. Skipped with the reason when Java or the jars ar
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.security.authorizer import STANDARD_AUTHORIZER
-from support.kafka_tools import kafka4_classpath
+from support.kafka_tools import ToolServer, kafka4_classpath
 
 pytestmark = pytest.mark.slow
 ACLS = "org.apache.kafka.tools.AclCommand"
@@ -23,13 +21,16 @@ PASSWORDS = {"admin": "adm-tool-Pw53", "alice": "ali-tool-Pw19"}
 
 
 @pytest.fixture(scope="module")
-def classpath():
-    """Apache Kafka 4's jars for its tools; skips when they cannot be had."""
-    return kafka4_classpath("AclCommand lives in kafka-tools from Kafka 4 on")
+def tool_server():
+    """Kafka's tools in one JVM for the module (support.kafka_tools.ToolServer); skips when the jars cannot be had."""
+    kafka4_classpath("AclCommand lives in kafka-tools from Kafka 4 on")
+    server = ToolServer()
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="module")
-def kafka_acls(classpath, tmp_path_factory):
+def kafka_acls(tool_server, tmp_path_factory):
     """``kafka_acls(user, *args, ok=True) -> output`` against a broker with the StandardAuthorizer."""
     jaas = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
             + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
@@ -44,12 +45,9 @@ def kafka_acls(classpath, tmp_path_factory):
             f'username="{user}" password="{password}";\n')
 
     def run(user: str, *args: str, ok: bool = True) -> str:
-        cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", classpath, ACLS,
-               "--bootstrap-server", broker.bootstrap_servers, "--command-config", str(configs / f"{user}.properties"),
-               *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
-        out = proc.stdout + proc.stderr
-        assert (proc.returncode == 0) is ok, f"kafka-acls {' '.join(args)} exited {proc.returncode}:\n{out[-3000:]}"
+        code, out = tool_server.run(ACLS, "--bootstrap-server", broker.bootstrap_servers, "--command-config",
+                                    str(configs / f"{user}.properties"), *args, timeout_s=TOOL_TIMEOUT_S)
+        assert (code == 0) is ok, f"kafka-acls {' '.join(args)} exited {code}:\n{out[-3000:]}"
         return out
 
     try:

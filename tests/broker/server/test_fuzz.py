@@ -83,6 +83,7 @@ def test_regression_inputs(broker_process, guard, path):
     assert_healthy(broker_process, guard)
 
 
+@pytest.mark.slow
 def test_network_mutation_fuzz(broker_process, guard):
     frames = seeds()
     rss_before = broker_process.rss_kib()
@@ -95,6 +96,7 @@ def test_network_mutation_fuzz(broker_process, guard):
     assert growth < RSS_GROWTH_LIMIT_KIB, f"resident memory grew by {growth} KiB over {stats.total} frames"
 
 
+@pytest.mark.slow
 def test_inprocess_coverage_guided_fuzz(tmp_path):
     pytest.importorskip("atheris", reason="atheris (libFuzzer for Python) is not installed: pip install atheris")
     corpus = tmp_path / "corpus"

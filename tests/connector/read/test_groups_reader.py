@@ -168,6 +168,7 @@ def step_until(members, condition, what: str) -> None:
             m.step()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])  # eager and incremental rebalances
 def test_two_members_split_partitions_and_hand_over_without_loss_or_duplicates(bootstrap, make_topic, strategy):
     topic, group = make_topic(partitions=6), f"g-{uuid.uuid4().hex[:8]}"

@@ -32,6 +32,7 @@ def describe_lag(bootstrap: str, group: str, topic: str, capsys) -> dict:
     return {int(r[1]): (as_int(r[2]), int(r[3]), as_int(r[4])) for r in rows}
 
 
+@pytest.mark.slow
 def test_lag_drops_to_zero_once_a_committing_query_catches_up(spark, bootstrap, make_topic, checkpoint_dir, capsys):
     topic, group = make_topic(partitions=3), f"lag-{uuid.uuid4().hex[:8]}"
     sent = [v for p in range(3) for v in produce(bootstrap, topic, 10, partition=p, prefix=f"p{p}")]
@@ -51,6 +52,7 @@ def test_lag_drops_to_zero_once_a_committing_query_catches_up(spark, bootstrap, 
         query.stop()
 
 
+@pytest.mark.slow
 def test_batch_job_from_the_group_reads_each_record_once_across_runs(spark, bootstrap, make_topic, tmp_path):
     topic, group = make_topic(partitions=2), f"batch-{uuid.uuid4().hex[:8]}"
     opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "kafka.group.id": group,

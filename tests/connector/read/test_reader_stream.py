@@ -144,6 +144,7 @@ def test_min_and_max_offsets_per_trigger_through_the_engine(spark, bootstrap, ma
     assert [len(rows) for _, rows in collector.batches if rows] == [30, 30, 30, 10]
 
 
+@pytest.mark.slow
 def test_restart_from_checkpoint_continues_without_loss_or_repeat(spark, bootstrap, make_topic, checkpoint_dir):
     topic = make_topic(partitions=2)
     produced = produce(bootstrap, topic, 60, prefix="a")

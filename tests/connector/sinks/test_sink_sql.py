@@ -400,6 +400,7 @@ def _stream_once(spark, bootstrap, topic, url, table, checkpoint, sink_id):
     assert q.exception() is None
 
 
+@pytest.mark.slow
 def test_stream_from_kafka_checkpoint_lost_exactly_once(spark, bootstrap, make_topic, db_url, table, tmp_path):
     """Micro-batches into SQLite/PostgreSQL; the checkpoint is deleted and the query resumes from the sink."""
     topic = make_topic(2)
@@ -415,6 +416,7 @@ def test_stream_from_kafka_checkpoint_lost_exactly_once(spark, bootstrap, make_t
     assert stored_offsets(url=db_url, sink_id=sink_id) == {(topic, 0): 250, (topic, 1): 250}
 
 
+@pytest.mark.slow
 def test_aggregation_complete_mode_with_batch_ids(spark, bootstrap, make_topic, tmp_path):
     """offsetsFrom=batch: a stateful query (no offset columns) in complete mode replaces the table per batch."""
     topic = make_topic(2)

@@ -234,6 +234,7 @@ def drop_last_commit(checkpoint: str) -> int:
     return last
 
 
+@pytest.mark.slow
 def test_streaming_query_writes_once_and_a_replayed_micro_batch_adds_nothing(spark, bootstrap, make_topic,
                                                                               checkpoint_dir):
     source, sink = make_topic(partitions=3), make_topic(partitions=2)

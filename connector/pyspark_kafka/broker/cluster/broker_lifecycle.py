@@ -106,7 +106,13 @@ class BrokerLifecycle:
         self.registered_offset = 1 << 62
         self.caught_up = asyncio.Event()
         """Set once the metadata image reached this broker's registration record (Kafka's
-        ``BrokerLifecycleManager.initialCatchUpFuture``); the server processes requests only then."""
+        ``BrokerLifecycleManager.initialCatchUpFuture``)."""
+        self.unfenced = asyncio.Event()
+        """Set once, after :attr:`caught_up`, this broker's own image shows its registration unfenced; the server
+        processes requests only then, as Kafka's ``BrokerServer.startup`` enables request processing only after
+        ``lifecycleManager.setReadyToUnfence()`` completed. Serving at :attr:`caught_up` alone answered a client's
+        first Metadata without this broker (a fenced broker is not listed): librdkafka took "0 brokers" as a
+        partial answer and sent nothing more until another request (issue 25, ``test_connect_at_listen.py``)."""
         self.lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
         self._tasks: list[asyncio.Task] = []
         self._stopping = False  # Python 3.11's wait_for can swallow a cancellation: loops also check this flag
@@ -200,9 +206,13 @@ class BrokerLifecycle:
 
     def _check_caught_up(self) -> None:
         if not self.caught_up.is_set() and self.image.offset >= self.registered_offset:
-            log.info("broker %d caught up with the metadata log at offset %d: serving requests", self.node_id,
-                     self.image.offset)
+            log.info("broker %d caught up with the metadata log at offset %d", self.node_id, self.image.offset)
             self.caught_up.set()
+        if self.caught_up.is_set() and not self.unfenced.is_set():
+            me = self.image.brokers.get(self.node_id)
+            if me is not None and me.epoch == self.broker_epoch and not me.fenced:
+                log.info("broker %d unfenced at metadata offset %d: serving requests", self.node_id, self.image.offset)
+                self.unfenced.set()
 
     def _on_record(self, offset: int, raw: bytes) -> None:
         record = decode(raw)

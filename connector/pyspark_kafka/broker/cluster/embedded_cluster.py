@@ -36,6 +36,33 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def free_port_block(n: int, host: str = "127.0.0.1", low: int = 20000, high: int = 32000) -> int:
+    """The first of ``n`` consecutive ports that were free on ``host`` a moment ago (``--port P`` uses P..P+n-1).
+
+    Drawn at random below Linux's ephemeral range (``ip_local_port_range`` starts at 32768), so an outgoing
+    connection of another process cannot take P+1 between this check and the bind, as it could with P from
+    :func:`free_port` (seen in CI: a cluster node exiting with "address already in use"). Raises OSError when
+    no block was found in 200 tries.
+    """
+    import random
+
+    for _ in range(200):
+        base = random.randrange(low, high - n)
+        socks = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind((host, p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise OSError(f"no {n} consecutive free ports in {low}..{high} on {host}")
+
+
 def metadata(bootstrap: str, topics: list[str] | None = None, timeout_s: float = 5.0):
     """Metadata v12 from the broker at ``bootstrap`` (``host:port``): kio's ``MetadataResponse``.
 
@@ -152,9 +179,12 @@ class EmbeddedCluster:
         ports = self.raft_ports or self.ports
         return ",".join(f"{c}@{self.host}:{ports[c]}" for c in self.controller_ids)
 
-    def start(self) -> "EmbeddedCluster":
+    def start(self, wait_live: bool = True) -> "EmbeddedCluster":
         """Start the controllers (with 3: until one is active), then the brokers; wait until every broker is
-        registered and unfenced."""
+        registered and unfenced and lists every broker. ``wait_live=False`` returns as soon as every broker's port
+        accepts connections (a client connecting then is answered once its broker is unfenced, as Kafka's).
+        Raises RuntimeError naming the node and its error (the last line of its log first) when a node exits,
+        TimeoutError when a node does not listen or register within 60 s; every node started is stopped then."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
             for c in self.controller_ids:
@@ -164,6 +194,10 @@ class EmbeddedCluster:
             self.wait_for(lambda: self.active_controller() != -1, START_TIMEOUT_S, "an active controller")
             for i in self.broker_ids:
                 self._spawn(i)
+            if not wait_live:
+                for i in self.broker_ids:
+                    self._wait_port(i)
+                return self
             for i in self.broker_ids:
                 self._wait_live(i)
             # each broker's metadata image must list every broker too, or a client's first Metadata
@@ -218,8 +252,14 @@ class EmbeddedCluster:
     def _check_alive(self, node_id: int) -> None:
         proc = self.procs.get(node_id)
         if proc is None or proc.poll() is not None:
-            raise RuntimeError(f"node {node_id} exited (code {None if proc is None else proc.returncode}):\n"
-                               f"{self._log_tail(node_id)}")
+            tail = self._log_tail(node_id)
+            lines = tail.strip().splitlines()
+            # the cause first (a traceback's last line, e.g. "OSError: [Errno 98] ... address already in use"):
+            # a caller that shows one line (the cluster command's error) still names it
+            cause = lines[-1] if lines else "no output in its node.log"
+            raise RuntimeError(f"node {node_id} exited (code {None if proc is None else proc.returncode}): {cause}"
+                               f" (port {self.ports[node_id]}; {self.node_dir(node_id) / 'node.log'}, last lines:)\n"
+                               f"{tail}")
 
     def _wait_port(self, node_id: int) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
