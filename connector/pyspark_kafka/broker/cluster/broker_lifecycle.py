@@ -314,5 +314,7 @@ class BrokerLifecycle:
         except ConnectionError as exc:
             ok = False
             log.warning("%s-%d: AlterPartition failed: %s", part.topic, part.index, exc)
+        if ok and answer.get("state", {}).get("partition_epoch") == st.partition_epoch:
+            ok = False  # the controller found nothing to change and wrote no record: no newer state will arrive
         if not ok and part.state is st:  # refused, and no newer state arrived: allow the next proposal
             part.pending_isr = None
