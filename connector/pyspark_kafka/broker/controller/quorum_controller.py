@@ -29,7 +29,8 @@ applying the committed records (also after a restart: replay), exactly as the br
   fenced or unregistered replica with INELIGIBLE_REPLICA (107), an ISR without the leader or with non-replicas with
   INVALID_REQUEST, none of them writing a record; a change that changes nothing writes no record either. An ISR
   change that brings the last adding replica of a reassignment in completes it (KIP-455).
-- Admin changes (``elect_leaders``, ``alter_reassignments``, ``create_partitions``, ``delete_topics``), forwarded by
+- Admin changes (``elect_leaders``, ``alter_reassignments``, ``create_partitions``, ``delete_topics``,
+  ``alter_topic_configs``), forwarded by
   brokers: rules in :mod:`~pyspark_kafka.broker.controller.partition_admin`; each answer carries the ``offset`` of
   its last record. ``auto.leader.rebalance.enable``: a periodic PREFERRED election of every partition.
 """
@@ -397,7 +398,22 @@ class QuorumController:
     # --- admin changes of topics and partitions (controller/partition_admin.py) ------------------
 
     _ADMIN_OPS = {"elect_leaders": "_elect_leaders", "alter_reassignments": "_alter_reassignments",
-                  "create_partitions": "_create_partitions", "delete_topics": "_delete_topics"}
+                  "create_partitions": "_create_partitions", "delete_topics": "_delete_topics",
+                  "alter_topic_configs": "_alter_topic_configs"}
+
+    async def _alter_topic_configs(self, req: dict) -> dict:
+        """AlterConfigs / IncrementalAlterConfigs of a topic, forwarded by a broker that computed the new set of
+        overrides (``name``, ``configs``): validated, then one ``config`` record every broker applies (Kafka's
+        ``ConfigurationControlManager`` writing ``ConfigRecord``s). UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG."""
+        name = req["name"]
+        if name not in self.image.topics:
+            return {"error_code": int(ErrorCode.unknown_topic_or_partition),
+                    "error_message": f"Topic {name!r} does not exist"}
+        configs = {k: v for k, v in ((k, validate_topic_config(k, v)) for k, v in req["configs"].items())
+                   if v is not None}
+        offset = await self._append([{"type": "config", "name": name, "configs": configs}])
+        log.info("topic %s: config overrides now %s", name, configs)
+        return {"error_code": 0, "offset": offset}
 
     async def _elect_leaders(self, req: dict) -> dict:
         """ElectLeaders (KIP-460): ``election_type`` 0/1, ``partitions`` {topic: [partition]} or None (all)."""

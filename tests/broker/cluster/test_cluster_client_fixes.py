@@ -1,0 +1,82 @@
+"""Defects librdkafka's own test suite found on the 3-broker embedded cluster (issue 28, item 7), each pinned with an
+independent client on one cluster shared by the module (every process stopped by pid by the ``with`` block; waits
+are bounded polls):
+
+- OffsetCommit for partitions led by other brokers (RF 1, three partitions on three brokers): Kafka checks the
+  cluster's metadata, not whether the coordinator's broker hosts the partition (librdkafka 0099, 0140, 0137, ...).
+- A topic config change (IncrementalAlterConfigs ``cleanup.policy=compact``) reaches every broker through the
+  controller's metadata log: a keyless record is then refused (INVALID_RECORD) by whichever broker leads, and
+  DescribeConfigs on each broker shows the override (librdkafka 0011).
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+
+from pyspark_kafka.broker.cluster import EmbeddedCluster
+from support.wire import WireClient
+
+FAST = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "200", "replica.fetch.backoff.ms": "100"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with EmbeddedCluster(3, data_dir=tmp_path_factory.mktemp("fixes") / "cluster", config=FAST) as c:
+        yield c
+
+
+def _spread_topic(cluster, name: str) -> None:
+    """``name`` with 3 partitions of RF 1, one led by each broker."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(name, 3, replica_assignment=[[0], [1], [2]])])[name].result(30)
+    cluster.wait_for(lambda: [cluster.leader(name, p) for p in range(3)] == [0, 1, 2], 20, "a leader per broker")
+
+
+def test_offsets_commit_for_partitions_led_by_other_brokers(cluster):
+    _spread_topic(cluster, "commits")
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "fix-commits",
+                         "enable.auto.commit": False})
+    try:
+        offsets = [TopicPartition("commits", p, 5 + p) for p in range(3)]
+        answered = consumer.commit(offsets=offsets, asynchronous=False)
+        assert [(tp.partition, tp.error) for tp in answered] == [(0, None), (1, None), (2, None)]
+        committed = consumer.committed([TopicPartition("commits", p) for p in range(3)], timeout=20)
+        assert [tp.offset for tp in committed] == [5, 6, 7]
+        with pytest.raises(KafkaException) as missing:  # a partition the cluster does not have: still refused
+            consumer.commit(offsets=[TopicPartition("commits", 9, 1)], asynchronous=False)
+        assert missing.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    finally:
+        consumer.close()
+
+
+def _describe_on(cluster, node: int, topic: str) -> dict[str, tuple[str, bool]]:
+    """DescribeConfigs of ``topic`` sent to broker ``node`` itself: ``{name: (value, is default)}``."""
+    with WireClient(cluster.address(node)) as client:
+        response = client.request(DescribeConfigsRequest(resources=(DescribeConfigsResource(
+            resource_type=2, resource_name=topic, configuration_keys=None),), include_synonyms=False,
+            include_documentation=False))
+    result, = response.results
+    assert result.error_code == 0, result.error_message
+    return {c.name: (c.value, c.config_source == 5) for c in result.configs}
+
+
+def test_a_topic_config_change_reaches_every_broker(cluster):
+    _spread_topic(cluster, "compacting")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    resource = ConfigResource("topic", "compacting", incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    for node in range(3):
+        assert _describe_on(cluster, node, "compacting")["cleanup.policy"] == ("compact", False), f"broker {node}"
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0, "linger.ms": 0})
+    errors: dict[int, KafkaError | None] = {}
+    for p in range(3):
+        producer.produce("compacting", b"no key", partition=p,
+                         on_delivery=lambda err, msg: errors.__setitem__(msg.partition(), err))
+    assert producer.flush(30) == 0
+    assert {p: e.code() if e else None for p, e in errors.items()} == {p: KafkaError.INVALID_RECORD for p in range(3)}
+    producer.produce("compacting", b"keyed", key=b"k", partition=2)  # a key is accepted on the compacted topic
+    assert producer.flush(30) == 0
