@@ -4,6 +4,7 @@ are bounded polls):
 
 - OffsetCommit for partitions led by other brokers (RF 1, three partitions on three brokers): Kafka checks the
   cluster's metadata, not whether the coordinator's broker hosts the partition (librdkafka 0099, 0140, 0137, ...).
+- JoinGroup's NOT_COORDINATOR answer encodes in every version v0..v9 (protocol name "" below v7).
 - A topic config change (IncrementalAlterConfigs ``cleanup.policy=compact``) reaches every broker through the
   controller's metadata log: a keyless record is then refused (INVALID_RECORD) by whichever broker leads, and
   DescribeConfigs on each broker shows the override (librdkafka 0011).
@@ -11,10 +12,17 @@ are bounded polls):
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import importlib
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest
+from kio.static.primitive import i32Timedelta
 
 from pyspark_kafka.broker.cluster import EmbeddedCluster
 from support.wire import WireClient
@@ -80,3 +88,28 @@ def test_a_topic_config_change_reaches_every_broker(cluster):
     assert {p: e.code() if e else None for p, e in errors.items()} == {p: KafkaError.INVALID_RECORD for p in range(3)}
     producer.produce("compacting", b"keyed", key=b"k", partition=2)  # a key is accepted on the compacted topic
     assert producer.flush(30) == 0
+
+
+def _join_group_request(version: int, group: str):
+    module = importlib.import_module(f"kio.schema.join_group.v{version}.request")
+    fields = {"group_id": group, "session_timeout": i32Timedelta.parse(datetime.timedelta(seconds=10)),
+              "rebalance_timeout": i32Timedelta.parse(datetime.timedelta(seconds=10)), "member_id": "",
+              "group_instance_id": None, "protocol_type": "consumer", "reason": None,
+              "protocols": (module.JoinGroupRequestProtocol(name="range", metadata=b""),)}
+    cls = module.JoinGroupRequest
+    return cls(**{f.name: fields[f.name] for f in dataclasses.fields(cls)})
+
+
+def test_join_group_not_coordinator_answers_encode_in_every_version(cluster):
+    """librdkafka's JoinGroup v5 at a broker that is not the group's coordinator got no answer at all ("built a
+    response that cannot be encoded": protocol name null below v7). Kafka answers NOT_COORDINATOR in every version."""
+    with WireClient(cluster.address(0)) as client:
+        found = client.request(FindCoordinatorRequest(key="join-errors", key_type=0))
+    assert found.error_code == 0
+    other = next(n for n in range(3) if n != found.node_id)
+    with WireClient(cluster.address(other)) as client:
+        for version in range(10):
+            answer = client.request(_join_group_request(version, "join-errors"))
+            assert (version, answer.error_code) == (version, ErrorCode.not_coordinator)
+            assert answer.generation_id == -1 and answer.member_id == "" and list(answer.members) == []
+            assert answer.protocol_name == ("" if version < 7 else None)
