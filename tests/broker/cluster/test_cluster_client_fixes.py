@@ -5,6 +5,7 @@ are bounded polls):
 - OffsetCommit for partitions led by other brokers (RF 1, three partitions on three brokers): Kafka checks the
   cluster's metadata, not whether the coordinator's broker hosts the partition (librdkafka 0099, 0140, 0137, ...).
 - JoinGroup's NOT_COORDINATOR answer encodes in every version v0..v9 (protocol name "" below v7).
+- A batch flagged gzip holding a zlib stream is refused by a cluster leader (item 4).
 - A topic config change (IncrementalAlterConfigs ``cleanup.policy=compact``) reaches every broker through the
   controller's metadata log: a keyless record is then refused (INVALID_RECORD) by whichever broker leads, and
   DescribeConfigs on each broker shows the override (librdkafka 0011).
@@ -15,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import importlib
+import time
+import zlib
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -25,6 +28,9 @@ from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest
 from kio.static.primitive import i32Timedelta
 
 from pyspark_kafka.broker.cluster import EmbeddedCluster
+from pyspark_kafka.broker.log.record_batch import build_batch
+from support.batches import encode_record
+from support.malformed import produce_request
 from support.wire import WireClient
 
 FAST = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "200", "replica.fetch.backoff.ms": "100"}
@@ -113,3 +119,26 @@ def test_join_group_not_coordinator_answers_encode_in_every_version(cluster):
             assert (version, answer.error_code) == (version, ErrorCode.not_coordinator)
             assert answer.generation_id == -1 and answer.member_id == "" and list(answer.members) == []
             assert answer.protocol_name == ("" if version < 7 else None)
+
+
+def test_a_gzip_flagged_zlib_batch_is_refused_by_a_cluster_leader_and_real_gzip_is_stored(cluster):
+    """Issue 28 item 4 on the cluster: the leader (broker 1 here) refuses a zlib stream flagged gzip
+    (CORRUPT_MESSAGE); librdkafka's own gzip batches are stored."""
+    _spread_topic(cluster, "gzipped")
+    now = int(time.time() * 1000)
+    records = encode_record(0, 0, b"k", b"v")
+    with WireClient(cluster.address(1)) as client:
+        response = client.request(produce_request("gzipped", build_batch(
+            zlib.compress(records), record_count=1, last_offset_delta=0, base_timestamp=now, max_timestamp=now,
+            attributes=1), partition=1))
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.corrupt_message
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "compression.codec": "gzip", "acks": "all"})
+    for p in range(3):
+        producer.produce("gzipped", b"x" * 1000, key=b"k", partition=p)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "gz", "enable.auto.commit": False})
+    try:
+        lows_highs = [consumer.get_watermark_offsets(TopicPartition("gzipped", p), timeout=10) for p in range(3)]
+    finally:
+        consumer.close()
+    assert lows_highs == [(0, 1)] * 3  # the refused batch stored nothing on partition 1
