@@ -11,8 +11,9 @@
   they arrive; a *new* frame waits while the count is at the limit (Kafka's non-strict memory
   pool: a request may start whenever some memory is free), a frame already being read goes on,
   so one large request never waits for itself and a slow client holds only what it has really
-  sent. The count drops once the response is written. Kafka's default is -1 (unbounded); ours is
-  256 MiB.
+  sent. The count drops once the response is written. A frame of at most :data:`SMALL_REQUEST_BYTES`
+  (64 KiB) never waits, so big requests held half-sent cannot starve other clients' small ones
+  (ApiVersions, Metadata, heartbeats, commits). Kafka's default is -1 (unbounded); ours is 256 MiB.
 - ``queued.max.requests`` (requests handled at once, backpressure) and ``connections.max.idle.ms``
   (a connection with no complete request for that long is closed) are applied by the server.
 """
@@ -26,6 +27,8 @@ from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.errors import ConfigError
 
 CHUNK_BYTES = 1 << 20  # most produce requests are one chunk; a slow client holds at most this much
+#: frames up to this size are read even when ``queued.max.request.bytes`` is exhausted (still counted)
+SMALL_REQUEST_BYTES = 64 << 10
 RESERVED_FOR_PARTITIONS = 512  # keep in step with log.manager.RESERVED_FILES
 
 
@@ -92,8 +95,14 @@ class RequestMemory:
         self.used = 0
         self._freed = asyncio.Condition()
 
-    async def wait_for_room(self) -> None:
-        """Wait while the reserved bytes are at or over the limit (before a new frame is read)."""
+    async def wait_for_room(self, size: int = SMALL_REQUEST_BYTES + 1) -> None:
+        """Wait while the reserved bytes are at or over the limit (before a new frame of ``size`` bytes is read).
+
+        A frame of at most :data:`SMALL_REQUEST_BYTES` never waits: a few big requests held half-sent must not
+        starve other clients' ApiVersions, Metadata, heartbeats or commits (Kafka mutes only the channel that
+        cannot allocate; the others keep going)."""
+        if size <= SMALL_REQUEST_BYTES:
+            return
         if 0 <= self.limit <= self.used:
             async with self._freed:
                 await self._freed.wait_for(lambda: self.used < self.limit)
@@ -133,7 +142,7 @@ async def read_frame_body(reader: asyncio.StreamReader, size: int, memory: Reque
     parts = []
     reserved = 0
     try:
-        await memory.wait_for_room()
+        await memory.wait_for_room(size)
         left = size
         while left:
             n = min(CHUNK_BYTES, left)

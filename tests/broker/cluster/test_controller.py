@@ -163,6 +163,36 @@ def test_alter_partition_with_stale_epochs_is_refused(tmp_path):
     run(scenario())
 
 
+def test_alter_partition_that_changes_nothing_writes_no_record(tmp_path):
+    """Issue 28 item 1: a fenced replica asked into the ISR is INELIGIBLE_REPLICA (Kafka's 107) and an ISR equal to
+    the current one is answered without a record: the metadata log never grows without a change."""
+    async def scenario():
+        log, c = await _controller(tmp_path)
+        epochs = await _live_brokers(c, [0, 1, 2])
+        await c.handle({"op": "create_topics", "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}]})
+        st = c.image.partition("t", 0)
+        leader, f1, f2 = st.replicas
+        base = {"op": "alter_partition", "node_id": leader, "broker_epoch": epochs[leader], "topic": "t",
+                "partition": 0, "leader_epoch": st.leader_epoch}
+        assert (await c.handle({**base, "partition_epoch": st.partition_epoch, "isr": [leader]}))["error_code"] == 0
+        await c.handle({"op": "shutdown", "node_id": f1, "broker_epoch": epochs[f1]})  # f1 fenced
+        st = c.image.partition("t", 0)
+        before = c.image.offset
+        answer = await c.handle({**base, "partition_epoch": st.partition_epoch, "isr": [leader, f1]})
+        assert answer["error_code"] == ErrorCode.ineligible_replica and "fenced" in answer["error_message"]
+        same = await c.handle({**base, "partition_epoch": st.partition_epoch, "isr": [leader]})
+        assert same["error_code"] == 0 and same["state"]["partition_epoch"] == st.partition_epoch
+        foreign = await c.handle({**base, "partition_epoch": st.partition_epoch, "isr": [leader, 7]})
+        assert foreign["error_code"] == ErrorCode.invalid_request
+        assert c.image.offset == before and c.image.partition("t", 0) == st  # no record written
+        ok = await c.handle({**base, "partition_epoch": st.partition_epoch, "isr": [leader, f2]})  # a live one
+        assert ok["error_code"] == 0 and c.image.partition("t", 0).isr == tuple(r for r in st.replicas
+                                                                                 if r in (leader, f2))
+        assert c.image.offset == before + 1
+        await log.stop()
+    run(scenario())
+
+
 def test_topics_over_the_live_broker_count_and_duplicates_are_refused_with_kafkas_codes(tmp_path):
     async def scenario():
         log, c = await _controller(tmp_path, **{"default.replication.factor": "2"})

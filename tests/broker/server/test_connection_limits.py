@@ -166,3 +166,52 @@ def test_request_memory_holds_new_frames_at_the_limit_and_lets_started_ones_fini
         return events
 
     assert asyncio.run(scenario()) == ["still waiting", "new frame started"]
+
+
+def test_big_requests_held_half_sent_do_not_starve_a_small_request(caplog):
+    """Issue 28 item 3: three connections each hold 1.5 MiB of a 2 MiB request, exhausting a 3 MiB
+    ``queued.max.request.bytes``; a fresh connection's ApiVersions is still answered (small frames never wait
+    for request memory), and the held requests still complete once their clients send the rest."""
+    with EmbeddedBroker(config={"queued.max.request.bytes": str(3 << 20)}) as b:
+        big = [_connect(b.bootstrap_servers) for _ in range(3)]
+        fresh = _connect(b.bootstrap_servers)
+        fresh.settimeout(5.0)  # a bounded wait: before the fix no answer ever came while the three held memory
+        body = struct.pack(">hhih", 18, 0, 1, -1) + b"\x00" * ((2 << 20) - 10)  # ApiVersions v0 + ignored bytes
+        try:
+            for sock in big:
+                sock.sendall(struct.pack(">i", len(body)) + body[:3 << 19])  # 1.5 MiB of 2 MiB, then hold
+            deadline = time.monotonic() + DEADLINE_S
+            while b.broker.request_memory.used < 3 << 20 and time.monotonic() < deadline:
+                time.sleep(0.01)  # bounded poll: the broker has reserved the held requests' chunks
+            assert b.broker.request_memory.used >= 3 << 20
+            assert _answers(fresh)
+            for sock in big:
+                sock.sendall(body[3 << 19:])
+            for sock in big:
+                assert len(sock.recv(4)) == 4  # each held request is answered once complete
+        finally:
+            for sock in big + [fresh]:
+                sock.close()
+
+
+def test_an_oversized_frame_before_sasl_authentication_closes_the_connection(caplog):
+    """Kafka's ``sasl.server.max.receive.size`` (524288 bytes, Kafka's SaslServerAuthenticator): before
+    authentication a SASL listener reads no frame larger than that; it closes the connection with a log line."""
+    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+              "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                  'user_alice="alice-pw";'}
+    with caplog.at_level("WARNING", logger="pyspark_kafka.broker"), EmbeddedBroker(config=config) as b:
+        port = b.broker.security.listeners[0].port
+        sock = _connect(f"127.0.0.1:{port}")
+        try:
+            sock.sendall(struct.pack(">i", 524289) + struct.pack(">hhih", 17, 1, 1, -1))
+            assert _closed_by_broker(sock)
+        finally:
+            sock.close()
+        ok = _connect(f"127.0.0.1:{port}")  # a frame at the bound is read (an ApiVersions answered)
+        try:
+            assert _answers(ok)
+        finally:
+            ok.close()
+    assert "request size 524289 is outside 8..524288" in caplog.text
+    assert "sasl.server.max.receive.size, before SASL authentication" in caplog.text

@@ -153,3 +153,21 @@ def test_kafka_python_delivery_error(bootstrap, make_topic):
             future.get(timeout=20)
     finally:
         producer.close(timeout=5)
+
+
+@pytest.mark.parametrize("container", ["zlib", "raw deflate"])
+def test_a_gzip_flagged_batch_holding_no_gzip_stream_is_refused(bootstrap, make_topic, container):
+    """Issue 28 item 4: Kafka decompresses gzip with ``GZIPInputStream`` ("Not in GZIP format" for a zlib or raw
+    deflate stream) and stores nothing; kafka-python's reader would stop at such a batch for good. Kafka answers
+    UNKNOWN_SERVER_ERROR (its KafkaException is no ApiException); we answer CORRUPT_MESSAGE as for every batch that
+    does not decompress (docs/compatibility.md). A real gzip batch of the same records is stored."""
+    topic = make_topic(1)
+    now = int(time.time() * 1000)
+    records = b"".join(encode_record(i, 0, b"k", b"v%d" % i) for i in range(3))
+    packed = zlib.compress(records) if container == "zlib" else zlib.compress(records, wbits=-15)
+    res = _produce(bootstrap, topic, build_batch(packed, record_count=3, last_offset_delta=2, base_timestamp=now,
+                                                 max_timestamp=now, attributes=1))
+    assert res.error_code == ErrorCode.corrupt_message and "gzip format" in res.error_message
+    good = _produce(bootstrap, topic, build_batch(zlib.compress(records, wbits=31), record_count=3, last_offset_delta=2,
+                                                  base_timestamp=now, max_timestamp=now, attributes=1))
+    assert (good.error_code, good.base_offset) == (ErrorCode.none, 0)  # nothing of the refused batch was stored

@@ -101,6 +101,8 @@ class BrokerLifecycle:
             self.channel = ControllerRouter(channels, self.metadata_log.leader)
             self.controller_id = -1
         self.replica_manager = broker.replica_manager
+        # OffsetCommit for a partition led by another broker: it exists when the cluster's metadata has it
+        broker.group_coordinator.partition_exists = lambda topic, index: self.image.partition(topic, index) is not None
         self.fetcher = ReplicaFetcher(self.replica_manager, self.config, self._address_of)
         self.broker_epoch = -1
         self.registered_offset = 1 << 62
@@ -226,6 +228,9 @@ class BrokerLifecycle:
                 self._apply_partition(record["topic"], record["partition"])
             elif kind == "remove_topic":
                 self._remove_topic(record["name"])
+            elif kind == "config" and self.replica_manager.logs.topic(record["name"]) is not None:
+                # a topic config change reaches every broker hosting a replica (Kafka's ConfigRecord)
+                self.replica_manager.logs.alter_topic_configs(record["name"], record["configs"])
             elif kind == "broker" and record["id"] != self.node_id:
                 # a restarted broker: its address may have changed; followers reconnect through address_of
                 pass
@@ -324,5 +329,7 @@ class BrokerLifecycle:
         except ConnectionError as exc:
             ok = False
             log.warning("%s-%d: AlterPartition failed: %s", part.topic, part.index, exc)
+        if ok and answer.get("state", {}).get("partition_epoch") == st.partition_epoch:
+            ok = False  # the controller found nothing to change and wrote no record: no newer state will arrive
         if not ok and part.state is st:  # refused, and no newer state arrived: allow the next proposal
             part.pending_isr = None

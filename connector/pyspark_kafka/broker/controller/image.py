@@ -13,6 +13,8 @@ fields under a ``type``):
   (and ``adding``/``removing`` during a reassignment, KIP-455): a partition's whole state (Kafka writes
   ``PartitionRecord`` once and ``PartitionChangeRecord`` deltas; ours always carries the whole state, so
   replaying the last record of a partition is enough).
+- ``{"type": "config", "name", "configs"}``: a topic's whole set of config overrides after AlterConfigs /
+  IncrementalAlterConfigs (Kafka's ``ConfigRecord``s, one per key; ours carries them all); every broker applies it.
 - ``{"type": "remove_topic", "name", "topic_id"}``: a deleted topic (Kafka's ``RemoveTopicRecord``); every broker
   deletes its local logs of it.
 - ``{"type": "producer_ids", "broker", "next"}``: a block of producer ids handed to a broker ends before ``next``
@@ -125,6 +127,10 @@ class ClusterImage:
                 topic.partitions[record["partition"]] = PartitionState(
                     tuple(record["replicas"]), tuple(record["isr"]), record["leader"], record["leader_epoch"],
                     record["partition_epoch"], tuple(record.get("adding", ())), tuple(record.get("removing", ())))
+        elif kind == "config":
+            t = self.topics.get(record["name"])
+            if t is not None:
+                t.configs = dict(record["configs"])
         elif kind == "producer_ids":
             self.next_producer_id = max(self.next_producer_id, record["next"])
         elif kind == "remove_topic":

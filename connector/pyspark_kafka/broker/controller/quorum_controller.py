@@ -25,9 +25,12 @@ applying the committed records (also after a restart: replay), exactly as the br
   and gives every registered broker a fresh ``broker.session.timeout.ms`` (Kafka's ``BrokerHeartbeatManager`` is
   likewise rebuilt on failover) rather than fencing them all at once.
 - ``alter_partition`` (Kafka's AlterPartition, KIP-497): the leader proposes a new ISR at its leader epoch and
-  partition epoch; stale epochs are refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION. An ISR change that
-  brings the last adding replica of a reassignment in completes it (KIP-455).
-- Admin changes (``elect_leaders``, ``alter_reassignments``, ``create_partitions``, ``delete_topics``), forwarded by
+  partition epoch; stale epochs are refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION, an ISR naming a
+  fenced or unregistered replica with INELIGIBLE_REPLICA (107), an ISR without the leader or with non-replicas with
+  INVALID_REQUEST, none of them writing a record; a change that changes nothing writes no record either. An ISR
+  change that brings the last adding replica of a reassignment in completes it (KIP-455).
+- Admin changes (``elect_leaders``, ``alter_reassignments``, ``create_partitions``, ``delete_topics``,
+  ``alter_topic_configs``), forwarded by
   brokers: rules in :mod:`~pyspark_kafka.broker.controller.partition_admin`; each answer carries the ``offset`` of
   its last record. ``auto.leader.rebalance.enable``: a periodic PREFERRED election of every partition.
 """
@@ -365,11 +368,24 @@ class QuorumController:
         if st.partition_epoch != req["partition_epoch"]:
             return {"error_code": int(ErrorCode.invalid_update_version), "state": st.record(req["topic"], req["partition"])}
         live = {b.id for b in self.image.live_brokers()}
-        isr = tuple(r for r in st.replicas if r in req["isr"] and (r in live or r == st.leader))
-        if st.leader not in isr:
-            return {"error_code": int(ErrorCode.invalid_request), "error_message": "the ISR must hold the leader"}
+        asked = list(req["isr"])
+        if len(set(asked)) != len(asked) or not set(asked) <= set(st.replicas) or st.leader not in asked:
+            # Kafka's Replicas.validateIsr and the leader check: INVALID_REQUEST
+            return {"error_code": int(ErrorCode.invalid_request), "error_message":
+                    f"the ISR {asked} must hold the leader {st.leader}, only replicas of {list(st.replicas)}, "
+                    "each once"}
+        ineligible = [r for r in asked if r not in live and r != st.leader and r not in st.isr]
+        if ineligible:  # Kafka: a fenced / unregistered broker cannot join the ISR; nothing is written
+            return {"error_code": int(ErrorCode.ineligible_replica), "error_message":
+                    f"replicas {ineligible} are fenced or not registered: they cannot join the ISR of "
+                    f"{req['topic']}-{req['partition']}", "state": st.record(req["topic"], req["partition"])}
+        isr = tuple(r for r in st.replicas if r in asked)
         new = replace(st, isr=isr, partition_epoch=st.partition_epoch + 1)
         new = partition_admin.complete_reassignment(new, live)  # KIP-455: the adding replicas caught up
+        if replace(new, partition_epoch=st.partition_epoch) == st:
+            # Kafka's PartitionChangeBuilder builds no record when nothing changes: the metadata log never grows
+            # without a change; the answer carries the current state (same partition epoch)
+            return {"error_code": 0, "state": st.record(req["topic"], req["partition"])}
         await self._append([new.record(req["topic"], req["partition"])])
         if new.replicas != st.replicas:
             log.info("%s-%d: reassignment completed: replicas %s -> %s, leader %d", req["topic"], req["partition"],
@@ -382,7 +398,22 @@ class QuorumController:
     # --- admin changes of topics and partitions (controller/partition_admin.py) ------------------
 
     _ADMIN_OPS = {"elect_leaders": "_elect_leaders", "alter_reassignments": "_alter_reassignments",
-                  "create_partitions": "_create_partitions", "delete_topics": "_delete_topics"}
+                  "create_partitions": "_create_partitions", "delete_topics": "_delete_topics",
+                  "alter_topic_configs": "_alter_topic_configs"}
+
+    async def _alter_topic_configs(self, req: dict) -> dict:
+        """AlterConfigs / IncrementalAlterConfigs of a topic, forwarded by a broker that computed the new set of
+        overrides (``name``, ``configs``): validated, then one ``config`` record every broker applies (Kafka's
+        ``ConfigurationControlManager`` writing ``ConfigRecord``s). UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG."""
+        name = req["name"]
+        if name not in self.image.topics:
+            return {"error_code": int(ErrorCode.unknown_topic_or_partition),
+                    "error_message": f"Topic {name!r} does not exist"}
+        configs = {k: v for k, v in ((k, validate_topic_config(k, v)) for k, v in req["configs"].items())
+                   if v is not None}
+        offset = await self._append([{"type": "config", "name": name, "configs": configs}])
+        log.info("topic %s: config overrides now %s", name, configs)
+        return {"error_code": 0, "offset": offset}
 
     async def _elect_leaders(self, req: dict) -> dict:
         """ElectLeaders (KIP-460): ``election_type`` 0/1, ``partitions`` {topic: [partition]} or None (all)."""

@@ -47,7 +47,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from kio.schema.consumer_protocol_subscription.v0 import ConsumerProtocolSubscription as SubscriptionV0
 from kio.schema.consumer_protocol_subscription.v1 import ConsumerProtocolSubscription as SubscriptionV1
@@ -215,6 +215,9 @@ class GroupCoordinator:
 
     def __init__(self, replica_manager: ReplicaManager, config: BrokerConfig) -> None:
         self.replica_manager = replica_manager
+        #: ``(topic, partition) -> bool``: whether the partition exists for OffsetCommit (Kafka checks the cluster's
+        #: metadata, not this broker's replicas); a replicated broker's lifecycle sets it to its metadata image
+        self.partition_exists: Callable[[str, int], bool] = replica_manager.has_partition
         self.config = config
         self.offsets = OffsetStore(replica_manager.logs, config)
         self.groups: dict[str, Group] = {}
@@ -771,7 +774,7 @@ class GroupCoordinator:
         errors: dict[TopicPartition, int] = {}
         accepted: dict[TopicPartition, OffsetAndMetadata] = {}
         for (topic, partition), value in offsets.items():
-            if not self.replica_manager.has_partition(topic, partition):
+            if not self.partition_exists(topic, partition):
                 errors[(topic, partition)] = ErrorCode.unknown_topic_or_partition
             elif committable is not None and (topic, partition) not in committable:
                 errors[(topic, partition)] = ErrorCode.stale_member_epoch

@@ -23,7 +23,9 @@ given at start, DEFAULT_CONFIG (5) otherwise.
 AlterConfigs replaces all of a topic's overrides with those given; IncrementalAlterConfigs applies
 SET (0), DELETE (1), APPEND (2) and SUBTRACT (3, list configs: ``cleanup.policy``) per config.
 Both validate as CreateTopics does (INVALID_CONFIG naming the config), honour ``validate_only``,
-persist the overrides in ``__topics.json`` and apply them to the open partition logs at once.
+persist the overrides in ``__topics.json`` and apply them to the open partition logs at once. In a replicated
+cluster the change goes through the controller (one ``config`` record in the metadata log, Kafka's
+``ConfigRecord``) and every broker applies it; DescribeConfigs of a topic answers from the metadata image there.
 Errors per resource, as Kafka: INVALID_REQUEST for a null value (other than DELETE), a config
 named twice, a resource named twice, a broker resource (broker configs are read-only here: set at
 start) or another resource type; UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEPTION.
@@ -42,7 +44,7 @@ import asyncio
 import uuid
 
 from pyspark_kafka.broker.config import (
-    BROKER_DEFAULTS, TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_name,
+    BROKER_DEFAULTS, TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_config, validate_topic_name,
 )
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
@@ -52,12 +54,15 @@ from pyspark_kafka.broker.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
     KafkaError,
+    NotControllerError,
     PolicyViolationError,
     TopicAuthorizationError,
+    UnknownTopicOrPartitionError,
+    for_code,
 )
 from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
-from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST, OP_DELETE, OP_SET
+from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST, OP_DELETE, OP_SET, merge_topic_configs
 
 
 #: Kafka's dynamic broker throttle configs (``kafka-reassign-partitions`` deletes them after a reassignment);
@@ -311,7 +316,13 @@ def topic_configs(broker, topic: str, include_synonyms: bool) -> list[dict]:
     :meth:`BrokerConfig.synonym_source`); the source is the first synonym's, DEFAULT_CONFIG without one.
     """
     entries = []
-    for name, value, is_default in broker.replica_manager.logs.describe_topic_configs(topic):
+    overrides = None
+    if broker.lifecycle is not None:  # the cluster's metadata: also a topic this broker hosts no replica of
+        t = broker.lifecycle.image.topics.get(topic)
+        if t is None:
+            raise UnknownTopicOrPartitionError(f"Topic {topic!r} does not exist")
+        overrides = t.configs
+    for name, value, is_default in broker.replica_manager.logs.describe_topic_configs(topic, overrides):
         broker_name = TOPIC_CONFIG_TO_BROKER.get(name)
         synonyms = []
         if not is_default:
@@ -364,7 +375,34 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
     return {"throttle_time": 0, "results": results}
 
 
-def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
+async def _forward_topic_configs(broker, res, incremental: bool, validate_only: bool) -> None:
+    """A replicated broker's AlterConfigs / IncrementalAlterConfigs of a topic: the new overrides are computed from
+    the metadata image's and validated here, then (unless ``validate_only``) the controller writes them as one
+    ``config`` record and this broker waits until its image has it. Raises UnknownTopicOrPartitionError,
+    InvalidConfigError, or the controller's error (NOT_CONTROLLER when none answers)."""
+    t = broker.lifecycle.image.topics.get(res.resource_name)
+    if t is None:
+        raise UnknownTopicOrPartitionError(f"Topic {res.resource_name!r} does not exist")
+    if incremental:
+        configs = merge_topic_configs(t.configs, [(c.name, c.config_operation, c.value) for c in res.configs],
+                                      broker.config)
+    else:
+        configs = {k: v for k, v in ((c.name, validate_topic_config(c.name, c.value)) for c in res.configs)
+                   if v is not None}
+    if validate_only:
+        return
+    try:
+        answer = await broker.lifecycle.forward({"op": "alter_topic_configs", "name": res.resource_name,
+                                                 "configs": configs})
+    except ConnectionError as exc:
+        raise NotControllerError(f"no controller answered: {exc}") from None
+    if answer["error_code"]:
+        error = for_code(answer["error_code"])(answer.get("error_message"))
+        error.error_code = ErrorCode(answer["error_code"])  # also a code no exception class here carries
+        raise error
+
+
+async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
     """AlterConfigs / IncrementalAlterConfigs: per resource, check and apply (or only validate)."""
     logs = ctx.broker.replica_manager.logs
     seen = [(res.resource_type, res.resource_name) for res in request.resources]
@@ -405,7 +443,9 @@ def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
                 raise InvalidRequestError(f"resource type {res.resource_type} is not supported: only topic (2) "
                                           "configs can be altered")
             validate_topic_name(res.resource_name)
-            if incremental:
+            if ctx.broker.lifecycle is not None:  # the controller writes the change; every broker applies it
+                await _forward_topic_configs(ctx.broker, res, incremental, request.validate_only)
+            elif incremental:
                 logs.incremental_alter_topic_configs(
                     res.resource_name, [(c.name, c.config_operation, c.value) for c in res.configs],
                     validate_only=request.validate_only)
@@ -422,10 +462,10 @@ def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
 @register(api_key=33, min_version=0, max_version=2)
 async def alter_configs(ctx: RequestContext, request) -> dict:
     """Replace each topic's config overrides with the given set."""
-    return _alter_configs(ctx, request, incremental=False)
+    return await _alter_configs(ctx, request, incremental=False)
 
 
 @register(api_key=44, min_version=0, max_version=1)
 async def incremental_alter_configs(ctx: RequestContext, request) -> dict:
     """Apply SET/DELETE/APPEND/SUBTRACT to each topic's config overrides."""
-    return _alter_configs(ctx, request, incremental=True)
+    return await _alter_configs(ctx, request, incremental=True)

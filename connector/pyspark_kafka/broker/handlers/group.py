@@ -113,6 +113,14 @@ async def find_coordinator(ctx: RequestContext, request) -> dict:
 # --- membership --------------------------------------------------------------------------------
 
 
+def join_error(version: int, code: int) -> dict:
+    """A JoinGroup error answer that encodes in every version (Kafka's ``JoinGroupRequest.getErrorResponse``):
+    generation -1, leader and member id "", no members, protocol name null from v7 (nullable there) and "" below."""
+    return {"throttle_time": 0, "error_code": code, "generation_id": -1, "protocol_type": None,
+            "protocol_name": None if version >= 7 else "", "leader": "", "skip_assignment": False,
+            "member_id": "", "members": []}
+
+
 @register(api_key=11, min_version=0, max_version=9)
 async def join_group(ctx: RequestContext, request) -> dict:
     """JoinGroup: answered when the join phase completes (up to the rebalance timeout)."""
@@ -120,11 +128,9 @@ async def join_group(ctx: RequestContext, request) -> dict:
     if coordinator is None or group_denied(ctx, AclOperation.READ, request.group_id):
         code = ErrorCode.group_authorization_failed if group_denied(ctx, AclOperation.READ, request.group_id) \
             else ErrorCode.coordinator_not_available
-        return {"throttle_time": 0, "error_code": code, "generation_id": -1,
-                "protocol_name": None, "leader": "", "member_id": request.member_id, "members": []}
+        return join_error(ctx.api_version, code)
     if not_owner(ctx, request.group_id):
-        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator, "generation_id": -1,
-                "protocol_name": None, "leader": "", "member_id": request.member_id, "members": []}
+        return join_error(ctx.api_version, ErrorCode.not_coordinator)
     session_ms = ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     result = await coordinator.join_group(

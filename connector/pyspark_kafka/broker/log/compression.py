@@ -99,9 +99,14 @@ def _too_large(name: str, limit: int) -> CorruptRecordError:
 
 
 def _gzip(data: bytes, limit: int) -> bytes:
+    """gzip members only, as Kafka's ``GZIPInputStream``: a zlib stream or raw deflate flagged gzip is refused
+    (Kafka: "Not in GZIP format"), since readers such as kafka-python's ``gzip`` module cannot read it."""
+    if data[:2] != b"\x1f\x8b":
+        raise CorruptRecordError("the records of a batch flagged gzip are not in gzip format (no gzip magic 1f 8b: a "
+                                 "zlib or raw deflate stream?): compress them as a gzip member")
     out = bytearray()
     while data:
-        d = zlib.decompressobj(47)  # gzip or zlib container
+        d = zlib.decompressobj(31)  # a gzip container only
         out += d.decompress(data, limit + 1 - len(out))
         if len(out) > limit:
             return bytes(out)

@@ -88,6 +88,33 @@ def partition_capacity() -> int:
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
+def merge_topic_configs(configs: dict[str, str], ops: Iterable[tuple[str, int, str | None]],
+                        config: BrokerConfig) -> dict[str, str]:
+    """``configs`` (a topic's overrides) after IncrementalAlterConfigs' ``(name, op, value)`` changes (KIP-339: 0 SET,
+    1 DELETE, 2 APPEND, 3 SUBTRACT for list configs, starting from the broker default ``config`` gives).
+
+    Raises InvalidConfigError for an unknown name, a bad value, APPEND/SUBTRACT of a non-list config or an unknown
+    operation. A pure function: the single broker and the cluster's controller path both use it."""
+    configs = dict(configs)
+    for name, op, value in ops:
+        validate_topic_config(name, None)  # unknown names fail here
+        if op == OP_SET:
+            configs[name] = validate_topic_config(name, value)
+        elif op == OP_DELETE:
+            configs.pop(name, None)
+        elif op in (OP_APPEND, OP_SUBTRACT):
+            if name not in LIST_TOPIC_CONFIGS:
+                raise InvalidConfigError(f"config {name} is not a list: APPEND/SUBTRACT apply only to list configs")
+            current = (configs.get(name) or config.topic_default(name) or "").split(",")
+            items = [v for v in (value or "").split(",") if v]
+            merged = current + [v for v in items if v not in current] if op == OP_APPEND else [
+                v for v in current if v not in items]
+            configs[name] = validate_topic_config(name, ",".join(v for v in merged if v))
+        else:
+            raise InvalidConfigError(f"unknown config operation {op} for {name}: use 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT")
+    return {k: v for k, v in configs.items() if v is not None}
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     """A topic: name, id (UUID, as in Kafka's metadata), partition count and its config overrides."""
@@ -431,13 +458,17 @@ class LogManager:
                 f"{self.partition_count()}; {added} more do not fit: delete topics or raise the open-file limit")
 
     # -- configs ----------------------------------------------------------------------------
-    def describe_topic_configs(self, topic: str) -> list[tuple[str, str | None, bool]]:
-        """``(name, value, is_default)`` for every topic config: the override, else the broker default."""
-        info = self._require(topic)
+    def describe_topic_configs(self, topic: str, overrides: dict[str, str] | None = None
+                               ) -> list[tuple[str, str | None, bool]]:
+        """``(name, value, is_default)`` for every topic config: the override, else the broker default.
+
+        ``overrides`` given (a replicated broker passes its metadata image's, also for topics it hosts no
+        replica of) replaces the local topic's; else UnknownTopicOrPartitionError for a topic not here."""
+        configs = self._require(topic).configs if overrides is None else overrides
         result = []
         for name in TOPIC_CONFIG_NAMES:
-            if name in info.configs:
-                result.append((name, info.configs[name], False))
+            if name in configs:
+                result.append((name, configs[name], False))
             else:
                 result.append((name, self.config.topic_default(name), True))
         return result
@@ -452,24 +483,7 @@ class LogManager:
                                         validate_only: bool = False) -> TopicInfo:
         """Apply ``(name, op, value)`` changes (KIP-339: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT for lists)."""
         info = self._require(topic)
-        configs = dict(info.configs)
-        for name, op, value in ops:
-            validate_topic_config(name, None)  # unknown names fail here
-            if op == OP_SET:
-                configs[name] = validate_topic_config(name, value)
-            elif op == OP_DELETE:
-                configs.pop(name, None)
-            elif op in (OP_APPEND, OP_SUBTRACT):
-                if name not in LIST_TOPIC_CONFIGS:
-                    raise InvalidConfigError(f"config {name} is not a list: APPEND/SUBTRACT apply only to list configs")
-                current = (configs.get(name) or self.config.topic_default(name) or "").split(",")
-                items = [v for v in (value or "").split(",") if v]
-                merged = current + [v for v in items if v not in current] if op == OP_APPEND else [
-                    v for v in current if v not in items]
-                configs[name] = validate_topic_config(name, ",".join(v for v in merged if v))
-            else:
-                raise InvalidConfigError(f"unknown config operation {op} for {name}: use 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT")
-        return self._set_configs(info, {k: v for k, v in configs.items() if v is not None}, validate_only)
+        return self._set_configs(info, merge_topic_configs(info.configs, ops, self.config), validate_only)
 
     def _set_configs(self, info: TopicInfo, configs: dict[str, str], validate_only: bool) -> TopicInfo:
         log_config = LogConfig.from_configs(self.config, configs)

@@ -15,6 +15,7 @@ Indexes are loaded on first use and rebuilt from the ``.log`` when their sanity 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Iterator
 
@@ -32,6 +33,36 @@ from pyspark_kafka.broker.log.record_batch import (
 )
 
 log = get_logger(__name__)
+
+#: log directories whose last segment write failed (an episode: one error log at its start, one info at its end)
+_FAILING_DIRS: set[Path] = set()
+
+
+def _free_bytes(directory: Path) -> str:
+    try:
+        return f"{shutil.disk_usage(directory).free} bytes free"
+    except OSError as e:
+        return f"free space unknown ({e})"
+
+
+def _write_failed(log_path: Path, error: OSError) -> None:
+    """Log once per episode (until a write to the directory succeeds again) that writes to the log directory of
+    ``log_path`` fail, naming the directory, the error and the free space (Kafka takes the directory offline)."""
+    directory = log_path.parent.parent
+    if directory not in _FAILING_DIRS:
+        _FAILING_DIRS.add(directory)
+        log.error("writes to log directory %s fail (first: %s, %s): answering KAFKA_STORAGE_ERROR and cutting "
+                  "partial writes back until writes succeed again; %s", directory, log_path.parent.name, error,
+                  _free_bytes(directory))
+
+
+def _write_succeeded(log_path: Path) -> None:
+    directory = log_path.parent.parent
+    if directory in _FAILING_DIRS:
+        _FAILING_DIRS.discard(directory)
+        log.info("writes to log directory %s succeed again (%s); %s", directory, log_path.parent.name,
+                 _free_bytes(directory))
+
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -157,7 +188,10 @@ class LogSegment:
                 os.ftruncate(self.fd, start)
             except OSError:
                 pass
+            _write_failed(self.log_path, e)
             raise KafkaStorageError(f"cannot append to {self.log_path}: {e}") from e
+        if _FAILING_DIRS:
+            _write_succeeded(self.log_path)
         position = start
         for header in headers:
             self._index_batch(position, header)
