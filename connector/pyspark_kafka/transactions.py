@@ -502,20 +502,11 @@ class TaskTransaction:
         behaviour and the fix when the probe is not read back, FencedError / DeliveryError as
         :meth:`commit`.
         """
-        from confluent_kafka import KafkaException, TopicPartition
-
         if self.storage_key in _VERIFIED_STORAGE:
             return
         expected = probe_metadata(uuid.uuid4().hex)
-        offsets = [TopicPartition(self.marker_topic, 0, PROBE_OFFSET, expected)]
         self.begin()
-        try:
-            self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
-                                                      self.timeout_s)
-            self._commit_with_retries()
-        except KafkaException as e:
-            raise self.kafka_error(e, "commit the exactly-once marker check") from None
-        self.in_transaction = False
+        self._commit_offset(PROBE_OFFSET, expected, "commit the exactly-once marker check")
         offset, metadata = self._read_committed()
         if offset != PROBE_OFFSET or metadata != expected:
             raise MarkerNotStoredError(
@@ -536,15 +527,19 @@ class TaskTransaction:
 
     def commit(self, marker: Marker) -> None:
         """Add the marker to the transaction and commit it (records and marker become visible together)."""
+        self._commit_offset(marker.offset, marker.metadata(), "commit the transaction")
+
+    def _commit_offset(self, offset: int, metadata: str, doing: str) -> None:
+        """Add ``offset``/``metadata`` of the marker group to the open transaction and commit it."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        offsets = [TopicPartition(self.marker_topic, 0, marker.offset, marker.metadata())]
+        offsets = [TopicPartition(self.marker_topic, 0, offset, metadata)]
         try:
             self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
                                                       self.timeout_s)
             self._commit_with_retries()
         except KafkaException as e:
-            raise self.kafka_error(e, "commit the transaction") from None
+            raise self.kafka_error(e, doing) from None
         self.in_transaction = False
 
     def _commit_with_retries(self) -> None:
