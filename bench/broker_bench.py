@@ -12,7 +12,7 @@ How it is measured (and why it is fair):
   records in memory and checks nothing (no CRC, no files), so it is an upper bound for a
   broker on this machine, not a peer. Every produce run is checked: the partition's end
   offset must advance by exactly the number of records sent.
-- **Apache Kafka** (4.3.1 from the cached Maven Central jars, one KRaft node, started by
+- **Apache Kafka** (4.4.0 by default, ``KAFKA_VERSION`` to change it, from the cached Maven Central jars, one KRaft node, started by
   :class:`pyspark_kafka.testing.apache_kafka.ApacheKafka` with the JVM options and request
   threads of Kafka's own start script, :data:`APACHE_KAFKA_JVM`) is the second anchor of the
   same produce and fetch runs: same client, settings, sizes, and its turn in every repetition
@@ -27,6 +27,12 @@ How it is measured (and why it is fair):
 - **Offset lookup latency**: the storage layer (:mod:`pyspark_kafka.broker.log`) filled
   directly with big batches, then ``read(offset)`` of random offsets; the figure should stay
   flat as the log grows (10^5 vs 10^6 records; 10^7 in the full run).
+- **Offsets restart**: the group coordinator's store (real LogManager and ``OffsetStore``, no
+  server) after 50,000 / 200,000 (and 400,000 in the full run) offset commits over 1,000 groups
+  and the 50 partitions of ``__consumer_offsets``, closed without a final snapshot (as after
+  ``kill -9``): seconds from opening the logs to the offsets loaded, what a broker (or a new
+  coordinator in the cluster) does before it answers OffsetFetch (``bench/offsets_restart.py``).
+  Anchor: the same after 50,000 commits; the figure should stay flat (ratio near 1) as commits grow.
 - **Broker RSS**: resident memory of the broker process empty (anchor) and after storing
   many records (300,000 quick, 10^7 full) and after a restart on that data; it should not grow
   with the log (indexes are sparse: one 16-byte entry per 4 KiB of log).
@@ -314,8 +320,26 @@ def offset_lookup(quick: bool, workdir: str) -> list[dict]:
             for count in counts]
 
 
+def offsets_restart(quick: bool) -> list[dict]:
+    """Seconds to reload committed offsets after N commits and a kill -9 (see the module docstring)."""
+    from offsets_restart import restart_after_crash
+
+    counts = [50_000, 200_000] if quick else [50_000, 200_000, 400_000]
+    base, *larger = counts
+    base_s, _ = restart_after_crash(base, repetitions=REPETITIONS)
+    rows = []
+    for count in larger:
+        seconds, replayed = restart_after_crash(count, repetitions=REPETITIONS)
+        rows.append(metric(f"offsets restart after {count:,} commits (kill -9)", "s", seconds, base_s,
+                           f"same after {base:,} commits", higher_is_better=False,
+                           note=f"LogManager.load + OffsetStore.load, 50 partitions, 1,000 groups; {replayed:,} "
+                                "records replayed after the periodic snapshots; target: under 2 s, flat"))
+    return rows
+
+
 def run(quick: bool) -> list[dict]:
     """All broker benchmarks (see the module docstring); rows as :func:`common.metric` builds them."""
     SKIPPED.clear()
     with tempfile.TemporaryDirectory(prefix="broker-bench-") as workdir:
-        return throughput(quick, workdir) + offset_lookup(quick, workdir) + memory(quick, workdir)
+        return (throughput(quick, workdir) + offset_lookup(quick, workdir) + offsets_restart(quick)
+                + memory(quick, workdir))

@@ -33,7 +33,7 @@ PINNED: dict[tuple[str, str], tuple[object, object, str]] = {
     ("consumer_groups", "two_members.classic_join"): (
         23, 79,
         "no mixed groups: a classic JoinGroup into a KIP-848 group with members gets INCONSISTENT_GROUP_PROTOCOL; "
-        "Kafka 4.3.1 (group.consumer.migration.policy=bidirectional) takes the classic member in "
+        "Kafka 4.3.1 and 4.4.0 (group.consumer.migration.policy=bidirectional) take the classic member in "
         "(MEMBER_ID_REQUIRED first)"),
 }
 """Deliberate differences: (observation, field) -> (embedded value, Apache Kafka value, reason)."""

@@ -18,6 +18,11 @@ what its tasks wrote. Each task therefore commits its own transaction (KIP-98), 
 - After ``init_transactions()`` the task reads the marker (OffsetFetch): if this batch (or a
   later one) is already committed, the task writes nothing; otherwise it begins a
   transaction, produces, adds the marker and commits.
+- A marker that is never stored would make every replay write again, silently (librdkafka's
+  mock cluster answers TxnOffsetCommit with success and stores nothing). So once per query in
+  each Python worker, a task that found no marker first commits a transaction holding only a
+  probe offset and reads it back; if it is not there the task stops with
+  :class:`MarkerNotStoredError` before producing anything.
 
 This is exactly-once for ``read_committed`` consumers **if a replayed micro-batch gives each
 Spark partition the same rows** as the first run (true for a ``pykafka`` source replaying the
@@ -77,6 +82,16 @@ class FencedError(DeliveryError):
 
 class ReplayMismatchError(PySparkKafkaError):
     """A replayed micro-batch partition differs from the one already committed (rows moved between partitions)."""
+
+
+class MarkerNotStoredError(DeliveryError):
+    """The brokers accept a transactional offset commit (TxnOffsetCommit) but do not store it.
+
+    The marker would then never be visible and a replayed micro-batch would be written twice;
+    found on librdkafka's mock cluster (``test.mock.num.brokers``), which answers
+    TxnOffsetCommit with success and OffsetFetch with no offset. Raised before any record of
+    the task is produced.
+    """
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -377,6 +392,24 @@ class SparkLiveness:
             )
 
 
+# (bootstrap.servers, scope) pairs whose brokers were seen storing a transactional offset commit
+# in this process: the check of TaskTransaction.verify_marker_storage runs once per query here.
+_VERIFIED_STORAGE: set[tuple[str, str]] = set()
+
+PROBE_OFFSET = 0
+"""Committed offset of the marker-storage probe: below 1, so :func:`parse_marker` reads it as "nothing committed"."""
+
+
+def probe_metadata(nonce: str) -> str:
+    """Metadata of the marker-storage probe: ``{"v":1,"probe":nonce}`` (no batch: not a marker)."""
+    return json.dumps({"v": MARKER_VERSION, "probe": nonce}, separators=(",", ":"))
+
+
+def _scope_of(tid: str) -> str:
+    """The query (or job) part of a transactional id ``{prefix}-{scope}-{partition}``."""
+    return tid.rsplit("-", 1)[0]
+
+
 class _FirstFatalError:
     """librdkafka ``error_cb`` keeping the first fatal error (``KafkaError.fatal()``)."""
 
@@ -416,6 +449,7 @@ class TaskTransaction:
         self.producer = new_producer(conf)
         self.consumer = new_consumer({**consumer_conf, "group.id": self.tid})
         self.in_transaction = False
+        self.storage_key = (str(producer_conf.get("bootstrap.servers", "")), _scope_of(self.tid))
 
     @property
     def fatal_error(self):
@@ -424,12 +458,23 @@ class TaskTransaction:
 
     def init(self) -> Marker | None:
         """InitProducerId (fences older attempts, aborts their open transaction), then read the marker."""
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import KafkaException
 
         try:
             self.producer.init_transactions(self.timeout_s)
         except KafkaException as e:
             raise self.kafka_error(e, "initialise the transactional producer") from None
+        offset, metadata = self._read_committed()
+        marker = parse_marker(offset, metadata)
+        if marker is not None:  # a marker was stored: these brokers keep transactional offset commits
+            _VERIFIED_STORAGE.add(self.storage_key)
+        return marker
+
+    def _read_committed(self) -> tuple[int, str | None]:
+        """``(offset, metadata)`` committed by the marker group on partition 0 of the marker topic
+        (OffsetFetch, stable offsets only); offset < 0 when nothing is committed."""
+        from confluent_kafka import KafkaException, TopicPartition
+
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
@@ -444,7 +489,37 @@ class TaskTransaction:
                 time.sleep(0.2)
         if tp.error is not None and tp.error.code() != _unknown_topic_code():
             raise DeliveryError(f"cannot read the exactly-once marker of group '{self.tid}': {tp.error.str()}")
-        return parse_marker(tp.offset, tp.metadata)
+        return tp.offset, tp.metadata
+
+    def verify_marker_storage(self) -> None:
+        """Check, once per query in this process, that the brokers store transactional offset commits.
+
+        Called after :meth:`init` found no marker and before anything is produced: commits a
+        transaction holding only a probe (offset :data:`PROBE_OFFSET`, which reads as "no
+        marker", with a random nonce in the metadata) and reads it back. Skipped when this
+        process already saw these brokers (``bootstrap.servers``) store one for this query (or
+        :meth:`init` found a marker). Raises :class:`MarkerNotStoredError` naming the missing
+        behaviour and the fix when the probe is not read back, FencedError / DeliveryError as
+        :meth:`commit`.
+        """
+        if self.storage_key in _VERIFIED_STORAGE:
+            return
+        expected = probe_metadata(uuid.uuid4().hex)
+        self.begin()
+        self._commit_offset(PROBE_OFFSET, expected, "commit the exactly-once marker check")
+        offset, metadata = self._read_committed()
+        if offset != PROBE_OFFSET or metadata != expected:
+            raise MarkerNotStoredError(
+                f"deliveryGuarantee=exactly-once needs brokers that store offsets committed in a transaction, "
+                f"and the brokers at {self.storage_key[0]} do not: they accepted the transactional offset "
+                f"commit (TxnOffsetCommit) of group '{self.tid}' on {self.marker_topic}-0 (offset "
+                f"{PROBE_OFFSET}, metadata {expected}) but return offset {offset}, metadata {metadata!r} "
+                "(OffsetFetch). The replay marker would never be visible, so a replayed micro-batch "
+                "would be written twice. Nothing of this task was written. Use brokers that store "
+                "transactional offsets (Apache Kafka 0.11+, the embedded broker; librdkafka's mock "
+                "cluster does not), or deliveryGuarantee=at-least-once"
+            )
+        _VERIFIED_STORAGE.add(self.storage_key)
 
     def begin(self) -> None:
         self.producer.begin_transaction()
@@ -452,15 +527,19 @@ class TaskTransaction:
 
     def commit(self, marker: Marker) -> None:
         """Add the marker to the transaction and commit it (records and marker become visible together)."""
+        self._commit_offset(marker.offset, marker.metadata(), "commit the transaction")
+
+    def _commit_offset(self, offset: int, metadata: str, doing: str) -> None:
+        """Add ``offset``/``metadata`` of the marker group to the open transaction and commit it."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        offsets = [TopicPartition(self.marker_topic, 0, marker.offset, marker.metadata())]
+        offsets = [TopicPartition(self.marker_topic, 0, offset, metadata)]
         try:
             self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
                                                       self.timeout_s)
             self._commit_with_retries()
         except KafkaException as e:
-            raise self.kafka_error(e, "commit the transaction") from None
+            raise self.kafka_error(e, doing) from None
         self.in_transaction = False
 
     def _commit_with_retries(self) -> None:
@@ -538,6 +617,7 @@ __all__ = [
     "FencedError",
     "Fingerprint",
     "Marker",
+    "MarkerNotStoredError",
     "ReplayMismatchError",
     "TaskScope",
     "TaskTransaction",

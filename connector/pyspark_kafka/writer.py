@@ -406,7 +406,9 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
     ``init_transactions`` (fences older attempts), read the marker; if ``scope.batch_id`` or
     a later batch is committed, consume the input, check it is the committed one
     (:class:`~pyspark_kafka.transactions.ReplayMismatchError` if not) and write nothing;
-    else begin, produce (same checks and routing as :func:`write_batches`), flush, add the
+    with no marker, check once per query in this process that the brokers store transactional
+    offsets (:class:`~pyspark_kafka.transactions.MarkerNotStoredError` before any record if
+    not); else begin, produce (same checks and routing as :func:`write_batches`), flush, add the
     marker and commit. Any error aborts the transaction, so a failed attempt leaves nothing
     visible to read_committed consumers. Raises RecordError, DeliveryError, FencedError.
     """
@@ -431,6 +433,8 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
             log.info("%s: batch %d already committed (%s); writing nothing",
                      scope.transactional_id, scope.batch_id, decision.value)
             return KafkaCommitMessage({}, scope.transactional_id, skipped=True)
+        if marker is None:  # a first write: are markers stored at all? (once per query here)
+            transaction.verify_marker_storage()
         transaction.begin()
         task = _WriteTask(spec, _PooledProducer((), transaction.producer, _DeliveryFailures()))
         fingerprint = txn.Fingerprint()

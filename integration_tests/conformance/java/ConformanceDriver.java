@@ -74,7 +74,13 @@ public final class ConformanceDriver {
     public static void main(String[] args) throws Exception {
         String command = args[0];
         if (command.equals("version")) {
-            System.out.println(JSON.writeValueAsString(org.apache.kafka.common.utils.AppInfoParser.getVersion()));
+            // kafka-clients' own version file (AppInfoParser, which reads it, moved to
+            // org.apache.kafka.common.utils.internals in 4.4.0)
+            Properties version = new Properties();
+            try (java.io.InputStream in = KafkaProducer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+                if (in != null) version.load(in);
+            }
+            System.out.println(JSON.writeValueAsString(version.getProperty("version", "unknown")));
             return;
         }
         String bootstrap = args[1];

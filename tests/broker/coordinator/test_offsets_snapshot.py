@@ -59,7 +59,7 @@ def test_clean_shutdown_snapshot_means_nothing_is_replayed(history):
     data_dir, store, expected = history
     store.write_snapshots()
     store.logs.close()
-    (snapshot,) = _snapshots(data_dir)  # older ones removed
+    assert len(_snapshots(data_dir)) == O.SNAPSHOTS_KEPT  # older ones removed
     reloaded = _store(data_dir)
     assert _state(reloaded) == expected
     assert reloaded.replayed_records == 0
@@ -79,11 +79,11 @@ def test_unusable_snapshots_fall_back_to_a_full_replay(history, damage):
     data_dir, store, expected = history
     store.write_snapshots()
     store.logs.close()
-    (snapshot,) = _snapshots(data_dir)
-    if damage == "garbage":
-        snapshot.write_bytes(b"\x00not a record batch")
-    else:
-        snapshot.rename(snapshot.with_name(f"{10**9:020d}{O.SNAPSHOT_SUFFIX}"))
+    for i, snapshot in enumerate(_snapshots(data_dir)):  # every kept one
+        if damage == "garbage":
+            snapshot.write_bytes(b"\x00not a record batch")
+        else:
+            snapshot.rename(snapshot.with_name(f"{10**9 + i:020d}{O.SNAPSHOT_SUFFIX}"))
     reloaded = _store(data_dir)
     assert _state(reloaded) == expected
     assert reloaded.replayed_records >= COMMITS
@@ -105,3 +105,94 @@ def test_consumer_group_records_replay_with_and_without_snapshots(tmp_path):
     replayed.write_snapshots()
     from_snapshot = _store(tmp_path / "data")
     assert from_snapshot.replayed_records == 0 and from_snapshot.consumer_groups == replayed.consumer_groups
+
+
+# -- many partitions, transactions, tombstones, divergent logs (the replicated cluster's case) ------------------
+
+MANY = BrokerConfig({"offsets.topic.num.partitions": "10"})
+
+
+def _store_many(data_dir: Path, partitions=None) -> O.OffsetStore:
+    logs = LogManager(data_dir, MANY)
+    logs.load()
+    store = O.OffsetStore(logs, MANY)
+    store.load(partitions)
+    return store
+
+
+def _full_state(store: O.OffsetStore) -> tuple:
+    pending = {pid: (p.producer_epoch, dict(p.offsets)) for pid, p in sorted(store._pending.items())}
+    return _state(store) + (dict(store.consumer_groups), pending)
+
+
+def _busy_history(store: O.OffsetStore) -> None:
+    """Commits spread over 40 groups (all 10 partitions), transactional offsets committed, aborted and one
+    left open, offsets deleted, a group deleted."""
+    member = O.MemberRecord("m-1", None, "client", "/127.0.0.1", 30000, 10000, b"sub", b"asg")
+    for i in range(4_000):
+        group = f"g-{i % 40}"
+        store.commit(group, {("t", i % 3): O.OffsetAndMetadata(i, -1, "m", 1_700_000_000_000 + i)}, 1_700_000_000_000)
+        if i % 700 == 0:
+            store.store_group(group, O.GroupRecord("consumer", i, "range", "m-1", i, (member,)), i)
+        if i % 900 == 0:
+            pid = 1000 + i
+            store.stage_txn_offsets(pid, 0, f"g-{(i + 1) % 40}", {("out", 0): O.OffsetAndMetadata(i + 7)}, i)
+            store.complete_txn(pid, commit=(i % 1800 == 0), now_ms=i)
+    store.delete_offsets("g-5", [("t", 0), ("t", 1)], 1)
+    store.delete_group("g-6", 1)
+    store.store_consumer_group("kip848", {"group_epoch": 1, "members": []}, 1)
+    store.stage_txn_offsets(7, 3, "g-7", {("out", 0): O.OffsetAndMetadata(42)}, 2)  # still open at the crash
+
+
+def test_a_crash_replays_a_bounded_tail_however_commits_spread_over_partitions(tmp_path, monkeypatch):
+    monkeypatch.setattr(O, "SNAPSHOT_EVERY_RECORDS", 500)
+    store = _store_many(tmp_path / "data")
+    _busy_history(store)
+    expected = _full_state(store)
+    assert expected[0]["g-1"] and "g-6" not in expected[0] and set(expected[0]["g-5"]) == {("t", 2)}
+    assert store.has_pending("g-7", ("out", 0))
+    store.logs.close()  # no final snapshot: as after kill -9
+    reloaded = _store_many(tmp_path / "data")
+    assert _full_state(reloaded) == expected
+    # every partition appended to got a snapshot at each 500-record round: the tail is bounded over all ten
+    # (plus the records after the open transaction's partition's last snapshot, kept back by it)
+    assert reloaded.replayed_records <= 2 * O.SNAPSHOT_EVERY_RECORDS
+    full = _store_many(tmp_path / "data")
+    full.snapshots = False
+    full.load()
+    assert _full_state(full) == expected and full.replayed_records > 4_000
+
+
+def test_a_snapshot_whose_log_diverged_is_not_used(tmp_path):
+    """A replica's log truncated and rewritten past a snapshot (an unclean leader election) no longer matches
+    the snapshot's batch identity: the store loads from the log, not from the stale snapshot."""
+    store = _store(tmp_path / "data")
+    for i in range(20):
+        store.commit("g", {("t", 0): O.OffsetAndMetadata(i)}, 1_700_000_000_000)
+    store.write_snapshots()
+    plog = store.logs.get_log(O.OFFSETS_TOPIC, 0)
+    end = plog.log_end_offset
+    plog.truncate_to(end - 5)
+    for i in range(5):  # another history with the same length: the snapshot's offset is still inside the log
+        plog.append(O.encode_batch([(O.offset_key("g", "t", 0), O.offset_value(O.OffsetAndMetadata(900 + i)))],
+                                   1_700_000_000_001), now_ms=1_700_000_000_001)
+    assert plog.log_end_offset == end
+    store.logs.close()
+    reloaded = _store(tmp_path / "data")
+    assert reloaded.committed("g")[("t", 0)].offset == 904
+    assert reloaded.replayed_records == 20
+
+
+def test_only_loaded_partitions_with_replicated_records_get_snapshots(tmp_path):
+    """A cluster broker snapshots only the partitions it leads (has loaded), and only up to records the ISR
+    has (high watermark = log end): a follower's empty cache or a tail that may be truncated is never saved."""
+    writer = _store_many(tmp_path / "data")
+    for i in range(40):
+        writer.commit(f"g-{i}", {("t", 0): O.OffsetAndMetadata(i)}, 1_700_000_000_000)
+    writer.logs.close()
+    store = _store_many(tmp_path / "data", partitions=[1, 2])
+    plog2 = store.logs.get_log(O.OFFSETS_TOPIC, 2)
+    plog2.replicated, plog2.high_watermark = True, plog2.log_end_offset - 1
+    store.write_snapshots()
+    written = {p for p in range(10) if list((tmp_path / "data" / f"{O.OFFSETS_TOPIC}-{p}").glob(f"*{O.SNAPSHOT_SUFFIX}"))}
+    assert written == {1}

@@ -19,11 +19,13 @@ from pyspark.sql.types import StringType, StructField, StructType
 from pyspark_kafka.errors import DeliveryError, RecordError
 from pyspark_kafka.transactions import (
     FencedError,
+    MarkerNotStoredError,
     Fingerprint,
     Marker,
     ReplayMismatchError,
     TaskScope,
     TaskTransaction,
+    parse_marker,
 )
 from pyspark_kafka.writer import WriteSpec, write_transactional
 
@@ -100,7 +102,7 @@ def test_a_failed_attempt_is_aborted_and_its_retry_writes_once(bootstrap, make_t
         write_transactional(spec, TaskScope("t5-q-0", 0), failing())
     assert values(bootstrap, topic) == []
     assert values(bootstrap, topic, "read_uncommitted") == expected(0, 21)  # written, then aborted
-    assert committed_marker(bootstrap, "t5-q-0") == []
+    assert [o for *_, o, _ in committed_marker(bootstrap, "t5-q-0")] == [0]  # only the storage probe: no marker
     write_transactional(spec, TaskScope("t5-q-0", 0), [rows(0, 20)])
     assert values(bootstrap, topic) == expected(0, 20)
 
@@ -201,7 +203,7 @@ def test_a_task_longer_than_the_transaction_timeout_is_fenced_with_the_fix(tmp_p
         with pytest.raises(FencedError, match=r"transaction.timeout.ms=1000 ms.*raise kafka.transaction.timeout.ms"):
             write_transactional(spec, TaskScope("t12-q-0", 0), slow_input())
         assert values(bootstrap, "slow") == []
-        assert committed_marker(bootstrap, "t12-q-0") == []
+        assert [o for *_, o, _ in committed_marker(bootstrap, "t12-q-0")] == [0]  # only the storage probe
 
 
 def test_unreachable_cluster_fails_with_the_transactional_id(make_topic):
@@ -280,3 +282,50 @@ def test_batch_write_with_exactly_once(spark, bootstrap, make_topic):
     records = read_topic(bootstrap, topic)
     assert sorted(v for *_, v in records) == expected(0, 60)
     assert not [v for v, n in Counter(v for *_, v in records).items() if n > 1]
+
+
+# -- brokers that do not store transactional offsets ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def mock_cluster():
+    """librdkafka's in-process mock cluster (3 brokers): it answers TxnOffsetCommit with success
+    and never stores the offsets. Lives as long as the Producer that created it."""
+    creator = Producer({"test.mock.num.brokers": 3})
+    brokers = creator.list_topics(timeout=10).brokers.values()
+    yield ",".join(f"{b.host}:{b.port}" for b in brokers)
+    creator.flush(5)
+    del creator
+
+
+def test_brokers_that_do_not_store_transactional_offsets_are_refused_before_any_write(mock_cluster):
+    spec = spec_for(mock_cluster, topic="mock-out")
+    creator = Producer({"bootstrap.servers": mock_cluster})  # the mock creates topics on first use
+    creator.produce("mock-out", b"create")
+    assert creator.flush(10) == 0
+    with pytest.raises(MarkerNotStoredError, match=r"(?s)brokers at 127.0.0.1:\d+.* do not.*TxnOffsetCommit"
+                                                   r".*return offset -1001.*written twice.*Nothing of this task "
+                                                   r"was written.*deliveryGuarantee=at-least-once"):
+        write_transactional(spec, TaskScope("mock-q-0", 0), [rows(0, 5)])
+    # not even an aborted record: nothing was produced
+    assert [v for v in values(mock_cluster, "mock-out", "read_uncommitted") if v != b"create"] == []
+    with pytest.raises(MarkerNotStoredError):  # a replay (a retried task) is refused again
+        write_transactional(spec, TaskScope("mock-q-1", 0), [rows(0, 5)])
+
+
+def test_marker_storage_is_checked_once_per_query_in_a_process(bootstrap, make_topic):
+    topic = make_topic(partitions=1)
+    spec = spec_for(bootstrap, topic=topic)
+
+    def failing():
+        yield rows(0, 2)
+        raise RuntimeError("executor lost its input")
+
+    write_transactional(spec, TaskScope("t13-q-0", 0), [rows(0, 3)])  # the query's first write: probed
+    with pytest.raises(RuntimeError, match="executor lost its input"):
+        write_transactional(spec, TaskScope("t13-q-1", 0), failing())  # same query: not probed again
+    assert committed_marker(bootstrap, "t13-q-1") == []
+    with pytest.raises(RuntimeError, match="executor lost its input"):
+        write_transactional(spec, TaskScope("t13-r-0", 0), failing())  # another query: probed
+    [(_, _, offset, metadata)] = committed_marker(bootstrap, "t13-r-0")
+    assert offset == 0 and parse_marker(offset, metadata) is None and '"probe"' in metadata  # reads as "no marker"
+    assert values(bootstrap, topic) == expected(0, 3)

@@ -67,7 +67,6 @@ class ClusterCoordinators:
     def install(self) -> None:
         """Switch both coordinators to owning only the internal partitions this broker leads."""
         self.groups.owned = set()
-        self.groups.offsets.snapshots = False
         self.groups.offsets.partition_count = lambda: self.partition_count(OFFSETS_TOPIC)
         self.groups.offsets.on_append = lambda p: self._appended(OFFSETS_TOPIC, p)
         self.txn.owned = set()

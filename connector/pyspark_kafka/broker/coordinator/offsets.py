@@ -44,12 +44,23 @@ open stay pending until :meth:`~OffsetStore.complete_txn`.
 Snapshots keep restarts flat: replaying every commit ever made took 6.6 s after 340,590 commits.
 :meth:`OffsetStore.write_snapshots` writes, per partition, the current state (the latest
 GroupMetadata and offset records of its groups, in the layouts above, as one record batch) to
-``<next offset, 20 digits>.coordinator-snapshot`` in the partition's directory, at a clean shutdown
-and after every :data:`SNAPSHOT_EVERY_RECORDS` records appended. :meth:`OffsetStore.load` starts
-from the newest snapshot that the log still covers and replays only the batches after it; a
-missing, unreadable or out-of-range snapshot means a full replay. No snapshot is written for a
-partition while a transaction has offsets pending in it (the replay from the previous one stays
-correct).
+``<next offset, 20 digits>-<leader epoch>-<crc, hex>.coordinator-snapshot`` in the partition's
+directory (epoch and CRC: those of the log's batch just before the snapshot's offset), at a clean
+shutdown and whenever :data:`SNAPSHOT_EVERY_RECORDS` records were appended since the last
+snapshots, counted over **all** partitions: then every partition appended to since its own last
+snapshot gets a new one, so a restart after ``kill -9`` replays at most about that many records
+however the commits spread over the partitions. :meth:`OffsetStore.load` starts from the newest
+snapshot that the log still covers, whose batch identity matches the log's, and replays only the
+batches after it; a missing, unreadable, out-of-range or mismatched snapshot means the previous
+one (the two newest are kept) or a full replay. No snapshot is written for a partition while a
+transaction has offsets pending in it, while its high watermark is below its log end (a
+replicated partition: its tail could still be truncated), or that this broker has not loaded
+(a follower in the cluster); the replay from the previous one stays correct.
+
+The replicated cluster uses the same snapshots (a leader loads a partition on election from its
+newest matching snapshot): a snapshot only covers records below the high watermark, which
+KIP-101 truncation keeps, and the batch identity check rejects one whose log diverged anyway
+(an unclean election).
 """
 
 from __future__ import annotations
@@ -88,12 +99,14 @@ from pyspark_kafka.broker.errors import (
 )
 from pyspark_kafka.broker.log.record_batch import CONTROL_BIT, CONTROL_COMMIT, TRANSACTIONAL_BIT
 from pyspark_kafka.broker.log.checkpoint import atomic_write
-from pyspark_kafka.broker.log.records import decode_batch, encode_batch, iter_batches
+from pyspark_kafka.broker.log.records import batch_identity, decode_batch, encode_batch, iter_batches
 
 log = get_logger(__name__)
 
 SNAPSHOT_SUFFIX = ".coordinator-snapshot"
 SNAPSHOT_EVERY_RECORDS = 20_000
+"""Records appended (over all partitions) after which the partitions appended to get new snapshots."""
+SNAPSHOTS_KEPT = 2
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -298,10 +311,10 @@ class OffsetStore:
         self.consumer_groups: dict[str, dict] = {}
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._pending: dict[int, _PendingTxn] = {}
-        self._since_snapshot = 0  # records appended since the last snapshot
+        self._since_snapshot: dict[int, int] = {}  # partition -> records appended since its last snapshot
+        self._loaded: set[int] | None = set()  # partitions loaded (load(partitions)); None: all (load())
         self.replayed_records = 0  # records the last load() replayed from the log (after its snapshots)
-        #: False in a replicated cluster: a snapshot is local to one replica and could cover a tail that the
-        #: follower's truncation later replaces, so the leader always replays its log
+        #: False: never write nor read snapshots (every load replays the whole log)
         self.snapshots = True
         #: replicated cluster: ``() -> int``, the partition count of the controller's ``__consumer_offsets``
         self.partition_count = None
@@ -323,11 +336,14 @@ class OffsetStore:
             self._pending.clear()
             self.loaded_groups.clear()
             self.consumer_groups.clear()
+            self._since_snapshot.clear()
+            self._loaded = None
             partitions = range(info.num_partitions if info is not None else 0)
         else:
             partitions = list(partitions)
             for partition in partitions:
                 self.unload(partition)
+            self._loaded = {*(self._loaded or ()), *partitions}
         count = snapshots = 0
         for partition in partitions:
             plog = self.logs.get_log(OFFSETS_TOPIC, partition)
@@ -349,6 +365,9 @@ class OffsetStore:
         def mine(group_id: str) -> bool:
             return self.partition_of(group_id) == partition
 
+        if self._loaded is not None:
+            self._loaded.discard(partition)
+        self._since_snapshot.pop(partition, None)
         for cache in (self._offsets, self.loaded_groups, self.consumer_groups):
             for group_id in [g for g in cache if mine(g)]:
                 del cache[group_id]
@@ -359,18 +378,29 @@ class OffsetStore:
                 del self._pending[producer_id]
 
     @staticmethod
-    def _snapshots(plog) -> list[tuple[int, Path]]:
+    def _snapshots(plog) -> list[tuple[int, tuple[int, int] | None, Path]]:
+        """``(next offset, (leader epoch, crc) or None, path)`` of ``plog``'s snapshot files, oldest first
+        (a name without epoch and CRC, as written before they were added, has None)."""
         found = []
         for path in Path(plog.dir).glob(f"*{SNAPSHOT_SUFFIX}"):
-            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
-            if stem.isdigit():
-                found.append((int(stem), path))
-        return sorted(found)
+            parts = path.name[: -len(SNAPSHOT_SUFFIX)].split("-")
+            try:
+                if len(parts) == 1 and parts[0].isdigit():
+                    found.append((int(parts[0]), None, path))
+                elif len(parts) == 3 and parts[0].isdigit():
+                    found.append((int(parts[0]), (int(parts[1]), int(parts[2], 16)), path))
+            except ValueError:
+                continue
+        return sorted(found, key=lambda f: f[0])
 
     def _load_snapshot(self, plog) -> int:
-        """Apply the newest snapshot the log covers; return the offset to replay from (0 = none)."""
-        for next_offset, path in reversed(self._snapshots(plog)):
+        """Apply the newest snapshot the log covers and matches; return the offset to replay from (0 = none)."""
+        for next_offset, identity, path in reversed(self._snapshots(plog)):
             if not plog.log_start_offset <= next_offset <= plog.log_end_offset:
+                continue
+            if identity is not None and next_offset > 0 and batch_identity(plog, next_offset - 1) != identity:
+                log.info("ignoring %s snapshot %s: the log before it changed (truncated or compacted)",
+                         OFFSETS_TOPIC, path)
                 continue
             try:
                 batch = decode_batch(path.read_bytes())
@@ -382,35 +412,44 @@ class OffsetStore:
         return 0
 
     def write_snapshots(self, partition: int | None = None) -> None:
-        """Write a snapshot of each ``__consumer_offsets`` partition (or only ``partition``) at its
-        log end offset, and remove the older ones. Skips a partition with pending transactional offsets."""
+        """Write a snapshot of each ``__consumer_offsets`` partition this store has loaded (or only
+        ``partition``) at its log end offset, and remove all but the :data:`SNAPSHOTS_KEPT` newest.
+        Skips a partition with pending transactional offsets or whose high watermark is below its log end."""
         info = self.logs.topic(OFFSETS_TOPIC)
         if info is None or not self.snapshots:
             return
-        for p in range(info.num_partitions) if partition is None else (partition,):
-            plog = self.logs.get_log(OFFSETS_TOPIC, p)
-            if plog is None or any(partition_for(g, info.num_partitions) == p
-                                   for pending in self._pending.values() for g in pending.offsets):
-                continue
-            groups = {g for g in (*self._offsets, *self.loaded_groups, *self.consumer_groups)
-                      if partition_for(g, info.num_partitions) == p}
-            records = [(group_key(g), group_value(self.loaded_groups[g])) for g in sorted(groups)
-                       if g in self.loaded_groups]
-            records += [(consumer_group_key(g), consumer_group_value(self.consumer_groups[g])) for g in sorted(groups)
-                        if g in self.consumer_groups]
-            records += [(offset_key(g, t, part), offset_value(v)) for g in sorted(groups)
-                        for (t, part), v in sorted(self._offsets.get(g, {}).items())]
-            next_offset = plog.log_end_offset
-            path = Path(plog.dir) / f"{next_offset:020d}{SNAPSHOT_SUFFIX}"
-            try:
-                atomic_write(path, encode_batch(records or [(group_key(""), None)], 0))
-            except OSError as e:
-                log.warning("cannot write %s snapshot %s: %s", OFFSETS_TOPIC, path, e)
-                continue
-            for _, old in self._snapshots(plog):
-                if old != path:
-                    old.unlink(missing_ok=True)
-        self._since_snapshot = 0
+        count = self.partition_count() if self.partition_count is not None else info.num_partitions
+        for p in range(count) if partition is None else (partition,):
+            if self._write_snapshot(p, count):
+                self._since_snapshot.pop(p, None)
+
+    def _write_snapshot(self, p: int, num_partitions: int) -> bool:
+        plog = self.logs.get_log(OFFSETS_TOPIC, p)
+        if (plog is None or (self._loaded is not None and p not in self._loaded)
+                or plog.high_watermark < plog.log_end_offset
+                or any(partition_for(g, num_partitions) == p for pending in self._pending.values()
+                       for g in pending.offsets)):
+            return False
+        groups = {g for g in (*self._offsets, *self.loaded_groups, *self.consumer_groups)
+                  if partition_for(g, num_partitions) == p}
+        records = [(group_key(g), group_value(self.loaded_groups[g])) for g in sorted(groups)
+                   if g in self.loaded_groups]
+        records += [(consumer_group_key(g), consumer_group_value(self.consumer_groups[g])) for g in sorted(groups)
+                    if g in self.consumer_groups]
+        records += [(offset_key(g, t, part), offset_value(v)) for g in sorted(groups)
+                    for (t, part), v in sorted(self._offsets.get(g, {}).items())]
+        next_offset = plog.log_end_offset
+        identity = batch_identity(plog, next_offset - 1)
+        name = f"{next_offset:020d}" if identity is None else f"{next_offset:020d}-{identity[0]}-{identity[1]:08x}"
+        path = Path(plog.dir) / f"{name}{SNAPSHOT_SUFFIX}"
+        try:
+            atomic_write(path, encode_batch(records or [(group_key(""), None)], 0))
+        except OSError as e:
+            log.warning("cannot write %s snapshot %s: %s", OFFSETS_TOPIC, path, e)
+            return False
+        for _, _, old in self._snapshots(plog)[:-SNAPSHOTS_KEPT]:
+            old.unlink(missing_ok=True)
+        return True
 
     def _replay(self, batch, partition: int | None = None) -> None:
         attributes = batch.attributes
@@ -489,8 +528,9 @@ class OffsetStore:
 
     def _append(self, group_id: str, batch: bytes, now_ms: int) -> None:
         partition = self.partition_of(group_id)
-        if self._since_snapshot >= SNAPSHOT_EVERY_RECORDS and self.snapshots:  # the cache reflects the log up to its end here
-            self.write_snapshots(partition)
+        if sum(self._since_snapshot.values()) >= SNAPSHOT_EVERY_RECORDS and self.snapshots:
+            for p in list(self._since_snapshot):  # the cache reflects each log up to its end here
+                self.write_snapshots(p)
         try:
             result = self.logs.get_log(OFFSETS_TOPIC, partition).append(batch, now_ms=now_ms)
         except (RecordTooLargeError, RecordBatchTooLargeError) as e:
@@ -500,7 +540,7 @@ class OffsetStore:
             ) from None
         except KafkaError as e:
             raise CoordinatorNotAvailableError(f"cannot write {OFFSETS_TOPIC} for group {group_id!r}: {e}") from e
-        self._since_snapshot += result.record_count
+        self._since_snapshot[partition] = self._since_snapshot.get(partition, 0) + result.record_count
         if self.on_append is not None:
             self.on_append(partition)
 

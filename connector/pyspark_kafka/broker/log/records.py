@@ -82,6 +82,21 @@ def control_type(batch: bytes) -> int:
     return control_marker(batch)[0]
 
 
+def batch_identity(plog, offset: int) -> tuple[int, int] | None:
+    """``(partition_leader_epoch, crc)`` of the batch of ``plog`` that holds ``offset``, or None when no
+    batch holds it. Two replicas' logs holding a batch with the same offset, leader epoch and CRC agree
+    on everything before it (the leader of an epoch appends once; followers truncate to match it, KIP-101)."""
+    if not plog.log_start_offset <= offset < plog.log_end_offset:
+        return None
+    for segment in reversed(plog.segments):
+        if segment.base_offset <= offset:
+            found = segment.translate_offset(offset)
+            if found is None or found[1].base_offset > offset:
+                return None
+            return found[1].partition_leader_epoch, found[1].crc
+    return None
+
+
 def iter_batches(plog, from_offset: int = 0) -> Iterator[RecordBatch]:
     """Every batch of partition log ``plog`` from ``max(log start offset, from_offset)``, decoded (for
     replaying a coordinator's internal topic at start; not for client data). Segments wholly below
