@@ -265,12 +265,14 @@ def parse_reader_options(options: Mapping[str, str], mode: str | None) -> Reader
 
 READ_PATHS = ("auto", "columnar", "consumer")
 """Values of the ``readPath`` option (see ``docs/reader.md``)."""
+DEFAULT_READ_PATH = "auto"
+"""``readPath`` when the option is not given (the test suites set it to run each path)."""
 
 
 def parse_read_path(options: Mapping[str, str]) -> str:
-    """The ``readPath`` option (default ``auto``): how executors read (columnar fetch path or
-    confluent-kafka consumer). Raises OptionError for any other value."""
-    value = (get_option(options, "readPath") or "auto").strip().lower()
+    """The ``readPath`` option (default :data:`DEFAULT_READ_PATH`): how executors read (columnar
+    fetch path or confluent-kafka consumer). Raises OptionError for any other value."""
+    value = (get_option(options, "readPath") or DEFAULT_READ_PATH).strip().lower()
     if value not in READ_PATHS:
         raise OptionError(f"option 'readPath' must be one of {', '.join(READ_PATHS)}, got {value!r}: "
                           "'auto' reads columnar when the configuration allows, 'consumer' forces the "
