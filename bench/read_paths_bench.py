@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -41,30 +40,11 @@ SKIPPED: dict[str, str] = {}
 SMALL_RECORDS, PER_TRIGGER = 20_000, 1_000
 
 
-def _run_job(ref, spec: dict, workdir: str, env_extra: dict) -> dict:
-    import pyspark_kafka
-
-    connector = os.path.dirname(os.path.dirname(os.path.abspath(pyspark_kafka.__file__)))
-    path = os.path.join(workdir, f"spec-{len(os.listdir(workdir))}.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(spec, f)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([connector, HERE]), "PYSPARK_PYTHON": ref.python,
-           "PYSPARK_DRIVER_PYTHON": ref.python, **env_extra}
-    proc = subprocess.run([ref.python, JOB, "--spec", path], capture_output=True, text=True, timeout=3600, env=env)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"read_paths_job failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    result = json.loads(lines[-1])
-    if not result["pykafka_module"].startswith(connector):
-        raise RuntimeError(f"the job ran another pykafka: {result['pykafka_module']}")
-    return result["results"]
-
-
 def measure(count: int, repetitions: int = REPETITIONS) -> dict:
     """``{"numba": job results, "numpy": job results, "label": broker label}`` (see the job)."""
     from broker_bench import apache_kafka
     from read_bench import _fill_topic
-    from spark_connector_bench import reference
+    from spark_connector_bench import reference, run_job
 
     ref = reference()
     with tempfile.TemporaryDirectory(prefix="read-paths-bench-") as workdir, contextlib.ExitStack() as stack:
@@ -80,9 +60,10 @@ def measure(count: int, repetitions: int = REPETITIONS) -> dict:
                 "warmup_topic": _fill_topic(bootstrap, 1000), "warmup_count": 1000,
                 "small": {"topic": _fill_topic(bootstrap, SMALL_RECORDS), "count": SMALL_RECORDS,
                           "per_trigger": PER_TRIGGER}}
-        numba = _run_job(ref, {**spec, "variants": ["kafka", "pykafka:consumer", "pykafka:columnar"]}, workdir, {})
-        numpy = _run_job(ref, {**spec, "variants": ["kafka", "pykafka:columnar"]}, workdir,
-                         {"PYSPARK_KAFKA_DECODER": "numpy"})
+        numba = run_job(ref, {**spec, "variants": ["kafka", "pykafka:consumer", "pykafka:columnar"]}, workdir,
+                        JOB)["results"]
+        numpy = run_job(ref, {**spec, "variants": ["kafka", "pykafka:columnar"]}, workdir, JOB,
+                        {"PYSPARK_KAFKA_DECODER": "numpy"})["results"]
     return {"numba": numba, "numpy": numpy, "label": f"Spark {ref.version} format('kafka') on {label}"}
 
 

@@ -34,7 +34,8 @@ import sys
 import tempfile
 import time
 
-QUERY_TIMEOUT_S = 900
+from spark_connector_job import _await  # noqa: E402 - bench/ is on PYTHONPATH (the parent sets it)
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -75,16 +76,6 @@ def _reader(spark, variant: str, bootstrap: str, topic: str, stream: bool):
     r = (spark.readStream if stream else spark.read).format(fmt).option("kafka.bootstrap.servers", bootstrap)
     r = r.option("subscribe", topic).option("startingOffsets", "earliest")
     return r.option("readPath", path) if path else r
-
-
-def _await(query) -> None:
-    try:
-        if not query.awaitTermination(QUERY_TIMEOUT_S):
-            raise TimeoutError(f"query did not finish within {QUERY_TIMEOUT_S} s")
-    finally:
-        query.stop()
-    if query.exception() is not None:
-        raise RuntimeError(str(query.exception()))
 
 
 def stream_read(spark, variant, bootstrap, topic, expected, per_trigger=None):
