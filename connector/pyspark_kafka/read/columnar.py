@@ -151,8 +151,8 @@ def read_range_columnar(part, config: FetchConfig, schema: pa.Schema, on_out_of_
                     else int(data.high_watermark)
                 if end >= until:
                     break  # the rest of the range is gaps (compacted away, control records)
-                if next_offset < end:
-                    next_offset = end  # gaps up to the partition's end
+                if next_offset < end and not data.records:
+                    next_offset = end  # nothing left below the partition's end: gaps up to it
                     deadline = clock() + timeout_s
                 continue  # at the partition's end: wait for the records (bounded by the deadline)
             new_next = seg.next_offset
