@@ -140,3 +140,29 @@ def test_numpy_decoder_is_selectable_and_rejects_unknown_names(monkeypatch):
     monkeypatch.setenv(record_decoder.DECODER_ENV, "cython")
     with pytest.raises(Exception, match="numba' or 'numpy"):
         record_decoder.default_decoder()
+
+
+@pytest.mark.parametrize("mechanism, module", [
+    ("PLAIN", "org.apache.kafka.common.security.plain.PlainLoginModule"),
+    ("SCRAM-SHA-256", "org.apache.kafka.common.security.scram.ScramLoginModule"),
+])
+def test_sasl_plain_and_scram_read_the_same_rows_and_a_wrong_password_fails(tmp_path, mechanism, module):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from pyspark_kafka.broker import EmbeddedBroker
+    from pyspark_kafka.read.fetch_client import AuthenticationError
+
+    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": mechanism,
+              "sasl.jaas.config": f'{module} required user_etl="etl-pw";'}
+    sasl = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": mechanism,
+            "kafka.sasl.username": "etl", "kafka.sasl.password": "etl-pw"}
+    librdkafka = {k.removeprefix("kafka."): v for k, v in sasl.items()}
+    with EmbeddedBroker(data_dir=tmp_path / "sasl", config=config) as broker:
+        bootstrap = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap, **librdkafka})
+        admin.create_topics([NewTopic("sasl-topic", 1, 1)])["sasl-topic"].result(20)
+        _produce(bootstrap, "sasl-topic", 60, **librdkafka)
+        table = _assert_same(bootstrap, "sasl-topic", 0, 60, **sasl)
+        assert table.num_rows == 60
+        with pytest.raises(AuthenticationError, match=f"SASL {mechanism} authentication .* failed"):
+            _read(bootstrap, "sasl-topic", 0, 60, "columnar", **{**sasl, "kafka.sasl.password": "wrong"})
