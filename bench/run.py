@@ -32,7 +32,7 @@ sys.path.insert(0, HERE)
 
 import common  # noqa: E402
 
-MODULES = ("broker", "read", "write", "pipeline", "spark_connector", "replication")
+MODULES = ("broker", "read", "write", "pipeline", "spark_connector", "read_paths", "replication")
 
 
 def summarise(row: dict) -> dict:

@@ -91,25 +91,26 @@ def _load_flights(bootstrap: str, rows: int) -> str:
     return topic
 
 
-def run_job(ref, spec: dict, workdir: str) -> dict:
-    """Run ``spark_connector_job.py`` with the reference Python on ``spec``; its JSON output.
-    Raises RuntimeError with the job's error tail when it fails or ran another checkout's pykafka."""
+def run_job(ref, spec: dict, workdir: str, job: str = JOB, env_extra: dict | None = None) -> dict:
+    """Run ``job`` (default ``spark_connector_job.py``) with the reference Python on ``spec`` (and the
+    environment variables ``env_extra``); its JSON output. Raises RuntimeError with the job's error
+    tail when it fails or ran another checkout's pykafka."""
     import pyspark_kafka
 
     connector = os.path.dirname(os.path.dirname(os.path.abspath(pyspark_kafka.__file__)))
-    path = os.path.join(workdir, "spec.json")
+    path = os.path.join(workdir, f"spec-{len(os.listdir(workdir))}.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(spec, f)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([connector, HERE]),
-           "PYSPARK_PYTHON": ref.python, "PYSPARK_DRIVER_PYTHON": ref.python}
+           "PYSPARK_PYTHON": ref.python, "PYSPARK_DRIVER_PYTHON": ref.python, **(env_extra or {})}
     try:
-        proc = subprocess.run([ref.python, JOB, "--spec", path], capture_output=True, text=True,
+        proc = subprocess.run([ref.python, job, "--spec", path], capture_output=True, text=True,
                               timeout=JOB_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"spark_connector_job did not finish within {JOB_TIMEOUT_S} s") from None
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"spark_connector_job failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"{os.path.basename(job)} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     result = json.loads(lines[-1])
     if not result["pykafka_module"].startswith(connector):
         raise RuntimeError(f"the job ran another pykafka: {result['pykafka_module']}")

@@ -22,6 +22,7 @@ import contextlib
 import pytest
 
 from integration_tests import clusters
+from support.read_paths import READ_PATHS, use_read_path
 
 
 def _start(backend: str, stack: contextlib.ExitStack, tmp_path_factory) -> clusters.Cluster:
@@ -75,3 +76,9 @@ def spark():
 @pytest.fixture
 def checkpoint_dir(tmp_path):
     return str(tmp_path / "checkpoint")
+
+
+@pytest.fixture(params=READ_PATHS)
+def read_path(request, monkeypatch) -> str:
+    """Run the test once per executor read path (``columnar``, ``consumer``); see support/read_paths.py."""
+    return use_read_path(monkeypatch, request.param)

@@ -19,7 +19,7 @@ retention deletes such records at its next check, from the active segment too.""
 pytestmark = pytest.mark.slow  # Spark jobs; still run in CI
 
 
-def test_batch_read_returns_every_record_with_sparks_schema(spark, kafka_cluster):
+def test_batch_read_returns_every_record_with_sparks_schema(spark, kafka_cluster, read_path):
     topic = kafka_cluster.create_topic(3, config=KEEP_OLD_RECORDS)
     records = [{"partition": i % 3, "key": None if i % 5 == 0 else b"k%d" % i, "value": b"v%d" % i,
                 "timestamp": BASE_TS + i, "headers": [("h", b"%d" % i)]} for i in range(60)]
@@ -93,7 +93,7 @@ def _trimmed_topic(kafka_cluster) -> tuple[str, int]:
     return topic, watermarks(bootstrap, topic)[0]
 
 
-def test_data_loss_fails_the_read_or_is_skipped_with_fail_on_data_loss_false(spark, kafka_cluster):
+def test_data_loss_fails_the_read_or_is_skipped_with_fail_on_data_loss_false(spark, kafka_cluster, read_path):
     topic, log_start = _trimmed_topic(kafka_cluster)
     from_zero = json.dumps({topic: {"0": 0}})
     with pytest.raises(Exception) as failure:

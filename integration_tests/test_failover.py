@@ -233,7 +233,7 @@ def failover_cluster(request, tmp_path_factory):
         yield cluster
 
 
-def test_streaming_read_with_max_offsets_per_trigger_survives_leader_kills(spark, failover_cluster, tmp_path):
+def test_streaming_read_with_max_offsets_per_trigger_survives_leader_kills(spark, failover_cluster, tmp_path, read_path):
     cluster = failover_cluster
     topic = cluster.create_topic(2)
     sink = BatchRows()

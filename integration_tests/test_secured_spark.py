@@ -172,7 +172,7 @@ def _read(spark, opts: dict, topic: str) -> list[tuple]:
     return sorted(tuple(r) for r in df.selectExpr("CAST(key AS STRING)", "CAST(value AS STRING)").collect())
 
 
-def test_batch_write_and_read_with_jks_truststore_and_scram_sha_512(spark, secured, pki):
+def test_batch_write_and_read_with_jks_truststore_and_scram_sha_512(spark, secured, pki, read_path):
     topic = secured.topic()
     opts = spark_options(secured.bootstrap, pki)
     _write(spark, opts, topic)
@@ -181,7 +181,7 @@ def test_batch_write_and_read_with_jks_truststore_and_scram_sha_512(spark, secur
     assert sorted((m.key().decode(), m.value().decode()) for m in landed) == sorted(ROWS)
 
 
-def test_available_now_stream_with_pkcs12_truststore_and_scram_sha_256(spark, secured, pki, tmp_path):
+def test_available_now_stream_with_pkcs12_truststore_and_scram_sha_256(spark, secured, pki, tmp_path, read_path):
     topic = secured.topic()
     opts = spark_options(secured.bootstrap, pki, mechanism="SCRAM-SHA-256", truststore="PKCS12", hostname_check="")
     _write(spark, opts, topic)

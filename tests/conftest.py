@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 
+from support.read_paths import READ_PATHS, use_read_path
 from support.topics import create_topic
 
 _counter = itertools.count()
@@ -82,3 +83,9 @@ def _close_pooled_clients():
 def checkpoint_dir(tmp_path):
     d = tmp_path / "checkpoint"
     return str(d)
+
+
+@pytest.fixture(params=READ_PATHS)
+def read_path(request, monkeypatch) -> str:
+    """Run the test once per executor read path (``columnar``, ``consumer``); see support/read_paths.py."""
+    return use_read_path(monkeypatch, request.param)

@@ -12,6 +12,10 @@ class OptionError(PySparkKafkaError, ValueError):
     """
 
 
+class ReadTimeoutError(PySparkKafkaError):
+    """An executor made no progress on its offset range within ``kafkaConsumer.pollTimeoutMs``."""
+
+
 class DataLossError(PySparkKafkaError):
     """Offsets the query needs are gone from the topic (retention, deletion).
 

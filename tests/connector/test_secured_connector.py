@@ -42,7 +42,7 @@ def options(bootstrap: str, pki, password: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_spark_job_writes_and_reads_over_sasl_ssl(spark, sasl_ssl):
+def test_spark_job_writes_and_reads_over_sasl_ssl(spark, sasl_ssl, read_path):
     bootstrap, pki = sasl_ssl
     opts = options(bootstrap, pki, PASSWORD)
     rows = [(f"k{i}", f"v{i}") for i in range(20)]

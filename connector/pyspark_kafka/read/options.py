@@ -190,6 +190,7 @@ class ReaderOptions:
     api_timeout_ms: int
     group_id_prefix: str | None
     group: GroupOptions
+    read_path: str = "auto"
 
 
 def parse_reader_options(options: Mapping[str, str], mode: str | None) -> ReaderOptions:
@@ -258,7 +259,25 @@ def parse_reader_options(options: Mapping[str, str], mode: str | None) -> Reader
         api_timeout_ms=parse_int(opts, "kafka.default.api.timeout.ms", 60_000, minimum=1),
         group_id_prefix=get_option(opts, "groupIdPrefix"),
         group=group,
+        read_path=parse_read_path(opts),
     )
+
+
+READ_PATHS = ("auto", "columnar", "consumer")
+"""Values of the ``readPath`` option (see ``docs/reader.md``)."""
+DEFAULT_READ_PATH = "auto"
+"""``readPath`` when the option is not given (the test suites set it to run each path)."""
+
+
+def parse_read_path(options: Mapping[str, str]) -> str:
+    """The ``readPath`` option (default :data:`DEFAULT_READ_PATH`): how executors read (columnar
+    fetch path or confluent-kafka consumer). Raises OptionError for any other value."""
+    value = (get_option(options, "readPath") or DEFAULT_READ_PATH).strip().lower()
+    if value not in READ_PATHS:
+        raise OptionError(f"option 'readPath' must be one of {', '.join(READ_PATHS)}, got {value!r}: "
+                          "'auto' reads columnar when the configuration allows, 'consumer' forces the "
+                          "confluent-kafka consumer, 'columnar' the columnar fetch path")
+    return value
 
 
 def check_schema(schema: StructType, opts: ReaderOptions) -> None:

@@ -10,8 +10,10 @@ Executors never commit to Kafka (``enable.auto.commit=false``).
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
+from contextlib import contextmanager
 from itertools import chain
 from typing import Iterator, Mapping
 
@@ -21,7 +23,7 @@ from pyspark.sql.datasource import InputPartition
 
 from pyspark_kafka import offsets as O
 from pyspark_kafka.clients import consumer_config, pooled_consumer
-from pyspark_kafka.errors import DATA_LOSS_FIX, DataLossError, PySparkKafkaError, authorization_hint
+from pyspark_kafka.errors import DATA_LOSS_FIX, DataLossError, PySparkKafkaError, ReadTimeoutError, authorization_hint
 from pyspark_kafka.read.options import kafka_schema
 
 log = logging.getLogger(__name__)
@@ -39,16 +41,20 @@ class KafkaInputPartition(InputPartition):
 
     ``conf``: consumer configuration (secrets included: never print it, use
     ``redact``); ``poll_timeout_ms``: longest wait without progress;
-    ``fail_on_data_loss`` / ``include_headers``: the source options.
+    ``fail_on_data_loss`` / ``include_headers``: the source options; ``read_path``: the
+    ``readPath`` option (``auto``, ``columnar`` or ``consumer``, see
+    :func:`pyspark_kafka.read.columnar.choose_path`).
     """
 
-    def __init__(self, rng: O.OffsetRange, conf: dict, poll_timeout_ms: int, fail_on_data_loss: bool, include_headers: bool):
+    def __init__(self, rng: O.OffsetRange, conf: dict, poll_timeout_ms: int, fail_on_data_loss: bool,
+                 include_headers: bool, read_path: str = "auto"):
         super().__init__(str(rng))
         self.range = rng
         self.conf = conf
         self.poll_timeout_ms = poll_timeout_ms
         self.fail_on_data_loss = fail_on_data_loss
         self.include_headers = include_headers
+        self.read_path = read_path
 
     def __repr__(self) -> str:
         return f"KafkaInputPartition({self.range})"
@@ -63,7 +69,10 @@ def executor_conf(options: Mapping[str, str], group_id: str) -> dict:
     records or compacted-away offsets completes at the partition end).
     ``fetch.wait.max.ms`` defaults to 20 (librdkafka: 500): ranges end at or
     below the high watermark, so long polls only delay the next range of a
-    reused consumer.
+    reused consumer. ``fetch.queue.backoff.ms`` defaults to 10 (librdkafka: 1000):
+    with 1000 a partition's fetcher pauses a second whenever its local queue is
+    above ``queued.min.messages``, which capped one partition near 220k records/s
+    here (a bare consume loop reached 1.9M/s with 10; issue 26).
     """
     conf = consumer_config(
         options,
@@ -75,7 +84,7 @@ def executor_conf(options: Mapping[str, str], group_id: str) -> dict:
             "enable.partition.eof": True,
         },
     )
-    return {"fetch.wait.max.ms": 20, **conf}
+    return {"fetch.wait.max.ms": 20, "fetch.queue.backoff.ms": 10, **conf}
 
 
 class _ColumnBuilder:
@@ -152,21 +161,46 @@ def _arrow_schema(include_headers: bool) -> pa.Schema:
     return to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
 
 
-class ReadTimeoutError(PySparkKafkaError):
-    """An executor made no progress on its offset range within ``kafkaConsumer.pollTimeoutMs``."""
+@contextmanager
+def no_cyclic_gc():
+    """Python's cyclic garbage collector off while the block runs (back on after, if it was on).
+
+    The read loop allocates many short-lived objects without reference cycles (consumer
+    ``Message`` objects, Arrow chunks), which trigger generation-0 collections that find
+    nothing: 0.38 µs of the 0.94 µs per record the consumer path spent in librdkafka plus its
+    ``Message`` objects (issue 26's profile). Reference counting still frees them at once.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     """Read exactly ``part.range`` and yield it as record batches (Spark's schema).
 
-    Raises DataLossError when offsets of the range are gone and
+    The columnar fetch path (:mod:`pyspark_kafka.read.columnar`) reads it when ``part.read_path``
+    and the configuration allow (:func:`~pyspark_kafka.read.columnar.choose_path`), else the
+    pooled confluent-kafka consumer. Raises DataLossError when offsets of the range are gone and
     ``failOnDataLoss`` is true (else skips them with a warning), and
     ReadTimeoutError naming the range when no record arrives for
     ``kafkaConsumer.pollTimeoutMs``.
     """
     if not isinstance(part, KafkaInputPartition) or part.range.size <= 0:
         return  # Spark passes a bare InputPartition(None) when partitions() is empty (nothing to read)
-    with pooled_consumer(part.conf) as consumer:
+    from pyspark_kafka.read.columnar import choose_path, read_range_columnar
+
+    config, _ = choose_path(getattr(part, "read_path", "auto"), part.conf)
+    if config is not None:
+        with no_cyclic_gc():
+            yield from read_range_columnar(part, config, _arrow_schema(part.include_headers),
+                                           lambda at, low, high: _out_of_range_resume(part, at, low, high),
+                                           BATCH_ROWS)
+        return
+    with pooled_consumer(part.conf) as consumer, no_cyclic_gc():
         yield from _read_range(consumer, part)
         consumer.unassign()
 
@@ -276,6 +310,16 @@ def _on_out_of_range(consumer, part: KafkaInputPartition, next_offset: int) -> i
     rng = part.range
     tp = TopicPartition(rng.topic, rng.partition)
     low, high = consumer.get_watermark_offsets(tp, timeout=part.poll_timeout_ms / 1000)
+    resume = _out_of_range_resume(part, next_offset, low, high)
+    if resume < rng.until_offset:
+        consumer.assign([TopicPartition(rng.topic, rng.partition, resume)])
+    return resume
+
+
+def _out_of_range_resume(part: KafkaInputPartition, next_offset: int, low: int, high: int) -> int:
+    """``failOnDataLoss`` for an out-of-range ``next_offset`` given the log start ``low`` and end ``high``:
+    raise DataLossError, or log and return the offset to go on from (``until_offset``: range done)."""
+    rng = part.range
     resume = low if next_offset < low else rng.until_offset  # before the log start, or past its end
     missing_end = min(resume, rng.until_offset)
     message = (
@@ -285,7 +329,4 @@ def _on_out_of_range(consumer, part: KafkaInputPartition, next_offset: int) -> i
     if part.fail_on_data_loss:
         raise DataLossError(f"{message}. {DATA_LOSS_FIX}")
     log.warning("%s; skipping them (failOnDataLoss=false)", message)
-    if resume >= rng.until_offset:
-        return rng.until_offset
-    consumer.assign([TopicPartition(rng.topic, rng.partition, resume)])
-    return resume
+    return min(resume, rng.until_offset)

@@ -85,6 +85,7 @@ def input_partitions(ranges: list, opts: ReaderOptions, conf: dict) -> list:
     """
     split = O.split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
     return [
-        KafkaInputPartition(r, conf, opts.poll_timeout_ms, opts.fail_on_data_loss, opts.include_headers)
+        KafkaInputPartition(r, conf, opts.poll_timeout_ms, opts.fail_on_data_loss, opts.include_headers,
+                            opts.read_path)
         for r in split
     ]

@@ -49,7 +49,7 @@ def load(spark, bootstrap, **options):
     return reader.load()
 
 
-def test_batch_read_returns_every_record_with_spark_columns(spark, bootstrap, make_topic):
+def test_batch_read_returns_every_record_with_spark_columns(spark, bootstrap, make_topic, read_path):
     topic = make_topic(partitions=3)
     records = [
         {
@@ -83,7 +83,7 @@ def test_batch_read_returns_every_record_with_spark_columns(spark, bootstrap, ma
     assert "headers" not in load(spark, bootstrap, subscribe=topic).columns
 
 
-def test_offset_json_and_timestamp_options_select_exactly_the_expected_rows(spark, bootstrap, make_topic):
+def test_offset_json_and_timestamp_options_select_exactly_the_expected_rows(spark, bootstrap, make_topic, read_path):
     topic = make_topic(partitions=3)  # partition 2 stays empty
     produce(
         bootstrap,
@@ -157,7 +157,7 @@ def _transactions_supported(bootstrap: str) -> bool:
         return False
 
 
-def test_read_committed_skips_aborted_transactions_and_finishes_on_markers(spark, bootstrap, make_topic):
+def test_read_committed_skips_aborted_transactions_and_finishes_on_markers(spark, bootstrap, make_topic, read_path):
     if not _transactions_supported(bootstrap):
         pytest.skip("the embedded broker does not support transactions yet (InitProducerId fails)")
     topic = make_topic(partitions=1)
@@ -192,7 +192,8 @@ def test_long_ranges_come_in_bounded_batches_from_a_reused_consumer(bootstrap, m
     topic = make_topic(partitions=1)
     count = 2 * BATCH_ROWS + 500
     produce(bootstrap, topic, [{"value": b"%06d" % i} for i in range(count)])
-    reader = KafkaBatchReader({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, kafka_schema(False))
+    reader = KafkaBatchReader({"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "readPath": "consumer"},
+                              kafka_schema(False))
     (part,) = reader.partitions()
     clients.close_pooled_consumers()
 
@@ -213,7 +214,30 @@ def test_long_ranges_come_in_bounded_batches_from_a_reused_consumer(bootstrap, m
     assert clients.idle_consumer_count() == 0
 
 
-def test_log_append_time_topics_report_timestamp_type_1(bootstrap, make_topic):
+def test_the_columnar_path_yields_bounded_batches_from_a_pooled_fetch_client(bootstrap, make_topic):
+    from pyspark_kafka.read import BATCH_ROWS, KafkaBatchReader, fetch_client, kafka_schema
+
+    topic = make_topic(partitions=1)
+    count = 2 * BATCH_ROWS + 500
+    produce(bootstrap, topic, [{"value": b"%06d" % i} for i in range(count)])
+    reader = KafkaBatchReader({"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "readPath": "columnar"},
+                              kafka_schema(False))
+    (part,) = reader.partitions()
+    fetch_client.FETCH_CLIENTS.close_all()
+
+    batches = list(reader.read(part))
+    assert all(b.num_rows <= BATCH_ROWS for b in batches) and len(batches) >= 3
+    assert [v for b in batches for v in b.column("value").to_pylist()] == [b"%06d" % i for i in range(count)]
+    (pooled,) = [c for _, c in fetch_client.FETCH_CLIENTS.idle()]
+    assert sum(b.num_rows for b in reader.read(part)) == count  # the next range reuses it
+    assert [c for _, c in fetch_client.FETCH_CLIENTS.idle()] == [pooled]
+    it = reader.read(part)
+    next(it)
+    it.close()  # abandoned half way: closed, not pooled (a Fetch may be in flight on it)
+    assert len(fetch_client.FETCH_CLIENTS) == 0
+
+
+def test_log_append_time_topics_report_timestamp_type_1(bootstrap, make_topic, read_path):
     from pyspark_kafka.read import KafkaBatchReader, kafka_schema
 
     topic = make_topic(partitions=1, config={"message.timestamp.type": "LogAppendTime"})

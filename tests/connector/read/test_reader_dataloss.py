@@ -63,7 +63,7 @@ def read(spark, bootstrap, topic, **options):
     return reader.load()
 
 
-def test_fail_on_data_loss_true_names_topic_partition_and_missing_range(spark, retention_bootstrap, trimmed_topic):
+def test_fail_on_data_loss_true_names_topic_partition_and_missing_range(spark, retention_bootstrap, trimmed_topic, read_path):
     with pytest.raises(Exception) as exc:
         read(spark, retention_bootstrap, trimmed_topic).collect()
     message = str(exc.value)
@@ -72,7 +72,7 @@ def test_fail_on_data_loss_true_names_topic_partition_and_missing_range(spark, r
     assert "failOnDataLoss=false" in message
 
 
-def test_fail_on_data_loss_false_skips_missing_offsets(spark, retention_bootstrap, trimmed_topic):
+def test_fail_on_data_loss_false_skips_missing_offsets(spark, retention_bootstrap, trimmed_topic, read_path):
     df = read(spark, retention_bootstrap, trimmed_topic, failOnDataLoss="false")
     got = sorted((r.offset, r.value) for r in df.collect())
     assert got == [(OLD + i, b"new-%03d" % i) for i in range(NEW)]
@@ -119,7 +119,7 @@ def test_streaming_query_skips_lost_offsets_without_fail_on_data_loss(spark, ret
     assert sorted(values) == [b"new-%03d" % i for i in range(NEW)]
 
 
-def test_read_fails_with_the_range_when_the_broker_stops_answering(tmp_path):
+def test_read_fails_with_the_range_when_the_broker_stops_answering(tmp_path, read_path):
     from pyspark_kafka.broker import EmbeddedBroker
     from pyspark_kafka.read import KafkaBatchReader, ReadTimeoutError, kafka_schema
 

@@ -105,7 +105,7 @@ def test_new_partitions_start_from_earliest(bootstrap, make_topic):
 # --------------------------------------------------------------------------- Spark queries
 
 
-def test_available_now_with_max_offsets_runs_several_batches_and_stops(spark, bootstrap, make_topic, checkpoint_dir):
+def test_available_now_with_max_offsets_runs_several_batches_and_stops(spark, bootstrap, make_topic, checkpoint_dir, read_path):
     topic = make_topic(partitions=2)
     produced = produce(bootstrap, topic, 150, partition=0, prefix="p0") + produce(bootstrap, topic, 150, partition=1, prefix="p1")
     collector = Collector()
@@ -145,7 +145,7 @@ def test_min_and_max_offsets_per_trigger_through_the_engine(spark, bootstrap, ma
 
 
 @pytest.mark.slow
-def test_restart_from_checkpoint_continues_without_loss_or_repeat(spark, bootstrap, make_topic, checkpoint_dir):
+def test_restart_from_checkpoint_continues_without_loss_or_repeat(spark, bootstrap, make_topic, checkpoint_dir, read_path):
     topic = make_topic(partitions=2)
     produced = produce(bootstrap, topic, 60, prefix="a")
     options = dict(subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="10")

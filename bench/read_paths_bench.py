@@ -1,0 +1,117 @@
+"""Reading Kafka into Spark on Apache Kafka: Spark's ``format("kafka")`` against ``format("pykafka")`` with
+each read path (``readPath=consumer``, ``readPath=columnar`` with the numba and the numpy decoder).
+
+How it is measured (see ``bench/read_paths_job.py`` for each figure):
+
+- Apache Kafka (one KRaft node from the cached Maven jars, Kafka's default request threads; the
+  same as ``broker_bench``'s anchor) holds one topic of ``N`` records of 100-byte values, no
+  key, 2 partitions (2,000,000 full, 200,000 quick), a 1,000-record warm-up topic and a
+  20,000-record topic for the small micro-batches.
+- Spark's connector jars and the pyspark that runs them come from
+  :func:`pyspark_kafka.testing.reference.reference_spark` (``spark_connector_bench``'s job
+  environment): one driver process, one SparkSession ``local[2]``, every variant in it.
+- The job runs twice: once as installed (numba decoder) with ``kafka``, ``pykafka:consumer`` and
+  ``pykafka:columnar``; once with ``PYSPARK_KAFKA_DECODER=numpy`` with ``kafka`` and
+  ``pykafka:columnar``. Every ratio compares figures of the same job run.
+- Per variant: streaming AvailableNow → noop, batch ``count()``, batch ``sum(length(value))``:
+  records/s and CPU µs per record (the whole Spark application's process tree from ``/proc``:
+  driver Python, JVM, Python workers); the median ``triggerExecution`` of 20 micro-batches of
+  1,000 records and the seconds to a new query's first progress.
+
+Rows: ``project`` = the pykafka variant, ``anchor`` = Spark's connector, same run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+JOB = os.path.join(HERE, "read_paths_job.py")
+sys.path.insert(0, HERE)
+
+from common import REPETITIONS, Skipped, metric, rate  # noqa: E402
+
+SKIPPED: dict[str, str] = {}
+SMALL_RECORDS, PER_TRIGGER = 20_000, 1_000
+
+
+def measure(count: int, repetitions: int = REPETITIONS) -> dict:
+    """``{"numba": job results, "numpy": job results, "label": broker label}`` (see the job)."""
+    from broker_bench import apache_kafka
+    from read_bench import _fill_topic
+    from spark_connector_bench import reference, run_job
+
+    ref = reference()
+    with tempfile.TemporaryDirectory(prefix="read-paths-bench-") as workdir, contextlib.ExitStack() as stack:
+        started = apache_kafka(stack)
+        if started is None:
+            import broker_bench
+
+            raise Skipped(broker_bench.SKIPPED.get("apache-kafka anchor", "Apache Kafka cannot run here"))
+        label, cluster = started
+        bootstrap = cluster.bootstrap_servers
+        spec = {"bootstrap": bootstrap, "jars": [str(j) for j in ref.jars], "master": "local[2]",
+                "repetitions": repetitions, "topic": _fill_topic(bootstrap, count), "count": count,
+                "warmup_topic": _fill_topic(bootstrap, 1000), "warmup_count": 1000,
+                "small": {"topic": _fill_topic(bootstrap, SMALL_RECORDS), "count": SMALL_RECORDS,
+                          "per_trigger": PER_TRIGGER}}
+        numba = run_job(ref, {**spec, "variants": ["kafka", "pykafka:consumer", "pykafka:columnar"]}, workdir,
+                        JOB)["results"]
+        numpy = run_job(ref, {**spec, "variants": ["kafka", "pykafka:columnar"]}, workdir, JOB,
+                        {"PYSPARK_KAFKA_DECODER": "numpy"})["results"]
+    return {"numba": numba, "numpy": numpy, "label": f"Spark {ref.version} format('kafka') on {label}"}
+
+
+def rows(result: dict, count: int) -> list[dict]:
+    """Benchmark rows (:func:`common.metric`): per pykafka variant and figure, against Spark's connector."""
+    out = []
+    variants = [("numba", "pykafka:consumer", "consumer path"), ("numba", "pykafka:columnar", "columnar numba"),
+                ("numpy", "pykafka:columnar", "columnar numpy")]
+    label = result["label"]
+    for run, variant, name in variants:
+        ours, spark = result[run][variant], result[run]["kafka"]
+        for kind, what in (("stream", "streaming read AvailableNow"), ("count", "batch count()"),
+                           ("sum", "batch sum(length(value))")):
+            out.append(metric(f"{what}, {name} vs Spark's connector", "records/s",
+                              [rate(count, m["s"]) for m in ours[kind]], [rate(count, m["s"]) for m in spark[kind]],
+                              label, note=f"{count:,} x 100 B, 2 partitions, local[2], Apache Kafka"))
+            out.append(metric(f"{what}, {name}: CPU per record", "µs", [m["cpu"] / count * 1e6 for m in ours[kind]],
+                              [m["cpu"] / count * 1e6 for m in spark[kind]], label, higher_is_better=False,
+                              note="driver + JVM + Python workers, /proc utime+stime"))
+        if ours["small_trigger_ms"]:
+            out.append(metric(f"median trigger of {SMALL_RECORDS // PER_TRIGGER} micro-batches of {PER_TRIGGER}, "
+                              f"{name}", "ms", ours["small_trigger_ms"], spark["small_trigger_ms"], label,
+                              higher_is_better=False))
+            out.append(metric(f"time to the first micro-batch, {name}", "s", ours["first_batch_s"],
+                              spark["first_batch_s"], label, higher_is_better=False))
+    return out
+
+
+def run(quick: bool) -> list[dict]:
+    """200,000 records quick, 2,000,000 full."""
+    count = 200_000 if quick else 2_000_000
+    return rows(measure(count), count)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--repetitions", type=int, default=REPETITIONS)
+    ap.add_argument("--json", help="also write the raw results here")
+    args = ap.parse_args()
+    raw = measure(args.records, args.repetitions)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(raw, f)
+    print(f"load average {os.getloadavg()}")
+    for row in rows(raw, args.records):
+        p, a = statistics.median(row["project"]), statistics.median(row["anchor"])
+        better = p / a if row["higher_is_better"] else a / p
+        print(f"{row['metric']}: {p:,.3f} {row['unit']} vs {a:,.3f}  -> {better:.2f}x")

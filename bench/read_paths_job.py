@@ -1,0 +1,153 @@
+"""The driver of ``bench/read_paths_bench.py``: Spark's ``format("kafka")`` and ``format("pykafka")`` with
+each ``readPath``, timed in ONE SparkSession, with the CPU of the whole Spark application.
+
+    python bench/read_paths_job.py --spec SPEC.json
+
+``SPEC.json``::
+
+    {"bootstrap": "H:P", "jars": [...], "master": "local[2]", "repetitions": 3,
+     "topic": T, "count": N, "warmup_topic": W, "warmup_count": n,
+     "small": {"topic": S, "count": 20000, "per_trigger": 1000} | null,
+     "variants": ["kafka", "pykafka:consumer", "pykafka:columnar"]}
+
+Per variant and repetition (variants in rotating order; a warm-up read of ``W`` by each first):
+
+- ``stream``: ``readStream`` (``startingOffsets=earliest``, AvailableNow) into ``noop``; exactly ``N`` rows;
+- ``count``: ``spark.read`` of the topic and ``count()``; exactly ``N``;
+- ``sum``: ``spark.read`` and ``sum(length(value))`` (touches every value); checked against 100 × ``N``;
+- ``small`` (when given): AvailableNow with ``maxOffsetsPerTrigger`` over ``S``: the median
+  ``triggerExecution`` of its micro-batches and the seconds from ``start()`` to the first progress.
+
+Each figure is ``{"s": seconds, "cpu": CPU seconds}``; CPU is utime + stime (+ reaped children's)
+of this process and every descendant (the Spark JVM, the Python worker daemon and its workers,
+including workers that exited, through their parent's cutime/cstime) from ``/proc``, before and
+after. The broker is another process tree and is not counted. Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+from spark_connector_job import _await  # noqa: E402 - bench/ is on PYTHONPATH (the parent sets it)
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds of process ``root`` (default: this one) and all its descendants, reaped children included."""
+    root = os.getpid() if root is None else root
+    parents, times = {}, {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(name)
+        parents[pid] = int(fields[1])
+        times[pid] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    total, todo = 0, [root]
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total / CLK_TCK
+
+
+def _measure(fn):
+    cpu, wall = tree_cpu_seconds(), time.perf_counter()
+    result = fn()
+    return result, {"s": time.perf_counter() - wall, "cpu": tree_cpu_seconds() - cpu}
+
+
+def _reader(spark, variant: str, bootstrap: str, topic: str, stream: bool):
+    fmt, _, path = variant.partition(":")
+    r = (spark.readStream if stream else spark.read).format(fmt).option("kafka.bootstrap.servers", bootstrap)
+    r = r.option("subscribe", topic).option("startingOffsets", "earliest")
+    return r.option("readPath", path) if path else r
+
+
+def stream_read(spark, variant, bootstrap, topic, expected, per_trigger=None):
+    """One AvailableNow query into noop: ``(rows, progress list, seconds to the first progress)``."""
+    with tempfile.TemporaryDirectory() as checkpoint:
+        df = _reader(spark, variant, bootstrap, topic, True)
+        if per_trigger:
+            df = df.option("maxOffsetsPerTrigger", per_trigger)
+        started = time.perf_counter()
+        query = (df.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        first = None
+        while first is None and query.isActive:
+            if query.lastProgress is not None:
+                first = time.perf_counter() - started
+            else:
+                time.sleep(0.005)
+        _await(query)
+        progress = query.recentProgress
+        first = first if first is not None else time.perf_counter() - started
+    rows = sum(p.numInputRows for p in progress)
+    if rows != expected:
+        raise RuntimeError(f"{variant} streamed {rows} rows of {topic}, expected {expected}")
+    return rows, progress, first
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--spec", required=True)
+    spec = json.loads(open(ap.parse_args(argv).spec).read())
+    from pyspark_kafka.spark import get_spark
+
+    spark = get_spark("read-paths-bench", master=spec["master"],
+                      conf={"spark.jars": ",".join(spec["jars"]), "spark.ui.showConsoleProgress": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    b, topic, n, variants = spec["bootstrap"], spec["topic"], spec["count"], spec["variants"]
+    out = {v: {"stream": [], "count": [], "sum": [], "small_trigger_ms": [], "first_batch_s": []} for v in variants}
+    try:
+        for v in variants:
+            stream_read(spark, v, b, spec["warmup_topic"], spec["warmup_count"])
+            _reader(spark, v, b, spec["warmup_topic"], False).load().count()
+        for rep in range(spec["repetitions"]):
+            for v in variants[rep % len(variants):] + variants[:rep % len(variants)]:
+                print(f"[read_paths] repetition {rep + 1}: {v}", file=sys.stderr, flush=True)
+                _, m = _measure(lambda: stream_read(spark, v, b, topic, n))
+                out[v]["stream"].append(m)
+                rows, m = _measure(lambda: _reader(spark, v, b, topic, False).load().count())
+                if rows != n:
+                    raise RuntimeError(f"{v} counted {rows}, expected {n}")
+                out[v]["count"].append(m)
+                total, m = _measure(lambda: _reader(spark, v, b, topic, False).load()
+                                    .selectExpr("sum(length(value)) AS s").collect()[0]["s"])
+                if total != 100 * n:
+                    raise RuntimeError(f"{v} summed {total} value bytes, expected {100 * n}")
+                out[v]["sum"].append(m)
+                small = spec.get("small")
+                if small:
+                    _, progress, first = stream_read(spark, v, b, small["topic"], small["count"], small["per_trigger"])
+                    out[v]["small_trigger_ms"].append(statistics.median(
+                        p.durationMs["triggerExecution"] for p in progress if p.numInputRows))
+                    out[v]["first_batch_s"].append(first)
+        import pyspark_kafka
+
+        print(json.dumps({"spark": spark.version, "pykafka_module": pyspark_kafka.__file__, "results": out}),
+              flush=True)
+    except Exception as exc:  # noqa: BLE001 - the parent shows this line
+        print(f"read_paths_job: {type(exc).__name__}: {exc}"[:4000], file=sys.stderr, flush=True)
+        return 1
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
