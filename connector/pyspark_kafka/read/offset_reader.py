@@ -14,6 +14,7 @@ from typing import Mapping
 from pyspark_kafka import offsets as O
 from pyspark_kafka.clients import client_params, new_admin
 from pyspark_kafka.errors import OptionError, PySparkKafkaError
+from pyspark_kafka.reachability import BootstrapUnreachableError, ConnectionWatch, first_metadata, wait_ms
 from pyspark_kafka.read.options import ReaderOptions
 
 log = logging.getLogger(__name__)
@@ -28,8 +29,11 @@ class OffsetReader:
     Each call is retried ``fetchOffset.numRetries`` times,
     ``fetchOffset.retryIntervalMs`` apart, each attempt bounded by
     ``kafka.default.api.timeout.ms``. Raises PySparkKafkaError naming the
-    brokers when the cluster does not answer. Not picklable state: the admin
-    client is dropped when pickled and on :meth:`close`.
+    brokers when the cluster does not answer. The first Metadata request goes through
+    :func:`pyspark_kafka.reachability.first_metadata`: when no bootstrap address can be reached
+    it raises BootstrapUnreachableError naming each address and its cause within about 1.5 s
+    (a silent address: ``kafka.socket.connection.setup.timeout.ms``, default 10 s), without retries.
+    Not picklable state: the admin client is dropped when pickled and on :meth:`close`.
     """
 
     def __init__(self, opts: ReaderOptions):
@@ -37,23 +41,24 @@ class OffsetReader:
         self._conf = client_params(opts.options)
         self._read_committed = str(self._conf.get("isolation.level", "read_uncommitted")).lower() == "read_committed"
         self._admin = None
-        self._auth_error: str | None = None
+        self._watch: ConnectionWatch | None = None
+        self._contacted = False
+        self._wait_ms = wait_ms(opts.options)
 
     def __getstate__(self):
-        return {**self.__dict__, "_admin": None}
+        return {**self.__dict__, "_admin": None, "_watch": None}
+
+    @property
+    def _auth_error(self) -> str | None:
+        return None if self._watch is None else self._watch.auth_error
 
     @property
     def _client(self):
         if self._admin is None:
-            self._admin = new_admin({**self._conf, "error_cb": self._on_client_error})
+            # error_cb keeps each bootstrap address's connection failure (and an authentication failure)
+            self._watch = ConnectionWatch(str(self._conf.get("bootstrap.servers", "")))
+            self._admin = new_admin({**self._conf, "error_cb": self._watch})
         return self._admin
-
-    def _on_client_error(self, err) -> None:
-        """librdkafka ``error_cb``: keep an authentication failure (SASL or TLS) to report it."""
-        from confluent_kafka import KafkaError
-
-        if err.code() == KafkaError._AUTHENTICATION:
-            self._auth_error = err.str()
 
     def close(self) -> None:
         """Drop the admin client (librdkafka closes it when it is released)."""
@@ -61,9 +66,16 @@ class OffsetReader:
 
     def _list_topics(self, timeout_s: float):
         """Metadata within ``timeout_s``, asked in slices of at most 1 s so that an authentication
-        failure (reported through ``error_cb``) ends the wait at once instead of after the timeout."""
+        failure (reported through ``error_cb``) ends the wait at once instead of after the timeout.
+        The first successful contact goes through :func:`~pyspark_kafka.reachability.first_metadata`."""
         from confluent_kafka import KafkaException
 
+        if not self._contacted:
+            client = self._client
+            md = first_metadata(client, self._watch, str(self._conf.get("bootstrap.servers", "")),
+                                self._wait_ms, timeout_s)
+            self._contacted = True
+            return md
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -83,7 +95,7 @@ class OffsetReader:
         for attempt in range(self._opts.fetch_attempts):
             try:
                 return fn()
-            except OptionError:
+            except (OptionError, BootstrapUnreachableError):
                 raise
             except Exception as exc:  # confluent-kafka raises KafkaException, futures may raise others
                 last = exc
@@ -114,7 +126,22 @@ class OffsetReader:
             return {name: sorted(t.partitions) for name, t in md.topics.items() if t.partitions}
 
         cluster = self._retry("list topics", fetch)
+        self._warn_missing(cluster)
         return self._opts.subscription.select(cluster)
+
+    def _warn_missing(self, cluster: Mapping[str, list]) -> None:
+        """Log once per topic a ``subscribe`` topic the cluster lacks: the read finds no record
+        of it (as with Spark's connector) until it is created."""
+        sub = self._opts.subscription
+        if sub.kind != "subscribe":
+            return
+        warned = self.__dict__.setdefault("_warned_missing", set())
+        for topic in sub.topics:
+            if topic not in cluster and topic not in warned:
+                warned.add(topic)
+                log.warning("subscribed topic %r does not exist on kafka.bootstrap.servers=%r: it contributes no "
+                            "records until it is created (check the name, or create it: pyspark-kafka topics create "
+                            "--topic %s)", topic, self._conf.get("bootstrap.servers"), topic)
 
     def list_offsets(self, specs: Mapping) -> dict:
         """``{(topic, partition): OffsetSpec}`` → ``{(topic, partition): offset}`` (-1 when a timestamp has no match)."""
