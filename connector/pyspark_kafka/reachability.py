@@ -10,13 +10,13 @@ metadata request of a read, a write or a sink goes through :func:`first_metadata
   bootstrap address by a :class:`ConnectionWatch`;
 - once *every* bootstrap address has failed, the call raises :class:`BootstrapUnreachableError`
   at once (about 1 s for a closed port or an unknown host; Spark's connector takes 3.3 s);
-- an address that reports nothing (a host that drops packets) is waited on for at most
-  :data:`WAIT_OPTION` (default :data:`DEFAULT_WAIT_MS`, the Java client's default of
-  ``socket.connection.setup.timeout.ms``), then probed with a TCP connect, and named with what
-  happened.
+- an address that reports nothing (a host that drops packets, a port that accepts but does not
+  speak Kafka) is waited on for at most :data:`WAIT_OPTION` (default :data:`DEFAULT_WAIT_MS`, the
+  Java client's default of ``socket.connection.setup.timeout.ms``), then probed with a TCP
+  connect and named with what happened.
 
-When at least one address connects, the normal timeouts and retries apply, so a slow but
-live cluster is never cut short.
+After the first answer the normal timeouts and retries apply (``fetchOffset.numRetries``,
+``kafka.default.api.timeout.ms``), so a cluster that was once reached is waited for.
 """
 
 from __future__ import annotations
@@ -111,6 +111,7 @@ class ConnectionWatch:
         address = head.rsplit("/", 1)[0] if sep and "/" in head else None
         if address is None:
             return
+        address = address.split("://", 1)[-1]  # "ssl://host:port/bootstrap" under TLS
         with self._lock:
             self._failures[address] = (classify(name, rest), rest.split(" (after ")[0])
 
@@ -188,16 +189,15 @@ def first_metadata(client, watch: ConnectionWatch, servers: str, wait_option_ms:
                    topic: str | None = None):
     """Cluster metadata from ``client`` (a confluent-kafka client built with ``error_cb=watch``).
 
-    Waits at most ``timeout_s`` overall; raises :class:`BootstrapUnreachableError` as soon as every
-    bootstrap address has failed, or after ``wait_option_ms`` when the addresses that did not fail
-    do not accept a TCP connection either. Re-raises librdkafka's ``KafkaException`` at
-    ``timeout_s`` otherwise (the caller's retry rules apply).
+    Raises :class:`BootstrapUnreachableError` once every bootstrap address has failed for
+    :data:`GRACE_S`, at once on an authentication failure, and after ``wait_option_ms`` without
+    metadata (each silent address then probed with a TCP connect and named with the outcome).
+    Re-raises librdkafka's ``KafkaException`` at ``timeout_s`` when that comes first.
     """
     from confluent_kafka import KafkaException
 
     start = time.monotonic()
     deadline = start + timeout_s
-    probed = False
     while True:
         remaining = deadline - time.monotonic()
         try:
@@ -209,17 +209,16 @@ def first_metadata(client, watch: ConnectionWatch, servers: str, wait_option_ms:
             now = time.monotonic()
             if watch.auth_error is not None or (watch.all_failed() and now - start >= GRACE_S):
                 raise unreachable_error(servers, watch.failures(), now - start, wait_option_ms) from None
-            if not probed and now - start >= wait_option_ms / 1000:
-                probed = True
+            if now - start >= wait_option_ms / 1000:
+                # some address stayed silent for the whole wait: probe it, and give up either way
                 failures = watch.failures()
                 for address in watch.addresses:
                     if address not in failures:
-                        outcome = probe(address, min(2.0, max(0.2, deadline - now)))
-                        if outcome is None:
-                            break  # it connects: a slow broker, not an absent one
-                        failures[address] = outcome
-                else:
-                    raise unreachable_error(servers, failures, time.monotonic() - start, wait_option_ms) from None
+                        failures[address] = probe(address, 1.0) or (
+                            "accepted a TCP connection but gave no Kafka answer",
+                            f"TCP connect succeeded, no Kafka Metadata answer within {wait_option_ms} ms "
+                            "(not a Kafka listener, a TLS listener reached with PLAINTEXT, or an overloaded broker)")
+                raise unreachable_error(servers, failures, time.monotonic() - start, wait_option_ms) from None
             if now >= deadline:
                 raise
 
