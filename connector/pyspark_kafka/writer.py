@@ -68,7 +68,6 @@ from pyspark_kafka.clients import ClientPool, close_quietly, config_key, new_con
 from pyspark_kafka.errors import DeliveryError, OptionError, RecordError, SchemaError, authorization_hint
 from pyspark_kafka.javaconfig import java_partitioner
 from pyspark_kafka.options import get_option, kafka_params, redact
-from pyspark_kafka.reachability import require_reachable
 from pyspark_kafka.routing import Router, load_partitioner
 
 log = logging.getLogger(__name__)
@@ -214,8 +213,7 @@ class WriteSpec:
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], schema: StructType) -> "WriteSpec":
-        """Validate options and schema; raise OptionError / SchemaError before any record is sent, and
-        BootstrapUnreachableError when no bootstrap server can be reached (:mod:`pyspark_kafka.reachability`)."""
+        """Validate options and schema; raise OptionError / SchemaError before any record is sent."""
         guarantee = parse_delivery_guarantee(options)
         topic = get_option(options, "topic")
         columns = validate_schema(schema, topic)
@@ -233,7 +231,6 @@ class WriteSpec:
                 "option 'kafka.bootstrap.servers' is required: "
                 ".option('kafka.bootstrap.servers', 'host1:9092,host2:9092')"
             )
-        require_reachable(settings, options)  # an unreachable cluster fails here in ~1.5 s, naming each address
         if guarantee == EXACTLY_ONCE:
             return cls._exactly_once(options, settings, columns, topic, partitioner)
         conf = with_producer_defaults(settings)
