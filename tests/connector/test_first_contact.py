@@ -4,7 +4,8 @@ Issue 27: a batch read on a closed port used to fail after 204 s with "Local: Br
 failure"; Spark's connector fails in 3.3 s. Every Spark entry point (read, readStream, write,
 writeStream) must fail within 15 s, and the text the user sees (the str of the exception pyspark
 raises in the driver) must carry the cause and the fix on the line of our exception.
-A ``subscribe`` topic that does not exist reads as no rows (as Spark's connector) with a warning naming it.
+A ``subscribe`` topic that does not exist fails a batch read naming it (as Spark's connector fails it), and
+is warned about by name in a stream.
 """
 
 from __future__ import annotations
@@ -144,8 +145,13 @@ def test_every_spark_entry_point_fails_fast_with_the_cause_first(spark, tmp_path
             (name, ours[0])
 
 
-@pytest.mark.slow
-def test_a_missing_subscribed_topic_reads_no_rows(spark, bootstrap):
-    df = spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap).option(
-        "subscribe", "no-such-topic-27-spark").load()
-    assert df.count() == 0
+def test_a_batch_read_of_a_missing_subscribed_topic_names_it(bootstrap, make_topic):
+    """As Spark's connector, a batch read fails (differential case error_subscribe_missing_topic); ours names the topic."""
+    from pyspark_kafka.errors import OptionError
+    from pyspark_kafka.read.planning import batch_offsets
+
+    present = make_topic(partitions=1)
+    opts = parse_reader_options({"kafka.bootstrap.servers": bootstrap, "subscribe": f"{present},no-such-topic-27"},
+                                mode="batch")
+    with pytest.raises(OptionError, match=r"names topic\(s\) \['no-such-topic-27'\] that do not exist"):
+        batch_offsets(opts)

@@ -29,15 +29,17 @@ class OffsetReader:
     Each call is retried ``fetchOffset.numRetries`` times,
     ``fetchOffset.retryIntervalMs`` apart, each attempt bounded by
     ``kafka.default.api.timeout.ms``. Raises PySparkKafkaError naming the
-    brokers when the cluster does not answer. The first Metadata request goes through
+    brokers when the cluster does not answer. ``missing_topics``: ``"error"`` (batch reads, as
+    Spark's connector) or ``"warn"`` (streams) for a ``subscribe`` topic the cluster lacks. The first Metadata request goes through
     :func:`pyspark_kafka.reachability.first_metadata`: when no bootstrap address can be reached
     it raises BootstrapUnreachableError naming each address and its cause within about 1.5 s
     (a silent address: ``kafka.socket.connection.setup.timeout.ms``, default 10 s), without retries.
     Not picklable state: the admin client is dropped when pickled and on :meth:`close`.
     """
 
-    def __init__(self, opts: ReaderOptions):
+    def __init__(self, opts: ReaderOptions, missing_topics: str = "warn"):
         self._opts = opts
+        self._missing_topics = missing_topics
         self._conf = client_params(opts.options)
         self._read_committed = str(self._conf.get("isolation.level", "read_uncommitted")).lower() == "read_committed"
         self._admin = None
@@ -130,11 +132,18 @@ class OffsetReader:
         return self._opts.subscription.select(cluster)
 
     def _warn_missing(self, cluster: Mapping[str, list]) -> None:
-        """Log once per topic a ``subscribe`` topic the cluster lacks: the read finds no record
-        of it (as with Spark's connector) until it is created."""
+        """A ``subscribe`` topic the cluster lacks. With ``missing_topics="error"`` (batch reads) an
+        OptionError naming it: Spark's connector fails such a batch read too (differential case
+        ``error_subscribe_missing_topic``). Else (streams) one warning per topic: the stream reads it
+        once it is created."""
         sub = self._opts.subscription
         if sub.kind != "subscribe":
             return
+        missing = [t for t in sub.topics if t not in cluster]
+        if missing and self._missing_topics == "error":
+            raise OptionError(f"option 'subscribe' names topic(s) {missing} that do not exist on "
+                              f"kafka.bootstrap.servers={self._conf.get('bootstrap.servers')!r}; create them "
+                              f"(pyspark-kafka topics create --topic {missing[0]}) or fix the option")
         warned = self.__dict__.setdefault("_warned_missing", set())
         for topic in sub.topics:
             if topic not in cluster and topic not in warned:
