@@ -97,7 +97,10 @@ class OffsetReader:
         for attempt in range(self._opts.fetch_attempts):
             try:
                 return fn()
-            except (OptionError, BootstrapUnreachableError):
+            except OptionError:
+                raise
+            except BootstrapUnreachableError:
+                self.close()  # its admin client would keep reconnecting (and logging) until collected
                 raise
             except Exception as exc:  # confluent-kafka raises KafkaException, futures may raise others
                 last = exc
