@@ -335,3 +335,38 @@ def test_broker_command_serves_metadata_and_stops_on_sigterm(tmp_path):
             proc.kill()
             proc.wait(timeout=10)
         proc.stderr.close()
+
+
+def test_every_option_has_help_text():
+    """Issue 27: ``--topic`` and ``--log-level`` had none; every option of every command has one now."""
+    from pyspark_kafka.cli import build_parser
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, __import__("argparse")._SubParsersAction):
+                for name, child in action.choices.items():
+                    yield from walk(child, f"{path} {name}")
+            elif action.option_strings and action.dest != "help":
+                yield path, action
+
+    missing = [f"{path} {a.option_strings[0]}" for path, a in walk(build_parser(), "pyspark-kafka") if not a.help]
+    assert missing == []
+
+
+def test_produce_to_a_partition_of_a_missing_topic_refuses_and_creates_nothing(bootstrap):
+    """cli.md's ``seq 1 1000 | pyspark-kafka produce --topic numbers --partition 2`` on a missing topic used to
+    auto-create it with one partition, then refuse ``--partition 2``."""
+    topic = f"cli-numbers-{uuid.uuid4().hex[:8]}"
+    r = tool(["produce"], bootstrap, "--topic", topic, "--partition", "2", input=b"1\n2\n")
+    assert r.returncode == 1
+    assert f"pyspark-kafka topics create --topic {topic} --partitions 3".encode() in r.stderr, r.stderr
+    assert topic not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+
+
+def test_broker_data_dir_that_is_a_file_is_named(tmp_path):
+    path = tmp_path / "not-a-dir"
+    path.write_text("x")
+    r = cli("broker", "--data-dir", str(path), "--port", "0", timeout=30)
+    assert r.returncode == 1
+    assert f"the data directory {path} is a file, not a directory".encode() in r.stderr, r.stderr
+    assert b"cannot listen" not in r.stderr and b"Traceback" not in r.stderr

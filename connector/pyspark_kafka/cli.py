@@ -256,11 +256,16 @@ def cmd_broker(args) -> int:
     Its log goes to stderr; once listening it logs one line
     ``... pyspark-kafka broker listening on HOST:PORT (data dir DIR)``.
     """
-    from pyspark_kafka.broker.errors import ConfigError
+    from pyspark_kafka.broker.errors import ConfigError, KafkaStorageError
+    from pyspark_kafka.broker.log.manager import prepare_data_dir
     from pyspark_kafka.broker.server import run_broker
 
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        prepare_data_dir(args.data_dir)  # a file given as --data-dir is named as such
+    except KafkaStorageError as e:
+        raise CliError(str(e)) from None
     try:
         run_broker(args.data_dir, host=args.host, port=args.port, config=dict(args.config))
     except ConfigError as e:  # listeners, TLS, SASL, authorizer configs checked when the broker is built
@@ -414,6 +419,12 @@ def cmd_produce(args) -> int:
     separator = args.key_separator.encode() if args.key_separator is not None else None
     spool = spool_validated(sys.stdin.buffer, separator)
     producer = make_client(Producer, client_config(args, **PRODUCER_DEFAULTS))
+    if args.partition is not None and args.topic not in cluster_metadata(producer, args).topics:
+        # asking for the topic by name would auto-create it with the broker's num.partitions, and
+        # then refuse --partition: refuse first, leaving nothing behind
+        raise CliError(f"topic {args.topic!r} does not exist, so --partition {args.partition} cannot be honoured; "
+                       f"create it first: pyspark-kafka topics create --topic {args.topic} "
+                       f"--partitions {args.partition + 1}")
     partitions = topic_partitions(cluster_metadata(producer, args, args.topic), args.topic)
     if args.partition is not None and args.partition not in partitions:
         raise UsageError(f"--partition {args.partition}: topic {args.topic!r} has partitions "
@@ -587,7 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=broker_config_pair, action="append", default=[], metavar="KEY=VALUE",
                    help="broker setting with Kafka's name, e.g. log.segment.bytes=1048576 or "
                         "listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9094 (repeatable)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="least severe broker log line written to stderr (default info)")
     p.set_defaults(func=cmd_broker)
 
     p = sub.add_parser("cluster", help="run a replicated embedded cluster: a controller and N broker processes")
@@ -605,7 +617,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics = sub.add_parser("topics", help="create, list, describe or delete topics").add_subparsers(
         dest="action", required=True, metavar="ACTION")
     p = topics.add_parser("create", parents=[client], help="create a topic")
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, help="name of the topic to create")
     p.add_argument("--partitions", type=int, default=1, help="number of partitions (default 1)")
     p.add_argument("--replication-factor", type=int, default=1, help="replicas per partition (default 1)")
     p.add_argument("--config", type=parse_key_value, action="append", default=[], metavar="KEY=VALUE",
@@ -619,18 +631,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", help="one topic (default: all)")
     p.set_defaults(func=cmd_topics_describe)
     p = topics.add_parser("delete", parents=[client], help="delete a topic")
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, help="name of the topic to delete")
     p.add_argument("--if-exists", action="store_true", help="succeed when the topic does not exist")
     p.set_defaults(func=cmd_topics_delete)
 
     p = sub.add_parser("produce", parents=[client], help="send stdin lines as records")
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, help="topic to write to (auto-created by the broker when missing, "
+                                                  "unless --partition is given)")
     p.add_argument("--key-separator", metavar="SEP", help="each line is KEY<SEP>VALUE (split at the first SEP)")
     p.add_argument("--partition", type=int, help="send every record to this partition (default: by key hash)")
     p.set_defaults(func=cmd_produce)
 
     p = sub.add_parser("consume", parents=[client], help="print record values, one per line")
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, help="topic to read (every partition)")
     p.add_argument("--from-beginning", action="store_true",
                    help="start at the log start offset (with --group: only when the group has no committed offset)")
     p.add_argument("--max-messages", type=int, metavar="N", help="exit after N records")

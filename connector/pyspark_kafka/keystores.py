@@ -4,8 +4,10 @@ librdkafka takes CA certificates as ``ssl.ca.pem`` and a client certificate and 
 ``ssl.certificate.pem`` / ``ssl.key.pem``; Java clients name key store files instead. These
 functions read the stores with well-kept libraries (``cryptography`` for PKCS12 and PEM,
 ``pyjks`` for JKS) and return PEM strings: nothing is written to disk, and no message names a
-password or shows key material. Raises :class:`~pyspark_kafka.errors.OptionError` naming the
-option and the cause (missing file, wrong password, no certificate or key inside).
+password or shows key material. As Java 9+ does, a store declared JKS that holds PKCS12 (what
+``keytool -storetype JKS`` may write) is read as PKCS12, and the reverse (:func:`stored_format`).
+Raises :class:`~pyspark_kafka.errors.OptionError` naming the option and the cause (missing file,
+wrong password, no certificate or key inside).
 """
 
 from __future__ import annotations
@@ -23,6 +25,25 @@ def _read(option: str, location: str | None) -> bytes:
     except OSError as e:
         raise OptionError(f"option 'kafka.{option}' = {location!r}: cannot read the key store ({e.strerror or e}); "
                           "the file must exist at this path on the driver and on every executor") from None
+
+
+_JKS_MAGIC = (b"\xfe\xed\xfe\xed", b"\xce\xce\xce\xce")  # JKS, JCEKS
+
+
+def stored_format(declared: str, data: bytes) -> str:
+    """The format a JKS or PKCS12 store is really in, as Java reads it.
+
+    Since Java 9 (``keystore.type.compat=true``) a key store of type JKS or PKCS12 reads a file of
+    either format: ``keytool -storetype JKS`` on Java 9+ may write PKCS12. JKS/JCEKS files start with
+    their magic number; anything else starting with a DER SEQUENCE (``0x30``) is PKCS12.
+    """
+    if declared not in ("JKS", "PKCS12"):
+        return declared
+    if data[:4] in _JKS_MAGIC:
+        return "JKS"
+    if data[:1] == b"\x30":
+        return "PKCS12"
+    return declared
 
 
 def _pem(der: bytes) -> str:
@@ -68,6 +89,7 @@ def truststore_pem(store_type: str, location: str | None, password: str | None, 
             raise OptionError(f"option 'kafka.{option}': no PEM certificate found")
         return text
     data = _read(option, location)
+    store_type = stored_format(store_type, data)
     if store_type == "JKS":
         store = _jks(option, data, password)
         pems = [_pem(c.cert) for c in store.certs.values()]
@@ -97,8 +119,16 @@ def keystore_pem(store_type: str, location: str | None, store_password: str | No
     from cryptography.hazmat.primitives import serialization
 
     option = "ssl.keystore.location"
-    if store_type == "JKS":
-        store = _jks(option, _read(option, location), store_password)
+    data = _read(option, location) if store_type == "JKS" else b""
+    if store_type == "JKS" and stored_format("JKS", data) == "PKCS12":  # keytool -storetype JKS on Java 9+
+        p12 = _pkcs12(option, data, store_password)
+        if p12.key is None or p12.cert is None:
+            raise OptionError(f"option 'kafka.{option}' = {location!r} holds no private key entry")
+        key = p12.key
+        chain = "".join(c.certificate.public_bytes(serialization.Encoding.PEM).decode()
+                        for c in [p12.cert, *p12.additional_certs])
+    elif store_type == "JKS":
+        store = _jks(option, data, store_password)
         if not store.private_keys:
             raise OptionError(f"option 'kafka.{option}' = {location!r} holds no private key entry")
         entry = next(iter(store.private_keys.values()))

@@ -42,9 +42,20 @@ class KafkaDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool):
         from pyspark_kafka.writer import KafkaBatchWriter
 
-        return KafkaBatchWriter(self.options, schema, overwrite)
+        return _reachable(KafkaBatchWriter(self.options, schema, overwrite), self.options)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
         from pyspark_kafka.writer import KafkaStreamWriter
 
-        return KafkaStreamWriter(self.options, schema, overwrite)
+        return _reachable(KafkaStreamWriter(self.options, schema, overwrite), self.options)
+
+
+def _reachable(writer, options):
+    """The driver's pre-flight of a write, once options and schema are valid: an unreachable cluster
+    fails here in about 1.5 s naming each bootstrap address (:mod:`pyspark_kafka.reachability`),
+    instead of in every task after ``kafka.delivery.timeout.ms``."""
+    from pyspark_kafka.clients import producer_config
+    from pyspark_kafka.reachability import require_reachable
+
+    require_reachable(producer_config(options), options)
+    return writer

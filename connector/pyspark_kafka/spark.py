@@ -8,13 +8,33 @@ in a virtualenv that interpreter lacks this package and Spark reports
 from __future__ import annotations
 
 import os
+import re
 import sys
+import warnings
+
+PANDAS_NOTICE = "PySpark does not yet fully support pandas"
+"""Start of the FutureWarning pyspark 4.x gives on every pandas conversion under pandas >= 3.0.0."""
 
 
 def ensure_worker_python() -> None:
     """Set ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` to this interpreter unless already set."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def quiet_pandas_notice() -> None:
+    """Filter pyspark's :data:`PANDAS_NOTICE` FutureWarning in this process and, through
+    ``PYTHONWARNINGS`` (inherited), in the Python workers Spark starts afterwards.
+
+    pyspark repeats it on every pandas conversion when pandas >= 3.0.0 is installed; this package's
+    test suite runs on pandas 3.1, so the notice says nothing a user of ``pykafka`` can act on.
+    Other warnings are untouched.
+    """
+    warnings.filterwarnings("ignore", message=re.escape(PANDAS_NOTICE), category=FutureWarning)
+    rule = f"ignore:{PANDAS_NOTICE}:FutureWarning"
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if rule not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = f"{current},{rule}" if current else rule
 
 
 def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: dict | None = None):
@@ -25,9 +45,11 @@ def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: d
     workers started by :mod:`pyspark_kafka.worker_daemon` (``spark.python.daemon.module``),
     which import the installed pyspark's compiled bytecode instead of compiling
     ``pyspark.zip`` again in every new worker (about 1 s each); ``conf`` can set
-    ``spark.python.daemon.module`` back to ``pyspark.daemon``.
+    ``spark.python.daemon.module`` back to ``pyspark.daemon``. pyspark's FutureWarning about
+    pandas >= 3 is filtered (:func:`quiet_pandas_notice`).
     """
     ensure_worker_python()
+    quiet_pandas_notice()
     from pyspark.sql import SparkSession
 
     builder = (

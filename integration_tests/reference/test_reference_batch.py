@@ -158,6 +158,7 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
               startingOffsets=json.dumps({a: {"0": 0, "1": 0, "2": 0}}),
               endingOffsets=json.dumps({a: {"0": 5, "1": 5, "2": 5}})),
         error("error_no_subscribe"),
+        error("error_subscribe_missing_topic", subscribe=f"{a},{a}-missing"),  # issue 27
         error("error_subscribe_and_assign", subscribe=a, assign=json.dumps({a: [0]})),
         error("error_bad_starting_json", subscribe=a, startingOffsets='{"' + a + '": '),
         error("error_starting_latest_batch", subscribe=a, startingOffsets="latest"),

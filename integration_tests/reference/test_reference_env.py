@@ -4,6 +4,9 @@ list of versions tried, the fallback to the nearest served one, and the reasons 
 from __future__ import annotations
 
 import shutil
+import site
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +65,57 @@ def test_no_pypi_says_so(monkeypatch, tmp_path):
     with pytest.raises(reference.ReferenceUnavailable, match=r"pip install -q pyspark==4\.2\.0 failed .*PyPI"):
         reference.pyspark_python("4.2.0")
     assert reference.venv_root("4.2.0").parent == tmp_path
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _bare_venv(path, expose: str | None = None) -> str:
+    """A virtualenv made by a system interpreter without our dependencies; ``expose``: a site
+    directory whose packages it gets, as if they were installed in it (a ``.pth`` file)."""
+    subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(path)], check=True, capture_output=True, timeout=120)
+    python = str(path / "bin" / "python")
+    if expose is not None:
+        purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+        with open(f"{purelib}/installed.pth", "w") as f:
+            f.write(f"import site; site.addsitedir({expose!r})\n")
+    return python
+
+
+def _ensure_from(python: str, root) -> subprocess.CompletedProcess:
+    code = ("from pathlib import Path; from pyspark_kafka.testing.reference import ensure_env; "
+            f"print(ensure_env(Path({str(root)!r}), []))")
+    return subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_the_environment_built_from_a_virtualenv_sees_its_packages_and_is_rebuilt_when_broken(tmp_path):
+    """Issue 27: from a virtualenv whose base interpreter lacks the dependencies, ``--system-site-packages``
+    alone gave an environment without pyarrow that stayed cached as complete. Built here from a fresh
+    virtualenv of the system interpreter in which this interpreter's packages are installed (made
+    visible); checked, broken, and rebuilt."""
+    if not Path(SYSTEM_PYTHON).exists():
+        pytest.skip(f"no {SYSTEM_PYTHON}")
+    if subprocess.run([SYSTEM_PYTHON, "-c", "import pyarrow"], capture_output=True).returncode == 0:
+        pytest.skip(f"{SYSTEM_PYTHON} has pyarrow: the case needs a base interpreter without it")
+    here = next(d for d in site.getsitepackages() if (Path(d) / "pyarrow").is_dir())
+    user = _bare_venv(tmp_path / "user-venv", expose=here)
+    root = tmp_path / "reference-env"
+    built = _ensure_from(user, root)
+    assert built.returncode == 0, built.stderr[-2000:]
+    python = built.stdout.strip().splitlines()[-1]
+    assert (root / ".complete").exists()
+    assert reference.check_env(python, None) is None  # pyspark, pyarrow, pandas, confluent_kafka, pyspark_kafka
+
+    pth = next(root.glob(f"lib/python*/site-packages/{reference.VISIBLE_PTH}"))
+    pth.unlink()  # broken: the environment no longer sees the virtualenv's packages
+    assert "No module named" in reference.check_env(python, None)
+    rebuilt = _ensure_from(user, root)
+    assert rebuilt.returncode == 0, rebuilt.stderr[-2000:]
+    assert pth.exists() and reference.check_env(python, None) is None
+
+    bare = _bare_venv(tmp_path / "bare-venv")  # no dependencies at all: refused, not marked complete
+    refused = _ensure_from(bare, tmp_path / "refused-env")
+    assert refused.returncode != 0 and "cannot run the reference job" in refused.stderr, refused.stderr[-2000:]
+    assert not (tmp_path / "refused-env" / ".complete").exists()

@@ -201,6 +201,42 @@ def test_jks_stores_become_pem_in_memory(tmp_path, pki):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.jks", "trust.jks"]  # nothing written
 
 
+def test_a_pkcs12_file_declared_jks_is_read_as_java_reads_it(tmp_path, pki):
+    """Issue 27: ``keytool`` on Java 9+ writes PKCS12 unless told otherwise (also into a file named
+    ``.jks``); Java's JKS key store type reads it (``keystore.type.compat``), so we do too."""
+    ca, client, client_key = pki
+    trust = tmp_path / "trust.jks"
+    trust.write_bytes(pkcs12.serialize_java_truststore([pkcs12.PKCS12Certificate(ca, b"ca")],
+                                                       serialization.BestAvailableEncryption(b"changeit")))
+    keys = tmp_path / "keys.jks"
+    keys.write_bytes(pkcs12.serialize_key_and_certificates(b"client", client_key, client, [ca],
+                                                           serialization.BestAvailableEncryption(b"storepass")))
+    out = to_librdkafka({"ssl.truststore.location": str(trust), "ssl.truststore.password": "changeit",
+                         "ssl.keystore.location": str(keys), "ssl.keystore.password": "storepass"})  # type: JKS
+    assert out["ssl.ca.pem"] == _pem(ca)
+    assert out["ssl.certificate.pem"] == _pem(client) + _pem(ca)
+    assert serialization.load_pem_private_key(out["ssl.key.pem"].encode(), None).private_numbers() == \
+        client_key.private_numbers()
+
+
+def test_a_keytool_trust_store_is_read_whatever_its_format(tmp_path, pki):
+    import shutil
+    import subprocess
+
+    if shutil.which("keytool") is None:
+        pytest.skip("no keytool (a JDK) on PATH")
+    ca, _, _ = pki
+    (tmp_path / "ca.pem").write_text(_pem(ca))
+    for name, extra in (("default.jks", []), ("jks.jks", ["-storetype", "JKS"])):
+        subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(tmp_path / "ca.pem"),
+                        "-keystore", str(tmp_path / name), "-storepass", "changeit", *extra],
+                       check=True, capture_output=True, timeout=60)
+        if extra:
+            pytest.importorskip("jks", reason="pyjks reads JKS key stores")
+        out = to_librdkafka({"ssl.truststore.location": str(tmp_path / name), "ssl.truststore.password": "changeit"})
+        assert out["ssl.ca.pem"] == _pem(ca), name
+
+
 def test_pkcs12_keystores_are_read_by_librdkafka_itself(tmp_path):
     out = to_librdkafka({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/k.p12",
                          "ssl.keystore.password": "pw"})

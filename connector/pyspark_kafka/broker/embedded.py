@@ -61,9 +61,14 @@ class EmbeddedBroker:
         return f"{self.host}:{self.port}"
 
     def start(self) -> "EmbeddedBroker":
-        """Start the broker thread and wait until it listens (at most 60 s)."""
+        """Start the broker thread and wait until it listens (at most 60 s).
+
+        Raises KafkaStorageError naming ``data_dir`` when it is a file or cannot be created."""
         if self._thread is not None:
             raise RuntimeError("EmbeddedBroker is already started")
+        from pyspark_kafka.broker.log.manager import prepare_data_dir
+
+        prepare_data_dir(self.data_dir)  # a file given as data_dir: KafkaStorageError naming it
         self._ready.clear()
         self._error = None
         self._thread = threading.Thread(target=self._run, name=f"pyspark-kafka-broker-{self.data_dir.name}",
@@ -127,7 +132,6 @@ class EmbeddedBroker:
             await serve(broker, self._requested_port, self._stop, ready)
 
         try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
             asyncio.run(main())
         except BaseException as exc:  # reported to start() or kept for stop()
             self._error = exc

@@ -14,6 +14,7 @@ from typing import Mapping
 from pyspark_kafka import offsets as O
 from pyspark_kafka.clients import client_params, new_admin
 from pyspark_kafka.errors import OptionError, PySparkKafkaError
+from pyspark_kafka.reachability import BootstrapUnreachableError, ConnectionWatch, first_metadata, wait_ms
 from pyspark_kafka.read.options import ReaderOptions
 
 log = logging.getLogger(__name__)
@@ -28,32 +29,38 @@ class OffsetReader:
     Each call is retried ``fetchOffset.numRetries`` times,
     ``fetchOffset.retryIntervalMs`` apart, each attempt bounded by
     ``kafka.default.api.timeout.ms``. Raises PySparkKafkaError naming the
-    brokers when the cluster does not answer. Not picklable state: the admin
-    client is dropped when pickled and on :meth:`close`.
+    brokers when the cluster does not answer. ``missing_topics``: ``"error"`` (batch reads, as
+    Spark's connector) or ``"warn"`` (streams) for a ``subscribe`` topic the cluster lacks. The first Metadata request goes through
+    :func:`pyspark_kafka.reachability.first_metadata`: when no bootstrap address can be reached
+    it raises BootstrapUnreachableError naming each address and its cause within about 1.5 s
+    (a silent address: ``kafka.socket.connection.setup.timeout.ms``, default 10 s), without retries.
+    Not picklable state: the admin client is dropped when pickled and on :meth:`close`.
     """
 
-    def __init__(self, opts: ReaderOptions):
+    def __init__(self, opts: ReaderOptions, missing_topics: str = "warn"):
         self._opts = opts
+        self._missing_topics = missing_topics
         self._conf = client_params(opts.options)
         self._read_committed = str(self._conf.get("isolation.level", "read_uncommitted")).lower() == "read_committed"
         self._admin = None
-        self._auth_error: str | None = None
+        self._watch: ConnectionWatch | None = None
+        self._contacted = False
+        self._wait_ms = wait_ms(opts.options)
 
     def __getstate__(self):
-        return {**self.__dict__, "_admin": None}
+        return {**self.__dict__, "_admin": None, "_watch": None}
+
+    @property
+    def _auth_error(self) -> str | None:
+        return None if self._watch is None else self._watch.auth_error
 
     @property
     def _client(self):
         if self._admin is None:
-            self._admin = new_admin({**self._conf, "error_cb": self._on_client_error})
+            # error_cb keeps each bootstrap address's connection failure (and an authentication failure)
+            self._watch = ConnectionWatch(str(self._conf.get("bootstrap.servers", "")))
+            self._admin = new_admin({**self._conf, "error_cb": self._watch})
         return self._admin
-
-    def _on_client_error(self, err) -> None:
-        """librdkafka ``error_cb``: keep an authentication failure (SASL or TLS) to report it."""
-        from confluent_kafka import KafkaError
-
-        if err.code() == KafkaError._AUTHENTICATION:
-            self._auth_error = err.str()
 
     def close(self) -> None:
         """Drop the admin client (librdkafka closes it when it is released)."""
@@ -61,9 +68,16 @@ class OffsetReader:
 
     def _list_topics(self, timeout_s: float):
         """Metadata within ``timeout_s``, asked in slices of at most 1 s so that an authentication
-        failure (reported through ``error_cb``) ends the wait at once instead of after the timeout."""
+        failure (reported through ``error_cb``) ends the wait at once instead of after the timeout.
+        The first successful contact goes through :func:`~pyspark_kafka.reachability.first_metadata`."""
         from confluent_kafka import KafkaException
 
+        if not self._contacted:
+            client = self._client
+            md = first_metadata(client, self._watch, str(self._conf.get("bootstrap.servers", "")),
+                                self._wait_ms, timeout_s)
+            self._contacted = True
+            return md
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -84,6 +98,9 @@ class OffsetReader:
             try:
                 return fn()
             except OptionError:
+                raise
+            except BootstrapUnreachableError:
+                self.close()  # its admin client would keep reconnecting (and logging) until collected
                 raise
             except Exception as exc:  # confluent-kafka raises KafkaException, futures may raise others
                 last = exc
@@ -114,7 +131,29 @@ class OffsetReader:
             return {name: sorted(t.partitions) for name, t in md.topics.items() if t.partitions}
 
         cluster = self._retry("list topics", fetch)
+        self._warn_missing(cluster)
         return self._opts.subscription.select(cluster)
+
+    def _warn_missing(self, cluster: Mapping[str, list]) -> None:
+        """A ``subscribe`` topic the cluster lacks. With ``missing_topics="error"`` (batch reads) an
+        OptionError naming it: Spark's connector fails such a batch read too (differential case
+        ``error_subscribe_missing_topic``). Else (streams) one warning per topic: the stream reads it
+        once it is created."""
+        sub = self._opts.subscription
+        if sub.kind != "subscribe":
+            return
+        missing = [t for t in sub.topics if t not in cluster]
+        if missing and self._missing_topics == "error":
+            raise OptionError(f"option 'subscribe' names topic(s) {missing} that do not exist on "
+                              f"kafka.bootstrap.servers={self._conf.get('bootstrap.servers')!r}; create them "
+                              f"(pyspark-kafka topics create --topic {missing[0]}) or fix the option")
+        warned = self.__dict__.setdefault("_warned_missing", set())
+        for topic in sub.topics:
+            if topic not in cluster and topic not in warned:
+                warned.add(topic)
+                log.warning("subscribed topic %r does not exist on kafka.bootstrap.servers=%r: it contributes no "
+                            "records until it is created (check the name, or create it: pyspark-kafka topics create "
+                            "--topic %s)", topic, self._conf.get("bootstrap.servers"), topic)
 
     def list_offsets(self, specs: Mapping) -> dict:
         """``{(topic, partition): OffsetSpec}`` → ``{(topic, partition): offset}`` (-1 when a timestamp has no match)."""

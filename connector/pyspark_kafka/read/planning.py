@@ -51,7 +51,7 @@ def batch_offsets(opts: ReaderOptions) -> tuple[list, dict, dict]:
     Raises OptionError when a starting offset is after its ending offset,
     PySparkKafkaError when the cluster does not answer.
     """
-    meta = OffsetReader(opts)
+    meta = OffsetReader(opts, missing_topics="error")  # a batch read of a missing topic fails, as Spark's
     try:
         tps = meta.topic_partitions()
         if isinstance(opts.starting, O.GroupLimit):

@@ -59,12 +59,16 @@ def stored_offsets(
 
 def _cluster_partitions(bootstrap_servers: str, topics: Iterable[str], kafka_params: Mapping[str, str]) -> dict:
     """``{topic: [partition ids]}`` from the cluster's metadata (confluent-kafka AdminClient)."""
-    from confluent_kafka.admin import AdminClient
-
+    from pyspark_kafka.clients import client_params
+    from pyspark_kafka.reachability import require_reachable
     from pyspark_kafka.sinks.common import SinkError
 
-    admin = AdminClient({**dict(kafka_params or {}), "bootstrap.servers": bootstrap_servers})
-    md = admin.list_topics(timeout=15)
+    options = {**{(k if k.startswith("kafka.") else f"kafka.{k}"): v for k, v in dict(kafka_params or {}).items()},
+               "kafka.bootstrap.servers": bootstrap_servers}
+    md = require_reachable(client_params(options), options)  # names each unreachable address
+    if md is None:
+        raise SinkError(f"the cluster at {bootstrap_servers} did not answer a Metadata request in time; "
+                        "check that the brokers are healthy, then retry")
     out = {}
     for t in topics:
         tm = md.topics.get(t)

@@ -115,6 +115,25 @@ def merge_topic_configs(configs: dict[str, str], ops: Iterable[tuple[str, int, s
     return {k: v for k, v in configs.items() if v is not None}
 
 
+def prepare_data_dir(path: Path) -> bool:
+    """Create the broker's data directory ``path`` if missing; ``True`` when it is new (absent or empty).
+
+    Raises :class:`KafkaStorageError` naming the path and the fix when it is a file (or another
+    non-directory) or cannot be created.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise KafkaStorageError(f"the data directory {path} is a file, not a directory: give --data-dir (data_dir=) "
+                                "a directory path, new or one a broker wrote before")
+    try:
+        fresh = not path.exists() or next(path.iterdir(), None) is None
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise KafkaStorageError(f"cannot create the data directory {path}: {e.strerror or e}; give --data-dir "
+                                "(data_dir=) a path this user can write") from None
+    return fresh
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     """A topic: name, id (UUID, as in Kafka's metadata), partition count and its config overrides."""
@@ -161,10 +180,7 @@ class LogManager:
         is removed so that a later crash is detected. Raises :class:`KafkaStorageError` when the
         metadata file is unreadable (the data is left untouched).
         """
-        try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot create data directory {self.data_dir}: {e}") from e
+        fresh = prepare_data_dir(self.data_dir)
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         self.clean_shutdown = marker.exists()
         self._set_topics(self._read_topics())
@@ -214,7 +230,7 @@ class LogManager:
             "loaded %d topics, %d partitions from %s in %.0f ms (%s shutdown; re-validated %d segments, "
             "truncated %d bytes)",
             len(self._topics), len(self._logs), self.data_dir, (time.monotonic() - started) * 1000,
-            "clean" if self.clean_shutdown else "unclean", scanned, truncated,
+            "new data directory, no" if fresh else "clean" if self.clean_shutdown else "unclean", scanned, truncated,
         )
         self._closed = False
         self.checkpoint()

@@ -1,0 +1,157 @@
+"""First contact with an unreachable cluster fails fast and names each address and its cause.
+
+Issue 27: a batch read on a closed port used to fail after 204 s with "Local: Broker transport
+failure"; Spark's connector fails in 3.3 s. Every Spark entry point (read, readStream, write,
+writeStream) must fail within 15 s, and the text the user sees (the str of the exception pyspark
+raises in the driver) must carry the cause and the fix on the line of our exception.
+A ``subscribe`` topic that does not exist fails a batch read naming it (as Spark's connector fails it), and
+is warned about by name in a stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+import pytest
+
+from pyspark_kafka.reachability import (
+    BootstrapUnreachableError,
+    bootstrap_addresses,
+    classify,
+    wait_ms,
+)
+from pyspark_kafka.read.offset_reader import OffsetReader
+from pyspark_kafka.read.options import parse_reader_options
+
+BOUND_S = 15.0
+"""Issue 27: every entry point fails within 15 s by default."""
+
+
+def closed_port() -> str:
+    """``127.0.0.1:<port>`` on which nothing listens (bound then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def first_contact(servers: str, **extra) -> tuple[BaseException, float]:
+    """The error of the first Metadata request of a reader on ``servers`` and the seconds it took."""
+    opts = parse_reader_options({"kafka.bootstrap.servers": servers, "subscribe": "t", **extra}, mode="batch")
+    start = time.monotonic()
+    with pytest.raises(BootstrapUnreachableError) as failure:
+        OffsetReader(opts).topic_partitions()
+    return failure.value, time.monotonic() - start
+
+
+def test_rules():
+    assert bootstrap_addresses(" SASL_SSL://a:1, b:2 ,") == ["a:1", "b:2"]
+    assert classify("_RESOLVE", "Failed to resolve 'x:1': Name or service not known") == "name not resolved"
+    assert classify("_TRANSPORT", "Connect to ipv4#127.0.0.1:1 failed: Connection refused") == "connection refused"
+    assert classify("_SSL", "SSL handshake failed: Disconnected") == "TLS handshake failed"
+    assert classify("_AUTHENTICATION", "SASL authentication error") == "authentication failed"
+    assert wait_ms({}) == 10_000 and wait_ms({"kafka.socket.connection.setup.timeout.ms": "2500"}) == 2500
+    from pyspark_kafka.errors import OptionError
+
+    with pytest.raises(OptionError, match="kafka.socket.connection.setup.timeout.ms"):
+        wait_ms({"kafka.socket.connection.setup.timeout.ms": "soon"})
+
+
+def test_refused_and_unresolved_addresses_are_each_named_within_seconds():
+    port = closed_port()
+    error, took = first_contact(f"{port},no-such-host.invalid:9092")
+    first = str(error).splitlines()[0]
+    assert took < 5, took
+    assert f"{port}: connection refused" in first and "no-such-host.invalid:9092: name not resolved" in first
+    assert "kafka.socket.connection.setup.timeout.ms" in first and "check kafka.bootstrap.servers" in first
+    assert error.failures == {port: "connection refused", "no-such-host.invalid:9092": "name not resolved"}
+
+
+def test_tls_to_a_plaintext_listener_says_tls_handshake_failed(bootstrap):
+    error, took = first_contact(bootstrap, **{"kafka.security.protocol": "SSL"})
+    assert took < 5, took
+    assert error.failures == {bootstrap: "TLS handshake failed"}
+    assert "kafka.security.protocol" in str(error).splitlines()[0]
+
+
+def test_a_silent_listener_is_given_up_after_the_option():
+    with socket.socket() as silent:  # accepts TCP connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        error, took = first_contact(address, **{"kafka.socket.connection.setup.timeout.ms": "1500"})
+    assert 1.4 < took < 5, took
+    assert error.failures == {address: "accepted a TCP connection but gave no Kafka answer"}
+    assert "kafka.socket.connection.setup.timeout.ms=1500" in str(error)
+
+
+def test_subscribing_to_a_missing_topic_warns_naming_it(bootstrap, make_topic, caplog):
+    present = make_topic(partitions=2)
+    opts = parse_reader_options({"kafka.bootstrap.servers": bootstrap, "subscribe": f"{present},no-such-topic-27"},
+                                mode="batch")
+    reader = OffsetReader(opts)
+    with caplog.at_level(logging.WARNING, logger="pyspark_kafka.read.offset_reader"):
+        assert reader.topic_partitions() == [(present, 0), (present, 1)]
+        reader.topic_partitions()  # warned once per topic, not on every micro-batch
+    warnings = [r.getMessage() for r in caplog.records if "no-such-topic-27" in r.getMessage()]
+    assert len(warnings) == 1 and "does not exist" in warnings[0], warnings
+
+
+def _user_text(action) -> tuple[str, float]:
+    start = time.monotonic()
+    with pytest.raises(Exception) as failure:
+        action()
+    return str(failure.value), time.monotonic() - start
+
+
+@pytest.mark.slow
+def test_every_spark_entry_point_fails_fast_with_the_cause_first(spark, tmp_path):
+    """Batch read, readStream, write and writeStream on a closed port: each within 15 s, and the line
+    of our exception in the text pyspark shows names the address, the cause and the option."""
+    port = closed_port()
+    boot = {"kafka.bootstrap.servers": port}
+    df = spark.createDataFrame([("k", "v")], "key string, value string")
+
+    def stream_read():
+        q = (spark.readStream.format("pykafka").options(**boot, subscribe="t").load().writeStream
+             .format("noop").option("checkpointLocation", str(tmp_path / "r")).start())
+        try:
+            q.processAllAvailable()
+        finally:
+            q.stop()
+
+    def stream_write():
+        q = (spark.readStream.format("rate").option("rowsPerSecond", 1).load()
+             .selectExpr("CAST(value AS STRING) AS value").writeStream.format("pykafka").options(**boot, topic="t")
+             .option("checkpointLocation", str(tmp_path / "w")).start())
+        try:
+            q.processAllAvailable()
+        finally:
+            q.stop()
+
+    actions = {
+        "read": lambda: spark.read.format("pykafka").options(**boot, subscribe="t").load().collect(),
+        "readStream": stream_read,
+        "write": lambda: df.write.format("pykafka").options(**boot, topic="t").mode("append").save(),
+        "writeStream": stream_write,
+    }
+    for name, action in actions.items():
+        text, took = _user_text(action)
+        ours = [line for line in text.splitlines() if "BootstrapUnreachableError:" in line]
+        assert took < BOUND_S, (name, took)
+        assert ours, (name, text[-3000:])
+        assert f"({port}: connection refused)" in ours[0] and "kafka.socket.connection.setup.timeout.ms" in ours[0], \
+            (name, ours[0])
+
+
+def test_a_batch_read_of_a_missing_subscribed_topic_names_it(bootstrap, make_topic):
+    """As Spark's connector, a batch read fails (differential case error_subscribe_missing_topic); ours names the topic."""
+    from pyspark_kafka.errors import OptionError
+    from pyspark_kafka.read.planning import batch_offsets
+
+    present = make_topic(partitions=1)
+    opts = parse_reader_options({"kafka.bootstrap.servers": bootstrap, "subscribe": f"{present},no-such-topic-27"},
+                                mode="batch")
+    with pytest.raises(OptionError, match=r"names topic\(s\) \['no-such-topic-27'\] that do not exist"):
+        batch_offsets(opts)
