@@ -139,3 +139,28 @@ def test_deleting_unset_dynamic_broker_throttles_is_a_no_op_success(bootstrap):
     assert _wire(bootstrap, [(4, "0", [("no.such.broker.config", 1, None)])])[0][0] == ErrorCode.invalid_request
     assert _wire(bootstrap, [(4, "0", [("leader.replication.throttled.rate", 0, "1000")])])[0][0] == (
         ErrorCode.invalid_request)  # setting one stays refused: broker configs are read-only
+
+
+#: What Apache Kafka 4.3.1 answered (one node, confluent-kafka 2.16.1) to DescribeConfigs of a group without overrides,
+#: known or never seen: (name, value, source DEFAULT_CONFIG 5, read-only False)
+KAFKA_GROUP_CONFIGS = [
+    ("consumer.assignment.interval.ms", "1000"), ("consumer.heartbeat.interval.ms", "5000"),
+    ("consumer.session.timeout.ms", "45000"), ("share.assignment.interval.ms", "1000"),
+    ("share.auto.offset.reset", "latest"), ("share.delivery.count.limit", "5"), ("share.heartbeat.interval.ms", "5000"),
+    ("share.isolation.level", "read_uncommitted"), ("share.partition.max.record.locks", "2000"),
+    ("share.record.lock.duration.ms", "30000"), ("share.renew.acknowledge.enable", "true"),
+    ("share.session.timeout.ms", "45000"), ("streams.assignment.interval.ms", "1000"),
+    ("streams.heartbeat.interval.ms", "5000"), ("streams.initial.rebalance.delay.ms", "3000"),
+    ("streams.num.standby.replicas", "0"), ("streams.session.timeout.ms", "45000")]
+
+
+def test_describe_configs_of_a_group_lists_kafkas_group_configs(bootstrap):
+    """Issue 28 item 7 (librdkafka 0081): DescribeConfigs on a GROUP resource (type 32) was refused; Kafka lists
+    every group config at its default for any group id."""
+    from confluent_kafka.admin import ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, "never-seen-group")
+    configs = admin.describe_configs([resource])[resource].result(20)
+    assert sorted((e.name, e.value) for e in configs.values()) == KAFKA_GROUP_CONFIGS
+    assert {(e.source, e.is_read_only) for e in configs.values()} == {(5, False)}

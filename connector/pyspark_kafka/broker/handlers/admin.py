@@ -16,7 +16,8 @@ only name this broker, else INVALID_REPLICATION_FACTOR (38) / INVALID_REPLICA_AS
 ``num_partitions`` -1 means ``num.partitions``. ``validate_only`` checks everything and
 creates nothing. Errors are per topic, with Kafka's codes and a message naming the fix.
 
-DescribeConfigs serves topic (2) and broker (4) resources; config sources follow Kafka:
+DescribeConfigs serves topic (2), broker (4) and group (32: every group config at its default, as Kafka lists them
+for a group without overrides) resources; config sources follow Kafka:
 DYNAMIC_TOPIC_CONFIG (1) for a topic override, STATIC_BROKER_CONFIG (4) for a broker setting
 given at start, DEFAULT_CONFIG (5) otherwise.
 
@@ -50,6 +51,7 @@ from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
     ClusterAuthorizationError,
     ErrorCode,
+    GroupAuthorizationError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
@@ -71,6 +73,7 @@ _THROTTLE_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.re
                                "replica.alter.log.dirs.io.max.bytes.per.second"})
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP (KIP-848)
 _DENIED = "Authorization failed."  # Kafka's ControllerApis message for a topic it may not create/delete/alter
 
 
@@ -346,6 +349,33 @@ def broker_configs(broker, include_synonyms: bool) -> list[dict]:
     return entries
 
 
+#: KIP-848 / KIP-932 / KIP-1071 group configs DescribeConfigs lists for a group (resource type 32), with the broker
+#: config giving each default (None: Kafka's default, as Apache Kafka 4.3.1 answered for a group without overrides)
+_GROUP_CONFIGS = {
+    "consumer.assignment.interval.ms": ("group.consumer.assignment.interval.ms", "1000"),
+    "consumer.heartbeat.interval.ms": ("group.consumer.heartbeat.interval.ms", "5000"),
+    "consumer.session.timeout.ms": ("group.consumer.session.timeout.ms", "45000"),
+    "share.assignment.interval.ms": (None, "1000"), "share.auto.offset.reset": (None, "latest"),
+    "share.delivery.count.limit": (None, "5"), "share.heartbeat.interval.ms": (None, "5000"),
+    "share.isolation.level": (None, "read_uncommitted"), "share.partition.max.record.locks": (None, "2000"),
+    "share.record.lock.duration.ms": (None, "30000"), "share.renew.acknowledge.enable": (None, "true"),
+    "share.session.timeout.ms": (None, "45000"), "streams.assignment.interval.ms": (None, "1000"),
+    "streams.heartbeat.interval.ms": (None, "5000"), "streams.initial.rebalance.delay.ms": (None, "3000"),
+    "streams.num.standby.replicas": (None, "0"), "streams.session.timeout.ms": (None, "45000"),
+}
+
+
+def group_configs(broker, include_synonyms: bool) -> list[dict]:
+    """DescribeConfigs entries of a group (any group id, known or not, as Kafka): every group config at its default
+    (DEFAULT_CONFIG, not read-only); per-group overrides (AlterConfigs on a group) are not served here."""
+    entries = []
+    for name, (broker_name, default) in _GROUP_CONFIGS.items():
+        value = broker.config.get(broker_name) if broker_name else default
+        synonyms = [{"name": name, "value": value, "source": DEFAULT_CONFIG}] if include_synonyms else []
+        entries.append(_config_entry(name, value, DEFAULT_CONFIG, False, synonyms))
+    return entries
+
+
 @register(api_key=32, min_version=1, max_version=4)
 async def describe_configs(ctx: RequestContext, request) -> dict:
     """Configs of topic and broker resources, optionally limited to ``configuration_keys``."""
@@ -359,6 +389,10 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
             if res.resource_type == TOPIC_RESOURCE:
                 validate_topic_name(res.resource_name)
                 configs = topic_configs(broker, res.resource_name, synonyms)
+            elif res.resource_type == GROUP_RESOURCE:
+                if not ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.GROUP, res.resource_name):
+                    raise GroupAuthorizationError()
+                configs = group_configs(broker, synonyms)
             elif res.resource_type == BROKER_RESOURCE:
                 if res.resource_name not in ("", str(broker.node_id)):
                     raise InvalidRequestError(f"broker {res.resource_name!r} is not this broker ({broker.node_id})")
