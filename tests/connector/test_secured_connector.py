@@ -46,9 +46,10 @@ def test_spark_job_writes_and_reads_over_sasl_ssl(spark, sasl_ssl, read_path):
     bootstrap, pki = sasl_ssl
     opts = options(bootstrap, pki, PASSWORD)
     rows = [(f"k{i}", f"v{i}") for i in range(20)]
+    topic = f"secured-orders-{read_path}"  # one topic per read path (the broker is the module's)
     spark.createDataFrame(rows, "key string, value string").write.format("pykafka").options(
-        **opts, topic="secured-orders").mode("append").save()
-    got = (spark.read.format("pykafka").options(**opts, subscribe="secured-orders").load()
+        **opts, topic=topic).mode("append").save()
+    got = (spark.read.format("pykafka").options(**opts, subscribe=topic).load()
            .selectExpr("CAST(key AS STRING)", "CAST(value AS STRING)").collect())
     assert sorted(tuple(r) for r in got) == sorted(rows)
 
