@@ -11,7 +11,7 @@ import java.lang.reflect.InvocationTargetException;
 import java.nio.charset.StandardCharsets;
 import java.util.Base64;
 
-import org.apache.kafka.common.utils.Exit;
+import java.lang.reflect.Proxy;
 
 /**
  * Runs Kafka's command-line tools (their main classes, as bin/*.sh run them) one after another in one JVM, so a
@@ -21,8 +21,9 @@ import org.apache.kafka.common.utils.Exit;
  * class, then its arguments. One answer per request on stdout: a line "@@tool-server@@ CODE BASE64(OUTPUT)", where
  * OUTPUT is what the tool wrote to System.out and System.err and CODE its exit code (Exit.exit's argument, 0 when
  * main returned, 1 with the stack trace for an exception). Other lines on stdout (a logger's) are not answers.
- * Kafka's tools end through org.apache.kafka.common.utils.Exit, whose procedure Kafka's own tool tests replace the
- * same way (a throw instead of System.exit).
+ * Kafka's tools end through Kafka's Exit class, whose procedure Kafka's own tool tests replace the same way (a throw
+ * instead of System.exit). It is org.apache.kafka.common.utils.Exit up to Kafka 4.3 and
+ * org.apache.kafka.common.utils.internals.Exit from 4.4, so it is found and set by reflection.
  */
 public final class ToolServer {
     static final String MARK = "@@tool-server@@ ";
@@ -40,8 +41,7 @@ public final class ToolServer {
         PrintStream answers = new PrintStream(new FileOutputStream(FileDescriptor.out), true, "UTF-8");
         BufferedReader requests = new BufferedReader(
                 new InputStreamReader(new FileInputStream(FileDescriptor.in), StandardCharsets.UTF_8));
-        Exit.setExitProcedure(ToolServer::exit);
-        Exit.setHaltProcedure(ToolServer::exit);
+        setExitProcedures();
         Base64.Decoder decoder = Base64.getDecoder();
         answers.println(MARK + "ready");
         String line;
@@ -102,6 +102,35 @@ public final class ToolServer {
         System.setOut(DISCARD);
         System.setErr(DISCARD);
         throw new Exited(code);
+    }
+
+    /** Replaces Exit's exit and halt procedures with {@link #exit} (Exit.Procedure: execute(int, String)). */
+    private static void setExitProcedures() throws Exception {
+        Class<?> exit;
+        try {
+            exit = Class.forName("org.apache.kafka.common.utils.internals.Exit");  // Kafka 4.4+
+        } catch (ClassNotFoundException e) {
+            exit = Class.forName("org.apache.kafka.common.utils.Exit");  // up to Kafka 4.3
+        }
+        Class<?> procedure = Class.forName(exit.getName() + "$Procedure");
+        Object proxy = Proxy.newProxyInstance(procedure.getClassLoader(), new Class<?>[] {procedure},
+                (self, method, args) -> {
+                    switch (method.getName()) {
+                        case "execute":
+                            exit((Integer) args[0], (String) args[1]);
+                            return null;
+                        case "hashCode":
+                            return System.identityHashCode(self);
+                        case "equals":
+                            return self == args[0];
+                        case "toString":
+                            return "ToolServer.exit";
+                        default:
+                            return null;
+                    }
+                });
+        exit.getMethod("setExitProcedure", procedure).invoke(null, proxy);
+        exit.getMethod("setHaltProcedure", procedure).invoke(null, proxy);
     }
 
     private static Exited exited(Throwable t) {
