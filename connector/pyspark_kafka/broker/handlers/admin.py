@@ -47,6 +47,7 @@ import uuid
 from pyspark_kafka.broker.config import (
     BROKER_DEFAULTS, TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_config, validate_topic_name,
 )
+from pyspark_kafka.broker.dynamic_config import GROUP_CONFIG_DEFAULTS, extra_dynamic_configs, is_dynamic
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
     ClusterAuthorizationError,
@@ -67,10 +68,6 @@ from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
 from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST, OP_DELETE, OP_SET, merge_topic_configs
 
 
-#: Kafka's dynamic broker throttle configs (``kafka-reassign-partitions`` deletes them after a reassignment);
-#: never set here, so deleting them is a no-op success.
-_THROTTLE_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
-                               "replica.alter.log.dirs.io.max.bytes.per.second"})
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP (KIP-848)
@@ -92,8 +89,11 @@ def _config_check(ctx: RequestContext, operation: AclOperation, resource_type: i
     if resource_type == BROKER_RESOURCE and not ctx.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME):
         raise ClusterAuthorizationError()
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+GROUP_CONFIG = 8
 
 
 def _partition_count(broker, topic) -> int:
@@ -330,49 +330,66 @@ def topic_configs(broker, topic: str, include_synonyms: bool) -> list[dict]:
         synonyms = []
         if not is_default:
             synonyms.append({"name": name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+        if broker_name is not None:  # a dynamic broker config supplying the default (Kafka's precedence)
+            synonyms += [{"name": broker_name, "value": v, "source": src}
+                         for v, src in broker.dynamic_configs.source(broker_name)]
         where = broker.config.synonym_source(broker_name) if broker_name is not None else None
         if where is not None:
-            synonyms.append({"name": broker_name, "value": broker.config.get(broker_name),
+            synonyms.append({"name": broker_name, "value": broker.config.static_value(broker_name),
                              "source": STATIC_BROKER_CONFIG if where == "static" else DEFAULT_CONFIG})
         source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
         entries.append(_config_entry(name, value, source, False, synonyms if include_synonyms else []))
     return entries
 
 
+def _broker_entry(broker, name: str, value, include_synonyms: bool, cluster_default: bool) -> dict:
+    """One DescribeConfigs entry of a broker config, as Kafka's ``ConfigHelper.createBrokerConfigEntry``: synonyms in
+    precedence order (DYNAMIC_BROKER_CONFIG 2, DYNAMIC_DEFAULT_BROKER_CONFIG 3, STATIC_BROKER_CONFIG 4,
+    DEFAULT_CONFIG 5; only 3 for the cluster-default resource), the source the first synonym's, read-only unless
+    Kafka can change the config dynamically."""
+    dynamic = broker.dynamic_configs
+    synonyms = [{"name": name, "value": v, "source": src} for v, src in dynamic.source(name)]
+    if not broker.config.is_default(name):
+        synonyms.append({"name": name, "value": broker.config.static_value(name), "source": STATIC_BROKER_CONFIG})
+    if name in BROKER_DEFAULTS and BROKER_DEFAULTS[name] is not None:
+        synonyms.append({"name": name, "value": BROKER_DEFAULTS[name], "source": DEFAULT_CONFIG})
+    elif name in extra_dynamic_configs():
+        synonyms.append({"name": name, "value": extra_dynamic_configs()[name][2], "source": DEFAULT_CONFIG})
+    if cluster_default:
+        synonyms = [s for s in synonyms if s["source"] == DYNAMIC_DEFAULT_BROKER_CONFIG]
+    source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
+    return _config_entry(name, value, source, not is_dynamic(name), synonyms if include_synonyms else [])
+
+
 def broker_configs(broker, include_synonyms: bool) -> list[dict]:
-    """DescribeConfigs entries of this broker (read-only: set at start)."""
-    entries = []
-    for name, value, is_default in broker.config.items():
-        source = DEFAULT_CONFIG if is_default else STATIC_BROKER_CONFIG
-        synonyms = [{"name": name, "value": value, "source": source}] if include_synonyms else []
-        entries.append(_config_entry(name, value, source, True, synonyms))
+    """DescribeConfigs entries of this broker: every broker config with the value in force (a dynamic one set by
+    AlterConfigs over the static one), and the dynamic configs set here that BROKER_DEFAULTS does not hold."""
+    entries = [_broker_entry(broker, name, value, include_synonyms, False)
+               for name, value, _ in broker.config.items()]
+    extra = broker.dynamic_configs.effective()
+    entries += [_broker_entry(broker, name, extra[name], include_synonyms, False)
+                for name in sorted(extra) if name in extra_dynamic_configs() and name not in BROKER_DEFAULTS]
     return entries
 
 
-#: KIP-848 / KIP-932 / KIP-1071 group configs DescribeConfigs lists for a group (resource type 32), with the broker
-#: config giving each default (None: Kafka's default, as Apache Kafka 4.3.1 answered for a group without overrides)
-_GROUP_CONFIGS = {
-    "consumer.assignment.interval.ms": ("group.consumer.assignment.interval.ms", "1000"),
-    "consumer.heartbeat.interval.ms": ("group.consumer.heartbeat.interval.ms", "5000"),
-    "consumer.session.timeout.ms": ("group.consumer.session.timeout.ms", "45000"),
-    "share.assignment.interval.ms": (None, "1000"), "share.auto.offset.reset": (None, "latest"),
-    "share.delivery.count.limit": (None, "5"), "share.heartbeat.interval.ms": (None, "5000"),
-    "share.isolation.level": (None, "read_uncommitted"), "share.partition.max.record.locks": (None, "2000"),
-    "share.record.lock.duration.ms": (None, "30000"), "share.renew.acknowledge.enable": (None, "true"),
-    "share.session.timeout.ms": (None, "45000"), "streams.assignment.interval.ms": (None, "1000"),
-    "streams.heartbeat.interval.ms": (None, "5000"), "streams.initial.rebalance.delay.ms": (None, "3000"),
-    "streams.num.standby.replicas": (None, "0"), "streams.session.timeout.ms": (None, "45000"),
-}
+def default_broker_configs(broker, include_synonyms: bool) -> list[dict]:
+    """DescribeConfigs entries of the cluster-default broker resource (name ""): the configs set at that level
+    (DYNAMIC_DEFAULT_BROKER_CONFIG), as Kafka lists them."""
+    level = broker.dynamic_configs.cluster_default
+    return [_broker_entry(broker, name, level[name], include_synonyms, True)
+            for name in sorted(level) if name in BROKER_DEFAULTS or name in extra_dynamic_configs()]
 
 
-def group_configs(broker, include_synonyms: bool) -> list[dict]:
-    """DescribeConfigs entries of a group (any group id, known or not, as Kafka): every group config at its default
-    (DEFAULT_CONFIG, not read-only); per-group overrides (AlterConfigs on a group) are not served here."""
+def group_configs(broker, group_id: str, include_synonyms: bool) -> list[dict]:
+    """DescribeConfigs entries of a group (any group id, known or not, as Kafka): every group config, the group's own
+    value (GROUP_CONFIG 8, set by AlterConfigs) else its default (DEFAULT_CONFIG); none read-only."""
+    own = broker.dynamic_configs.groups.get(group_id, {})
     entries = []
-    for name, (broker_name, default) in _GROUP_CONFIGS.items():
-        value = broker.config.get(broker_name) if broker_name else default
-        synonyms = [{"name": name, "value": value, "source": DEFAULT_CONFIG}] if include_synonyms else []
-        entries.append(_config_entry(name, value, DEFAULT_CONFIG, False, synonyms))
+    for name in GROUP_CONFIG_DEFAULTS:
+        value = broker.dynamic_configs.group_value(group_id, name)
+        source = GROUP_CONFIG if name in own else DEFAULT_CONFIG
+        synonyms = [{"name": name, "value": value, "source": source}] if include_synonyms else []
+        entries.append(_config_entry(name, value, source, False, synonyms))
     return entries
 
 
@@ -392,11 +409,12 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
             elif res.resource_type == GROUP_RESOURCE:
                 if not ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.GROUP, res.resource_name):
                     raise GroupAuthorizationError()
-                configs = group_configs(broker, synonyms)
+                configs = group_configs(broker, res.resource_name, synonyms)
             elif res.resource_type == BROKER_RESOURCE:
                 if res.resource_name not in ("", str(broker.node_id)):
                     raise InvalidRequestError(f"broker {res.resource_name!r} is not this broker ({broker.node_id})")
-                configs = broker_configs(broker, synonyms)
+                configs = (broker_configs(broker, synonyms) if res.resource_name
+                           else default_broker_configs(broker, synonyms))
             else:
                 raise InvalidRequestError(f"resource type {res.resource_type} is not supported: use topic (2) or broker (4)")
         except KafkaError as exc:
@@ -436,6 +454,25 @@ async def _forward_topic_configs(broker, res, incremental: bool, validate_only: 
         raise error
 
 
+def _alter_dynamic(ctx: RequestContext, res, incremental: bool, validate_only: bool) -> None:
+    """AlterConfigs / IncrementalAlterConfigs of a broker resource (this broker's dynamic configs, or the cluster
+    default for the name "") or of a group (its group configs): :class:`~pyspark_kafka.broker.dynamic_config.
+    DynamicConfigs` validates, stores and applies. A replicated cluster refuses them (INVALID_REQUEST): its brokers
+    would need the change through the controller's metadata log, which is not built."""
+    broker = ctx.broker
+    if broker.lifecycle is not None:
+        raise InvalidRequestError("dynamic broker and group configs are not supported on the replicated cluster: set "
+                                  "broker configs at start (pyspark-kafka cluster --config)")
+    ops = [(c.name, c.config_operation, c.value) for c in res.configs] if incremental else None
+    replace = None if incremental else {c.name: c.value for c in res.configs}
+    if res.resource_type == GROUP_RESOURCE:
+        if not ctx.authorized(AclOperation.ALTER_CONFIGS, ResourceType.GROUP, res.resource_name):
+            raise GroupAuthorizationError()
+        broker.dynamic_configs.alter_group(res.resource_name, ops, replace, validate_only)
+    else:
+        broker.dynamic_configs.alter_broker(res.resource_name != "", ops, replace, validate_only)
+
+
 async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
     """AlterConfigs / IncrementalAlterConfigs: per resource, check and apply (or only validate)."""
     logs = ctx.broker.replica_manager.logs
@@ -461,21 +498,14 @@ async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dic
                 raise InvalidRequestError(f"Unexpected broker id, expected {node} or empty string, but received "
                                           f"{res.resource_name}")
             _config_check(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
-            if res.resource_type == BROKER_RESOURCE and incremental and all(
-                    getattr(c, "config_operation", OP_SET) == OP_DELETE
-                    and (c.name in BROKER_DEFAULTS or c.name in _THROTTLE_CONFIGS) for c in res.configs):
-                # nothing is set dynamically here, so deleting dynamic broker configs changes nothing: success, as
-                # Kafka answers for an unset one (kafka-reassign-partitions --verify clears its throttles this way)
+            if res.resource_type in (BROKER_RESOURCE, GROUP_RESOURCE):
+                _alter_dynamic(ctx, res, incremental, request.validate_only)
                 responses.append({"error_code": error_code, "error_message": message,
                                   "resource_type": res.resource_type, "resource_name": res.resource_name})
                 continue
-            if res.resource_type == BROKER_RESOURCE:
-                raise InvalidRequestError(
-                    f"Cannot update these configs dynamically: {', '.join(names) or '(none)'}: this broker's configs "
-                    "are read-only, set at start (pyspark-kafka broker --config, EmbeddedBroker(config=...))")
             if res.resource_type != TOPIC_RESOURCE:
-                raise InvalidRequestError(f"resource type {res.resource_type} is not supported: only topic (2) "
-                                          "configs can be altered")
+                raise InvalidRequestError(f"resource type {res.resource_type} is not supported: only topic (2), "
+                                          "broker (4) and group (32) configs can be altered")
             validate_topic_name(res.resource_name)
             if ctx.broker.lifecycle is not None:  # the controller writes the change; every broker applies it
                 await _forward_topic_configs(ctx.broker, res, incremental, request.validate_only)
