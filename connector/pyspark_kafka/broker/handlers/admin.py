@@ -16,10 +16,11 @@ only name this broker, else INVALID_REPLICATION_FACTOR (38) / INVALID_REPLICA_AS
 ``num_partitions`` -1 means ``num.partitions``. ``validate_only`` checks everything and
 creates nothing. Errors are per topic, with Kafka's codes and a message naming the fix.
 
-DescribeConfigs serves topic (2), broker (4) and group (32: every group config at its default, as Kafka lists them
-for a group without overrides) resources; config sources follow Kafka:
-DYNAMIC_TOPIC_CONFIG (1) for a topic override, STATIC_BROKER_CONFIG (4) for a broker setting
-given at start, DEFAULT_CONFIG (5) otherwise.
+DescribeConfigs serves topic (2), broker (4; "" is the cluster-default level) and group (32: every group config,
+the group's own value or its default) resources; config sources follow Kafka:
+DYNAMIC_TOPIC_CONFIG (1) for a topic override, DYNAMIC_BROKER_CONFIG (2) / DYNAMIC_DEFAULT_BROKER_CONFIG (3) for a
+dynamic broker config, STATIC_BROKER_CONFIG (4) for a broker setting given at start, DEFAULT_CONFIG (5) otherwise,
+GROUP_CONFIG (8) for a group's own config.
 
 AlterConfigs replaces all of a topic's overrides with those given; IncrementalAlterConfigs applies
 SET (0), DELETE (1), APPEND (2) and SUBTRACT (3, list configs: ``cleanup.policy``) per config.
@@ -27,16 +28,20 @@ Both validate as CreateTopics does (INVALID_CONFIG naming the config), honour ``
 persist the overrides in ``__topics.json`` and apply them to the open partition logs at once. In a replicated
 cluster the change goes through the controller (one ``config`` record in the metadata log, Kafka's
 ``ConfigRecord``) and every broker applies it; DescribeConfigs of a topic answers from the metadata image there.
+Broker and group resources (single node): :mod:`~pyspark_kafka.broker.dynamic_config` validates, stores and
+applies them as Kafka's ``DynamicBrokerConfig`` / ``GroupConfig`` (the replicated cluster refuses them with
+INVALID_REQUEST; a DELETE-only change of a broker resource is a no-op success there).
 Errors per resource, as Kafka: INVALID_REQUEST for a null value (other than DELETE), a config
-named twice, a resource named twice, a broker resource (broker configs are read-only here: set at
-start) or another resource type; UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEPTION.
+named twice, a resource named twice, another broker's id or another resource type;
+UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEPTION.
 
 Authorization (with an authorizer, as Kafka's ``ControllerApis`` / ``ConfigAdminManager``): CreateTopics
 needs CREATE, DeleteTopics DELETE, CreatePartitions ALTER, each on the cluster or on the topic, else
 TOPIC_AUTHORIZATION_FAILED "Authorization failed." for that topic (a created topic's configs are
 left out unless the principal may DESCRIBE_CONFIGS it); DescribeConfigs needs DESCRIBE_CONFIGS and
 AlterConfigs / IncrementalAlterConfigs ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or,
-for a broker resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+for a broker resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED), for a group on the group
+(GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -461,6 +466,9 @@ def _alter_dynamic(ctx: RequestContext, res, incremental: bool, validate_only: b
     would need the change through the controller's metadata log, which is not built."""
     broker = ctx.broker
     if broker.lifecycle is not None:
+        if res.resource_type == BROKER_RESOURCE and incremental and all(
+                c.config_operation == OP_DELETE for c in res.configs):
+            return  # nothing is set dynamically there: a no-op success (kafka-reassign-partitions clears throttles so)
         raise InvalidRequestError("dynamic broker and group configs are not supported on the replicated cluster: set "
                                   "broker configs at start (pyspark-kafka cluster --config)")
     ops = [(c.name, c.config_operation, c.value) for c in res.configs] if incremental else None
