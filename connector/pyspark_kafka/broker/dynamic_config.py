@@ -7,7 +7,7 @@ Apache Kafka's rules (``DynamicBrokerConfig``, ``ConfigAdminManager``, ``GroupCo
   Precedence: per-broker > cluster default > static (given at start) > Kafka's default.
 - Only Kafka's dynamic configs (:data:`DYNAMIC_BROKER_CONFIGS`) may be set; a known static one (``log.dirs``,
   ``num.partitions``) is refused with INVALID_REQUEST "Cannot update these configs dynamically: [...]"; a name Kafka
-  does not know is accepted and stored (as Kafka: custom configs), not described. A bad value, an SSL key store
+  does not know is accepted and stored (as Kafka: custom configs), described without its value. A bad value, an SSL key store
   config without the ``listener.name.<l>.`` prefix, a per-broker config at the cluster-default level, and a thread
   count below half or above double the current one are INVALID_REQUEST too (Kafka turns its ConfigException into
   InvalidRequestException, KAFKA-13609). APPEND / SUBTRACT on a non-list config: INVALID_CONFIG.

@@ -6,6 +6,7 @@ them (docs/compatibility.md): applied, described with source DYNAMIC_BROKER_CONF
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 
 import pytest
@@ -83,7 +84,7 @@ def test_dynamic_broker_configs_apply_are_described_and_survive_a_restart(tmp_pa
         assert described["log.cleanup.policy"] == ("delete,compact", DYNAMIC_BROKER_CONFIG, False)
         assert described["sasl.kerberos.min.time.before.relogin"] == ("58000", DYNAMIC_BROKER_CONFIG, False)
         assert described["num.partitions"] == ("1", DEFAULT_CONFIG, True)  # static: read-only
-        assert "my.custom.config" not in described  # stored, not described (Kafka describes known configs)
+        assert described["my.custom.config"] == (None, DYNAMIC_BROKER_CONFIG, True)  # as Kafka: no value shown
         # the broker uses them: a topic without overrides now compacts and keeps records for an hour
         config = embedded.broker.replica_manager.logs.get_log(topic, 0).config
         assert (config.cleanup_policy, config.retention_ms) == ("delete,compact", 3600000)
@@ -169,3 +170,86 @@ def test_legacy_alter_configs_of_a_group_replaces_its_configs(bootstrap):
     with pytest.raises(KafkaException):
         bad = ConfigResource(GROUP, group, set_config={"nope": "1"})
         admin.alter_configs([bad])[bad].result(DEADLINE_S)
+
+
+def observe_dynamic_configs(bootstrap: str, node: str) -> dict:
+    """What a broker answers to librdkafka 0081's dynamic config steps, as comparable values (what both Kafka and the
+    embedded broker must agree on). Waits (bounded) for each applied change to be described."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    seen: dict = {}
+
+    def outcome(error):
+        return None if error is None else error.name()
+
+    seen["set"] = outcome(_alter(admin, BROKER, node, ("background.threads", SET, "9"),
+                                 ("log.cleanup.policy", APPEND, "compact"),
+                                 ("sasl.kerberos.min.time.before.relogin", SET, "58000"),
+                                 ("my.custom.config", SET, "x")))
+    names = ("background.threads", "log.cleanup.policy", "sasl.kerberos.min.time.before.relogin", "num.partitions")
+    deadline = time.monotonic() + DEADLINE_S
+    while True:  # Kafka applies a broker config change once its metadata has the record
+        described = _described(admin, BROKER, node)
+        seen["described"] = {n: described.get(n) for n in names}
+        seen["described"]["num.partitions"] = described["num.partitions"][2]  # read-only (Kafka's tests set it)
+        seen["custom described"] = described.get("my.custom.config")
+        if seen["described"]["background.threads"][0] == "9" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    error = _alter(admin, BROKER, node, ("log.dirs", SET, "/elsewhere"))
+    seen["static"] = (error.name(), error.str())
+    seen["static num.partitions"] = outcome(_alter(admin, BROKER, node, ("num.partitions", SET, "3")))
+    seen["bad value"] = outcome(_alter(admin, BROKER, node, ("log.retention.ms", SET, "soon")))
+    seen["append to a non-list"] = outcome(_alter(admin, BROKER, node, ("log.retention.ms", APPEND, "5")))
+    group = "dyn-observed"
+    seen["group set"] = outcome(_alter(admin, GROUP, group, ("consumer.session.timeout.ms", SET, "50000")))
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        entry = _described(admin, GROUP, group)["consumer.session.timeout.ms"]
+        if entry[0] == "50000" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    seen["group described"] = entry
+    error = _alter(admin, GROUP, group, ("no.such.group.config", SET, "1"))
+    seen["group unknown"] = (error.name(), error.str())
+    seen["group out of bounds"] = outcome(_alter(admin, GROUP, group, ("consumer.session.timeout.ms", SET, "1000")))
+    return seen
+
+
+#: What Apache Kafka 4.3.1 (one node) answered to :func:`observe_dynamic_configs` (the slow test below re-observes it)
+KAFKA_DYNAMIC_CONFIGS = {
+    "set": None,
+    "described": {"background.threads": ("9", DYNAMIC_BROKER_CONFIG, False),
+                  "log.cleanup.policy": ("delete,compact", DYNAMIC_BROKER_CONFIG, False),
+                  "sasl.kerberos.min.time.before.relogin": ("58000", DYNAMIC_BROKER_CONFIG, False),
+                  "num.partitions": True},
+    "custom described": (None, DYNAMIC_BROKER_CONFIG, True),  # listed without its value (Kafka knows no type)
+    "static": ("INVALID_REQUEST", "Cannot update these configs dynamically: [log.dirs]"),
+    "static num.partitions": "INVALID_REQUEST",
+    "bad value": "INVALID_REQUEST",
+    "append to a non-list": "INVALID_CONFIG",
+    "group set": None,
+    "group described": ("50000", GROUP_CONFIG, False),
+    "group unknown": ("INVALID_CONFIG", "Unknown group config name: no.such.group.config"),
+    "group out of bounds": "INVALID_CONFIG",
+}
+
+
+def test_embedded_broker_answers_the_dynamic_config_steps_as_kafka(tmp_path):
+    from pyspark_kafka.broker import EmbeddedBroker
+
+    with EmbeddedBroker(data_dir=tmp_path / "data") as embedded:
+        assert observe_dynamic_configs(embedded.bootstrap_servers, "0") == KAFKA_DYNAMIC_CONFIGS
+
+
+@pytest.mark.slow
+def test_apache_kafka_answers_the_pinned_dynamic_config_steps():
+    """:data:`KAFKA_DYNAMIC_CONFIGS` is what Apache Kafka (one node) answers."""
+    from pyspark_kafka.testing import maven
+    from pyspark_kafka.testing.apache_kafka import ApacheKafka, KafkaStartError
+
+    try:
+        with ApacheKafka(nodes=1) as kafka:
+            observed = observe_dynamic_configs(kafka.bootstrap_servers, str(kafka.node_ids[0]))
+    except (KafkaStartError, maven.MavenUnavailable) as e:
+        pytest.skip(f"Apache Kafka cannot run here: {e}")
+    assert observed == KAFKA_DYNAMIC_CONFIGS

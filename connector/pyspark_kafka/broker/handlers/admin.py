@@ -374,6 +374,13 @@ def broker_configs(broker, include_synonyms: bool) -> list[dict]:
     extra = broker.dynamic_configs.effective()
     entries += [_broker_entry(broker, name, extra[name], include_synonyms, False)
                 for name in sorted(extra) if name in extra_dynamic_configs() and name not in BROKER_DEFAULTS]
+    for name in sorted(n for n in extra if n not in BROKER_DEFAULTS and n not in extra_dynamic_configs()
+                       and broker.config.get_if_set(n) is None):
+        # a name Kafka does not know: Kafka 4.3.1 lists it without its value (no type: maybe sensitive), read-only
+        source = broker.dynamic_configs.source(name)[0][1]
+        synonyms = [{"name": name, "value": None, "source": source}] if include_synonyms else []
+        entries.append({"name": name, "value": None, "read_only": True, "config_source": source,
+                        "is_sensitive": True, "synonyms": synonyms, "config_type": 0, "documentation": None})
     return entries
 
 
