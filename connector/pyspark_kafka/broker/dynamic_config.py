@@ -263,11 +263,11 @@ class DynamicConfigs:
         return _check_value(base, value, where="broker config")
 
     def alter_broker(self, per_broker: bool, ops: list[tuple[str, int, str | None]] | None,
-                     replace: Mapping[str, str] | None, validate_only: bool) -> None:
+                     replace: Mapping[str, str] | None, validate_only: bool) -> dict[str, str]:
         """Change the per-broker (``per_broker``) or cluster-default dynamic configs: ``ops`` (IncrementalAlterConfigs)
         or ``replace`` (AlterConfigs: the new full set). Validates the resulting set as Kafka's
         ``DynamicBrokerConfig.validate`` (InvalidRequestError, see the module docstring), then stores and applies it
-        unless ``validate_only``."""
+        unless ``validate_only``. Returns the new set."""
         level = self.per_broker if per_broker else self.cluster_default
         props = dict(replace) if replace is not None else merge(level, ops or (), self._kafka_default)
         static = sorted(n for n in props if n in STATIC_BROKER_CONFIGS)
@@ -298,14 +298,31 @@ class DynamicConfigs:
                 if new > old * 2:
                     raise InvalidRequestError(f"{prefix}, value should not be greater than double the current value "
                                               f"{old}")
-        if validate_only:
-            return
-        level.clear()
-        level.update(checked)
-        self._save()
+        if not validate_only:
+            level.clear()
+            level.update(checked)
+            self._save()
+            self._applied()
+        return checked
+
+    def _applied(self) -> None:
         self.config.apply_dynamic(self.effective())
         for listener in self.listeners:
             listener()
+
+    def apply_record(self, resource: str, name: str, configs: Mapping[str, str], node_id: int) -> None:
+        """A replicated cluster's ``dynamic_config`` metadata record (validated by the broker that took the request):
+        the group's configs, the cluster default (``name`` ""), or this broker's own (``name`` its id); another
+        broker's are ignored. Not written to the file: the metadata log is replayed at start."""
+        if resource == "group":
+            self.groups[name] = dict(configs)
+            return
+        if name not in ("", str(node_id)):
+            return
+        level = self.per_broker if name else self.cluster_default
+        level.clear()
+        level.update(configs)
+        self._applied()
 
     @staticmethod
     def _kafka_default(name: str) -> str | None:
@@ -323,9 +340,10 @@ class DynamicConfigs:
         return self.config.get(broker_name) if broker_name else default
 
     def alter_group(self, group_id: str, ops: list[tuple[str, int, str | None]] | None,
-                    replace: Mapping[str, str] | None, validate_only: bool) -> None:
+                    replace: Mapping[str, str] | None, validate_only: bool) -> dict[str, str]:
         """Change ``group_id``'s configs (``ops`` or the full ``replace`` set). Raises InvalidConfigError as Kafka's
-        ``GroupConfig.validate``: an unknown name, a value of the wrong type or out of its bounds."""
+        ``GroupConfig.validate``: an unknown name, a value of the wrong type or out of its bounds. Returns the new
+        set."""
         unknown = [n for n in ([n for n, _, _ in ops or ()] if replace is None else list(replace))
                    if n not in GROUP_CONFIG_DEFAULTS]
         if unknown:
@@ -354,7 +372,7 @@ class DynamicConfigs:
                 raise InvalidConfigError(f"{name} must be less than or equal to {high_name}")
         if values["consumer.session.timeout.ms"] <= values["consumer.heartbeat.interval.ms"]:
             raise InvalidConfigError("consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms")
-        if validate_only:
-            return
-        self.groups[group_id] = props
-        self._save()
+        if not validate_only:
+            self.groups[group_id] = props
+            self._save()
+        return props

@@ -29,8 +29,8 @@ persist the overrides in ``__topics.json`` and apply them to the open partition 
 cluster the change goes through the controller (one ``config`` record in the metadata log, Kafka's
 ``ConfigRecord``) and every broker applies it; DescribeConfigs of a topic answers from the metadata image there.
 Broker and group resources (single node): :mod:`~pyspark_kafka.broker.dynamic_config` validates, stores and
-applies them as Kafka's ``DynamicBrokerConfig`` / ``GroupConfig`` (the replicated cluster refuses them with
-INVALID_REQUEST; a DELETE-only change of a broker resource is a no-op success there).
+applies them as Kafka's ``DynamicBrokerConfig`` / ``GroupConfig`` (in a replicated cluster through the controller: one
+``dynamic_config`` metadata record every broker concerned applies).
 Errors per resource, as Kafka: INVALID_REQUEST for a null value (other than DELETE), a config
 named twice, a resource named twice, another broker's id or another resource type;
 UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEPTION.
@@ -466,26 +466,31 @@ async def _forward_topic_configs(broker, res, incremental: bool, validate_only: 
         raise error
 
 
-def _alter_dynamic(ctx: RequestContext, res, incremental: bool, validate_only: bool) -> None:
+async def _alter_dynamic(ctx: RequestContext, res, incremental: bool, validate_only: bool) -> None:
     """AlterConfigs / IncrementalAlterConfigs of a broker resource (this broker's dynamic configs, or the cluster
     default for the name "") or of a group (its group configs): :class:`~pyspark_kafka.broker.dynamic_config.
-    DynamicConfigs` validates, stores and applies. A replicated cluster refuses them (INVALID_REQUEST): its brokers
-    would need the change through the controller's metadata log, which is not built."""
+    DynamicConfigs` validates, stores and applies. In a replicated cluster this broker validates and the controller
+    writes the new set as one ``dynamic_config`` metadata record that every broker concerned applies (Kafka's
+    ``ConfigRecord``); answered once this broker's image has it."""
     broker = ctx.broker
-    if broker.lifecycle is not None:
-        if res.resource_type == BROKER_RESOURCE and incremental and all(
-                c.config_operation == OP_DELETE for c in res.configs):
-            return  # nothing is set dynamically there: a no-op success (kafka-reassign-partitions clears throttles so)
-        raise InvalidRequestError("dynamic broker and group configs are not supported on the replicated cluster: set "
-                                  "broker configs at start (pyspark-kafka cluster --config)")
+    cluster = broker.lifecycle is not None  # validated here, then written by the controller as a metadata record
     ops = [(c.name, c.config_operation, c.value) for c in res.configs] if incremental else None
     replace = None if incremental else {c.name: c.value for c in res.configs}
     if res.resource_type == GROUP_RESOURCE:
         if not ctx.authorized(AclOperation.ALTER_CONFIGS, ResourceType.GROUP, res.resource_name):
             raise GroupAuthorizationError()
-        broker.dynamic_configs.alter_group(res.resource_name, ops, replace, validate_only)
+        configs = broker.dynamic_configs.alter_group(res.resource_name, ops, replace, validate_only or cluster)
     else:
-        broker.dynamic_configs.alter_broker(res.resource_name != "", ops, replace, validate_only)
+        configs = broker.dynamic_configs.alter_broker(res.resource_name != "", ops, replace, validate_only or cluster)
+    if cluster and not validate_only:
+        request = {"op": "alter_dynamic_configs", "resource": "group" if res.resource_type == GROUP_RESOURCE
+                   else "broker", "name": res.resource_name, "configs": configs}
+        try:
+            answer = await broker.lifecycle.forward(request)
+        except ConnectionError as exc:
+            raise NotControllerError(f"no controller answered: {exc}") from None
+        if answer["error_code"]:
+            raise for_code(answer["error_code"])(answer.get("error_message"))
 
 
 async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
@@ -514,7 +519,7 @@ async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dic
                                           f"{res.resource_name}")
             _config_check(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
             if res.resource_type in (BROKER_RESOURCE, GROUP_RESOURCE):
-                _alter_dynamic(ctx, res, incremental, request.validate_only)
+                await _alter_dynamic(ctx, res, incremental, request.validate_only)
                 responses.append({"error_code": error_code, "error_message": message,
                                   "resource_type": res.resource_type, "resource_name": res.resource_name})
                 continue
