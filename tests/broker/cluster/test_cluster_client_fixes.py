@@ -85,15 +85,21 @@ def test_a_topic_config_change_reaches_every_broker(cluster):
     admin.incremental_alter_configs([resource])[resource].result(30)
     for node in range(3):
         assert _describe_on(cluster, node, "compacting")["cleanup.policy"] == ("compact", False), f"broker {node}"
+    assert _keyless_errors(cluster, "compacting") == {p: KafkaError.INVALID_RECORD for p in range(3)}
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0, "linger.ms": 0})
+    producer.produce("compacting", b"keyed", key=b"k", partition=2)  # a key is accepted on the compacted topic
+    assert producer.flush(30) == 0
+
+
+def _keyless_errors(cluster, topic: str) -> dict[int, int | None]:
+    """The delivery error code of one keyless record to each of ``topic``'s 3 partitions."""
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0, "linger.ms": 0})
     errors: dict[int, KafkaError | None] = {}
     for p in range(3):
-        producer.produce("compacting", b"no key", partition=p,
+        producer.produce(topic, b"no key", partition=p,
                          on_delivery=lambda err, msg: errors.__setitem__(msg.partition(), err))
     assert producer.flush(30) == 0
-    assert {p: e.code() if e else None for p, e in errors.items()} == {p: KafkaError.INVALID_RECORD for p in range(3)}
-    producer.produce("compacting", b"keyed", key=b"k", partition=2)  # a key is accepted on the compacted topic
-    assert producer.flush(30) == 0
+    return {p: e.code() if e else None for p, e in errors.items()}
 
 
 def _join_group_request(version: int, group: str):
@@ -183,14 +189,7 @@ def test_dynamic_broker_and_group_configs_reach_the_brokers_through_the_metadata
                 ("9", 2) if node == 1 else None)
             cluster.wait_for(lambda: _described_on(cluster, node, 32, "dyn-group")[
                 "consumer.session.timeout.ms"] == ("50000", 8), 10, f"broker {node} to apply the group config")
-        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0, "linger.ms": 0})
-        errors: dict[int, KafkaError | None] = {}
-        for p in range(3):
-            producer.produce("dyn-default", b"no key", partition=p,
-                             on_delivery=lambda err, msg: errors.__setitem__(msg.partition(), err))
-        assert producer.flush(30) == 0
-        assert {p: e.code() if e else None for p, e in errors.items()} == {
-            p: KafkaError.INVALID_RECORD for p in range(3)}
+        assert _keyless_errors(cluster, "dyn-default") == {p: KafkaError.INVALID_RECORD for p in range(3)}
         cluster.restart(1)  # the metadata log is replayed: the configs are back
         cluster.wait_for(lambda: _described_on(cluster, 1, 4, "1").get("background.threads") == ("9", 2), 20,
                          "broker 1's dynamic config after its restart")
