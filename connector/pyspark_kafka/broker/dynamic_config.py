@@ -14,12 +14,12 @@ Apache Kafka's rules (``DynamicBrokerConfig``, ``ConfigAdminManager``, ``GroupCo
 - A group resource holds per-group configs (:data:`GROUP_CONFIG_DEFAULTS`; source GROUP_CONFIG 8); an unknown name is
   INVALID_CONFIG "Unknown group config name: ...", a value out of Kafka's bounds INVALID_CONFIG.
 
-The values are kept in ``__dynamic_configs.json`` in the data directory (Kafka keeps them in its metadata log), so they
-survive a restart. The broker uses the ones it has a meaning for at once (the topic defaults such as
-``log.cleanup.policy``, ``log.retention.ms``, ``message.max.bytes``; ``max.connections``; ...: every reader of
-:class:`~pyspark_kafka.broker.config.BrokerConfig`), the consumer group coordinator uses a group's
-``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms``; the rest (thread counts, Kerberos) are stored and
-described only.
+The values are kept in ``__dynamic_configs.json`` in the data directory (Kafka keeps them in its metadata log; a
+replicated cluster does too, :meth:`DynamicConfigs.apply_record`), so they survive a restart. They take effect at once
+where the broker reads the config when it uses it: the topic defaults (``log.cleanup.policy``, ``log.retention.ms``,
+``message.max.bytes``, ...: every topic without an override, and new topics), and the consumer group coordinator
+uses a group's ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms``. Configs read once at start
+(connection limits, listeners, thread counts, Kerberos) are stored and described only.
 """
 
 from __future__ import annotations
