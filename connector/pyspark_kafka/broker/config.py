@@ -472,8 +472,20 @@ class BrokerConfig:
         for target in unit_rewrites:
             _check_value(target, values[target], where="broker config")
         self._values = values
+        self._static = dict(values)  # without the dynamic configs (apply_dynamic)
         self._overridden = frozenset(given) | frozenset(unit_rewrites)
         self._given = frozenset(given)
+
+    def apply_dynamic(self, values: Mapping[str, str]) -> None:
+        """Make ``values`` (name -> validated value: the dynamic broker configs in force, Kafka's
+        DYNAMIC_BROKER_CONFIG over DYNAMIC_DEFAULT_BROKER_CONFIG, :mod:`~pyspark_kafka.broker.dynamic_config`) the
+        effective values of those names; every other name returns to its static or default value. Names this
+        class does not know are ignored (the caller stores and describes them)."""
+        self._values = {**self._static, **{k: v for k, v in values.items() if k in self._static}}
+
+    def static_value(self, name: str) -> str | None:
+        """The value of ``name`` given at start, else Kafka's default (a dynamic config set later aside)."""
+        return self._static.get(name)
 
     def for_listener(self, listener: str, name: str) -> str | None:
         """``listener.name.<listener>.<name>`` when set, else ``name`` (Kafka's per-listener override)."""

@@ -26,6 +26,7 @@ from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.connections import CHUNK_BYTES, ConnectionQuotas, RequestMemory, read_frame_body, within
 from pyspark_kafka.broker.coordinator.group import GroupCoordinator
 from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
+from pyspark_kafka.broker.dynamic_config import DynamicConfigs
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
 from pyspark_kafka.broker.handlers.api_versions import api_versions_body
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
@@ -54,8 +55,12 @@ class Broker:
     def __init__(self, data_dir: str | Path, config: dict[str, str] | None = None, host: str = "127.0.0.1"):
         self.data_dir = Path(data_dir)
         self.config = BrokerConfig(config)
+        self.dynamic_configs = DynamicConfigs(self.data_dir, self.config)  # AlterConfigs on BROKER / GROUP resources
+        self.dynamic_configs.load()
         self.replica_manager = ReplicaManager(self.data_dir, self.config, self._verify_transaction)
+        self.dynamic_configs.listeners.append(self.replica_manager.logs.refresh_log_configs)
         self.group_coordinator = GroupCoordinator(self.replica_manager, self.config)
+        self.group_coordinator.consumer.group_configs = self.dynamic_configs
         self.txn_coordinator = TransactionCoordinator(self.replica_manager, self.config, self.data_dir,
                                                       self.group_coordinator)
         self.security = sec.Security(self.config, self.data_dir)

@@ -85,15 +85,21 @@ def test_a_topic_config_change_reaches_every_broker(cluster):
     admin.incremental_alter_configs([resource])[resource].result(30)
     for node in range(3):
         assert _describe_on(cluster, node, "compacting")["cleanup.policy"] == ("compact", False), f"broker {node}"
+    assert _keyless_errors(cluster, "compacting") == {p: KafkaError.INVALID_RECORD for p in range(3)}
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0, "linger.ms": 0})
+    producer.produce("compacting", b"keyed", key=b"k", partition=2)  # a key is accepted on the compacted topic
+    assert producer.flush(30) == 0
+
+
+def _keyless_errors(cluster, topic: str) -> dict[int, int | None]:
+    """The delivery error code of one keyless record to each of ``topic``'s 3 partitions."""
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0, "linger.ms": 0})
     errors: dict[int, KafkaError | None] = {}
     for p in range(3):
-        producer.produce("compacting", b"no key", partition=p,
+        producer.produce(topic, b"no key", partition=p,
                          on_delivery=lambda err, msg: errors.__setitem__(msg.partition(), err))
     assert producer.flush(30) == 0
-    assert {p: e.code() if e else None for p, e in errors.items()} == {p: KafkaError.INVALID_RECORD for p in range(3)}
-    producer.produce("compacting", b"keyed", key=b"k", partition=2)  # a key is accepted on the compacted topic
-    assert producer.flush(30) == 0
+    return {p: e.code() if e else None for p, e in errors.items()}
 
 
 def _join_group_request(version: int, group: str):
@@ -142,3 +148,53 @@ def test_a_gzip_flagged_zlib_batch_is_refused_by_a_cluster_leader_and_real_gzip_
     finally:
         consumer.close()
     assert lows_highs == [(0, 1)] * 3  # the refused batch stored nothing on partition 1
+
+
+def _alter_on(cluster, node: int, resource_type: int, name: str, configs) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs sent to broker ``node`` itself (``configs``: (name, op, value))."""
+    from kio.schema.incremental_alter_configs.v1.request import (
+        AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest)
+
+    request = IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
+        resource_type=resource_type, resource_name=name, configs=tuple(
+            AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in configs)),), validate_only=False)
+    with WireClient(cluster.address(node)) as client:
+        (r,) = client.request(request).responses
+    return r.error_code, r.error_message
+
+
+def _described_on(cluster, node: int, resource_type: int, name: str) -> dict[str, tuple[str, int]]:
+    with WireClient(cluster.address(node)) as client:
+        (r,) = client.request(DescribeConfigsRequest(resources=(DescribeConfigsResource(
+            resource_type=resource_type, resource_name=name, configuration_keys=None),), include_synonyms=False,
+            include_documentation=False)).results
+    assert r.error_code == 0, r.error_message
+    return {c.name: (c.value, c.config_source) for c in r.configs}
+
+
+def test_dynamic_broker_and_group_configs_reach_the_brokers_through_the_metadata_log(cluster):
+    """Issue 28 item 7 (librdkafka 0081) on the cluster: a cluster-default broker config (resource "") reaches every
+    broker (a topic without override then compacts on each leader), a per-broker one only its broker, a group config
+    every broker (whichever coordinates the group)."""
+    _spread_topic(cluster, "dyn-default")
+    assert _alter_on(cluster, 0, 4, "", [("log.cleanup.policy", 0, "compact")]) == (0, None)
+    assert _alter_on(cluster, 1, 4, "1", [("background.threads", 0, "9")]) == (0, None)
+    assert _alter_on(cluster, 2, 32, "dyn-group", [("consumer.session.timeout.ms", 0, "50000")]) == (0, None)
+    try:
+        for node in range(3):
+            cluster.wait_for(lambda: _describe_on(cluster, node, "dyn-default")["cleanup.policy"] == (
+                "compact", False), 10, f"broker {node} to apply the cluster default")
+            assert _described_on(cluster, node, 4, str(node))["log.cleanup.policy"] == ("compact", 3)
+            assert _described_on(cluster, node, 4, str(node)).get("background.threads") == (
+                ("9", 2) if node == 1 else None)
+            cluster.wait_for(lambda: _described_on(cluster, node, 32, "dyn-group")[
+                "consumer.session.timeout.ms"] == ("50000", 8), 10, f"broker {node} to apply the group config")
+        assert _keyless_errors(cluster, "dyn-default") == {p: KafkaError.INVALID_RECORD for p in range(3)}
+        cluster.restart(1)  # the metadata log is replayed: the configs are back
+        cluster.wait_for(lambda: _described_on(cluster, 1, 4, "1").get("background.threads") == ("9", 2), 20,
+                         "broker 1's dynamic config after its restart")
+        assert _described_on(cluster, 1, 4, "1")["log.cleanup.policy"] == ("compact", 3)
+        code, message = _alter_on(cluster, 0, 4, "0", [("log.dirs", 0, "/x")])
+        assert (code, message) == (ErrorCode.invalid_request, "Cannot update these configs dynamically: [log.dirs]")
+    finally:
+        assert _alter_on(cluster, 0, 4, "", [("log.cleanup.policy", 1, None)]) == (0, None)

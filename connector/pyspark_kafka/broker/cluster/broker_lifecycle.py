@@ -231,6 +231,9 @@ class BrokerLifecycle:
             elif kind == "config" and self.replica_manager.logs.topic(record["name"]) is not None:
                 # a topic config change reaches every broker hosting a replica (Kafka's ConfigRecord)
                 self.replica_manager.logs.alter_topic_configs(record["name"], record["configs"])
+            elif kind == "dynamic_config":  # dynamic broker / group configs (Kafka's ConfigRecord)
+                self.broker.dynamic_configs.apply_record(record["resource"], record["name"], record["configs"],
+                                                         self.node_id)
             elif kind == "broker" and record["id"] != self.node_id:
                 # a restarted broker: its address may have changed; followers reconnect through address_of
                 pass

@@ -15,6 +15,9 @@ fields under a ``type``):
   replaying the last record of a partition is enough).
 - ``{"type": "config", "name", "configs"}``: a topic's whole set of config overrides after AlterConfigs /
   IncrementalAlterConfigs (Kafka's ``ConfigRecord``s, one per key; ours carries them all); every broker applies it.
+- ``{"type": "dynamic_config", "resource", "name", "configs"}``: the whole set of dynamic configs of a broker
+  resource (``resource`` "broker", ``name`` a node id or "" for the cluster default) or of a group (``resource``
+  "group"), after AlterConfigs / IncrementalAlterConfigs; the brokers it concerns apply it.
 - ``{"type": "remove_topic", "name", "topic_id"}``: a deleted topic (Kafka's ``RemoveTopicRecord``); every broker
   deletes its local logs of it.
 - ``{"type": "producer_ids", "broker", "next"}``: a block of producer ids handed to a broker ends before ``next``
@@ -105,6 +108,9 @@ class ClusterImage:
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicImage] = {}
+        #: (resource "broker" / "group", name) -> configs: dynamic broker configs (name a node id, "" the cluster
+        #: default) and group configs (Kafka's ConfigRecord of BROKER / GROUP resources)
+        self.dynamic_configs: dict[tuple[str, str], dict[str, str]] = {}
         self.next_producer_id = 0  # the first producer id no block has handed out
         self.offset = -1
 
@@ -131,6 +137,8 @@ class ClusterImage:
             t = self.topics.get(record["name"])
             if t is not None:
                 t.configs = dict(record["configs"])
+        elif kind == "dynamic_config":
+            self.dynamic_configs[(record["resource"], record["name"])] = dict(record["configs"])
         elif kind == "producer_ids":
             self.next_producer_id = max(self.next_producer_id, record["next"])
         elif kind == "remove_topic":

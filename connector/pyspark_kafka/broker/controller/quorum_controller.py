@@ -399,7 +399,15 @@ class QuorumController:
 
     _ADMIN_OPS = {"elect_leaders": "_elect_leaders", "alter_reassignments": "_alter_reassignments",
                   "create_partitions": "_create_partitions", "delete_topics": "_delete_topics",
-                  "alter_topic_configs": "_alter_topic_configs"}
+                  "alter_topic_configs": "_alter_topic_configs", "alter_dynamic_configs": "_alter_dynamic_configs"}
+
+    async def _alter_dynamic_configs(self, req: dict) -> dict:
+        """AlterConfigs / IncrementalAlterConfigs of a broker or group resource, forwarded by the broker that validated
+        the new set (``resource`` "broker" / "group", ``name``, ``configs``): one ``dynamic_config`` record."""
+        offset = await self._append([{"type": "dynamic_config", "resource": req["resource"], "name": req["name"],
+                                      "configs": dict(req["configs"])}])
+        log.info("%s %r: dynamic configs now %s", req["resource"], req["name"], sorted(req["configs"]))
+        return {"error_code": 0, "offset": offset}
 
     async def _alter_topic_configs(self, req: dict) -> dict:
         """AlterConfigs / IncrementalAlterConfigs of a topic, forwarded by a broker that computed the new set of

@@ -283,6 +283,7 @@ class ConsumerGroupCoordinator:
         self.config = classic.config
         self.replica_manager = classic.replica_manager
         self.groups: dict[str, ConsumerGroup] = {}
+        self.group_configs = None  # the broker's DynamicConfigs: per-group consumer.* configs (IncrementalAlterConfigs)
 
     # -- configuration ----------------------------------------------------------------------
     @property
@@ -300,6 +301,13 @@ class ConsumerGroupCoordinator:
     def heartbeat_interval_ms(self) -> int:
         """``group.consumer.heartbeat.interval.ms`` (ms; Kafka's default 5000), sent in every answer."""
         return self.config.get_int("group.consumer.heartbeat.interval.ms")
+
+    def group_config_ms(self, group_id: str, name: str) -> int:
+        """Group config ``name`` (``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms``) of
+        ``group_id``: the group's own value (source GROUP_CONFIG), else the broker's ``group.<name>``."""
+        if self.group_configs is not None:
+            return int(self.group_configs.group_value(group_id, name))
+        return self.config.get_int("group." + name)
 
     @property
     def assignment_interval_ms(self) -> int:
@@ -366,7 +374,8 @@ class ConsumerGroupCoordinator:
     def _arm_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        member.session_timer = self._loop().call_later(self.session_timeout_ms / 1000, self._expire, group.group_id,
+        member.session_timer = self._loop().call_later(self.group_config_ms(group.group_id, "consumer.session.timeout.ms") / 1000,
+                                                       self._expire, group.group_id,
                                                        member.member_id, "session.timeout.ms")
 
     def _arm_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:
@@ -431,7 +440,7 @@ class ConsumerGroupCoordinator:
         Returns the member's id and epoch, the heartbeat interval (ms) and, when it changed, the
         partitions it may consume. Errors as in the module docstring.
         """
-        interval = self.heartbeat_interval_ms
+        interval = self.group_config_ms(group_id, "consumer.heartbeat.interval.ms")
         try:
             validate_heartbeat(version, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                                topic_names, topic_regex, server_assignor, owned, self.assignor_names)

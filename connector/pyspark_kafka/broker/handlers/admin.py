@@ -16,10 +16,11 @@ only name this broker, else INVALID_REPLICATION_FACTOR (38) / INVALID_REPLICA_AS
 ``num_partitions`` -1 means ``num.partitions``. ``validate_only`` checks everything and
 creates nothing. Errors are per topic, with Kafka's codes and a message naming the fix.
 
-DescribeConfigs serves topic (2), broker (4) and group (32: every group config at its default, as Kafka lists them
-for a group without overrides) resources; config sources follow Kafka:
-DYNAMIC_TOPIC_CONFIG (1) for a topic override, STATIC_BROKER_CONFIG (4) for a broker setting
-given at start, DEFAULT_CONFIG (5) otherwise.
+DescribeConfigs serves topic (2), broker (4; "" is the cluster-default level) and group (32: every group config,
+the group's own value or its default) resources; config sources follow Kafka:
+DYNAMIC_TOPIC_CONFIG (1) for a topic override, DYNAMIC_BROKER_CONFIG (2) / DYNAMIC_DEFAULT_BROKER_CONFIG (3) for a
+dynamic broker config, STATIC_BROKER_CONFIG (4) for a broker setting given at start, DEFAULT_CONFIG (5) otherwise,
+GROUP_CONFIG (8) for a group's own config.
 
 AlterConfigs replaces all of a topic's overrides with those given; IncrementalAlterConfigs applies
 SET (0), DELETE (1), APPEND (2) and SUBTRACT (3, list configs: ``cleanup.policy``) per config.
@@ -27,16 +28,20 @@ Both validate as CreateTopics does (INVALID_CONFIG naming the config), honour ``
 persist the overrides in ``__topics.json`` and apply them to the open partition logs at once. In a replicated
 cluster the change goes through the controller (one ``config`` record in the metadata log, Kafka's
 ``ConfigRecord``) and every broker applies it; DescribeConfigs of a topic answers from the metadata image there.
+Broker and group resources (single node): :mod:`~pyspark_kafka.broker.dynamic_config` validates, stores and
+applies them as Kafka's ``DynamicBrokerConfig`` / ``GroupConfig`` (in a replicated cluster through the controller: one
+``dynamic_config`` metadata record every broker concerned applies).
 Errors per resource, as Kafka: INVALID_REQUEST for a null value (other than DELETE), a config
-named twice, a resource named twice, a broker resource (broker configs are read-only here: set at
-start) or another resource type; UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEPTION.
+named twice, a resource named twice, another broker's id or another resource type;
+UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEPTION.
 
 Authorization (with an authorizer, as Kafka's ``ControllerApis`` / ``ConfigAdminManager``): CreateTopics
 needs CREATE, DeleteTopics DELETE, CreatePartitions ALTER, each on the cluster or on the topic, else
 TOPIC_AUTHORIZATION_FAILED "Authorization failed." for that topic (a created topic's configs are
 left out unless the principal may DESCRIBE_CONFIGS it); DescribeConfigs needs DESCRIBE_CONFIGS and
 AlterConfigs / IncrementalAlterConfigs ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or,
-for a broker resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+for a broker resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED), for a group on the group
+(GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import uuid
 from pyspark_kafka.broker.config import (
     BROKER_DEFAULTS, TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_config, validate_topic_name,
 )
+from pyspark_kafka.broker.dynamic_config import GROUP_CONFIG_DEFAULTS, extra_dynamic_configs, is_dynamic
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
     ClusterAuthorizationError,
@@ -67,10 +73,6 @@ from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
 from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST, OP_DELETE, OP_SET, merge_topic_configs
 
 
-#: Kafka's dynamic broker throttle configs (``kafka-reassign-partitions`` deletes them after a reassignment);
-#: never set here, so deleting them is a no-op success.
-_THROTTLE_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
-                               "replica.alter.log.dirs.io.max.bytes.per.second"})
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP (KIP-848)
@@ -92,8 +94,11 @@ def _config_check(ctx: RequestContext, operation: AclOperation, resource_type: i
     if resource_type == BROKER_RESOURCE and not ctx.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME):
         raise ClusterAuthorizationError()
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+GROUP_CONFIG = 8
 
 
 def _partition_count(broker, topic) -> int:
@@ -330,49 +335,73 @@ def topic_configs(broker, topic: str, include_synonyms: bool) -> list[dict]:
         synonyms = []
         if not is_default:
             synonyms.append({"name": name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+        if broker_name is not None:  # a dynamic broker config supplying the default (Kafka's precedence)
+            synonyms += [{"name": broker_name, "value": v, "source": src}
+                         for v, src in broker.dynamic_configs.source(broker_name)]
         where = broker.config.synonym_source(broker_name) if broker_name is not None else None
         if where is not None:
-            synonyms.append({"name": broker_name, "value": broker.config.get(broker_name),
+            synonyms.append({"name": broker_name, "value": broker.config.static_value(broker_name),
                              "source": STATIC_BROKER_CONFIG if where == "static" else DEFAULT_CONFIG})
         source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
         entries.append(_config_entry(name, value, source, False, synonyms if include_synonyms else []))
     return entries
 
 
+def _broker_entry(broker, name: str, value, include_synonyms: bool, cluster_default: bool) -> dict:
+    """One DescribeConfigs entry of a broker config, as Kafka's ``ConfigHelper.createBrokerConfigEntry``: synonyms in
+    precedence order (DYNAMIC_BROKER_CONFIG 2, DYNAMIC_DEFAULT_BROKER_CONFIG 3, STATIC_BROKER_CONFIG 4,
+    DEFAULT_CONFIG 5; only 3 for the cluster-default resource), the source the first synonym's, read-only unless
+    Kafka can change the config dynamically."""
+    dynamic = broker.dynamic_configs
+    synonyms = [{"name": name, "value": v, "source": src} for v, src in dynamic.source(name)]
+    if not broker.config.is_default(name):
+        synonyms.append({"name": name, "value": broker.config.static_value(name), "source": STATIC_BROKER_CONFIG})
+    if name in BROKER_DEFAULTS and BROKER_DEFAULTS[name] is not None:
+        synonyms.append({"name": name, "value": BROKER_DEFAULTS[name], "source": DEFAULT_CONFIG})
+    elif name in extra_dynamic_configs():
+        synonyms.append({"name": name, "value": extra_dynamic_configs()[name][2], "source": DEFAULT_CONFIG})
+    if cluster_default:
+        synonyms = [s for s in synonyms if s["source"] == DYNAMIC_DEFAULT_BROKER_CONFIG]
+    source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
+    return _config_entry(name, value, source, not is_dynamic(name), synonyms if include_synonyms else [])
+
+
 def broker_configs(broker, include_synonyms: bool) -> list[dict]:
-    """DescribeConfigs entries of this broker (read-only: set at start)."""
-    entries = []
-    for name, value, is_default in broker.config.items():
-        source = DEFAULT_CONFIG if is_default else STATIC_BROKER_CONFIG
-        synonyms = [{"name": name, "value": value, "source": source}] if include_synonyms else []
-        entries.append(_config_entry(name, value, source, True, synonyms))
+    """DescribeConfigs entries of this broker: every broker config with the value in force (a dynamic one set by
+    AlterConfigs over the static one), and the dynamic configs set here that BROKER_DEFAULTS does not hold."""
+    entries = [_broker_entry(broker, name, value, include_synonyms, False)
+               for name, value, _ in broker.config.items()]
+    extra = broker.dynamic_configs.effective()
+    entries += [_broker_entry(broker, name, extra[name], include_synonyms, False)
+                for name in sorted(extra) if name in extra_dynamic_configs() and name not in BROKER_DEFAULTS]
+    for name in sorted(n for n in extra if n not in BROKER_DEFAULTS and n not in extra_dynamic_configs()
+                       and broker.config.get_if_set(n) is None):
+        # a name Kafka does not know: Kafka 4.3.1 lists it without its value (no type: maybe sensitive), read-only
+        source = broker.dynamic_configs.source(name)[0][1]
+        synonyms = [{"name": name, "value": None, "source": source}] if include_synonyms else []
+        entries.append({"name": name, "value": None, "read_only": True, "config_source": source,
+                        "is_sensitive": True, "synonyms": synonyms, "config_type": 0, "documentation": None})
     return entries
 
 
-#: KIP-848 / KIP-932 / KIP-1071 group configs DescribeConfigs lists for a group (resource type 32), with the broker
-#: config giving each default (None: Kafka's default, as Apache Kafka 4.3.1 answered for a group without overrides)
-_GROUP_CONFIGS = {
-    "consumer.assignment.interval.ms": ("group.consumer.assignment.interval.ms", "1000"),
-    "consumer.heartbeat.interval.ms": ("group.consumer.heartbeat.interval.ms", "5000"),
-    "consumer.session.timeout.ms": ("group.consumer.session.timeout.ms", "45000"),
-    "share.assignment.interval.ms": (None, "1000"), "share.auto.offset.reset": (None, "latest"),
-    "share.delivery.count.limit": (None, "5"), "share.heartbeat.interval.ms": (None, "5000"),
-    "share.isolation.level": (None, "read_uncommitted"), "share.partition.max.record.locks": (None, "2000"),
-    "share.record.lock.duration.ms": (None, "30000"), "share.renew.acknowledge.enable": (None, "true"),
-    "share.session.timeout.ms": (None, "45000"), "streams.assignment.interval.ms": (None, "1000"),
-    "streams.heartbeat.interval.ms": (None, "5000"), "streams.initial.rebalance.delay.ms": (None, "3000"),
-    "streams.num.standby.replicas": (None, "0"), "streams.session.timeout.ms": (None, "45000"),
-}
+def default_broker_configs(broker, include_synonyms: bool) -> list[dict]:
+    """DescribeConfigs entries of the cluster-default broker resource (name ""): the configs set at that level
+    (DYNAMIC_DEFAULT_BROKER_CONFIG), as Kafka lists them."""
+    level = broker.dynamic_configs.cluster_default
+    return [_broker_entry(broker, name, level[name], include_synonyms, True)
+            for name in sorted(level) if name in BROKER_DEFAULTS or name in extra_dynamic_configs()]
 
 
-def group_configs(broker, include_synonyms: bool) -> list[dict]:
-    """DescribeConfigs entries of a group (any group id, known or not, as Kafka): every group config at its default
-    (DEFAULT_CONFIG, not read-only); per-group overrides (AlterConfigs on a group) are not served here."""
+def group_configs(broker, group_id: str, include_synonyms: bool) -> list[dict]:
+    """DescribeConfigs entries of a group (any group id, known or not, as Kafka): every group config, the group's own
+    value (GROUP_CONFIG 8, set by AlterConfigs) else its default (DEFAULT_CONFIG); none read-only."""
+    own = broker.dynamic_configs.groups.get(group_id, {})
     entries = []
-    for name, (broker_name, default) in _GROUP_CONFIGS.items():
-        value = broker.config.get(broker_name) if broker_name else default
-        synonyms = [{"name": name, "value": value, "source": DEFAULT_CONFIG}] if include_synonyms else []
-        entries.append(_config_entry(name, value, DEFAULT_CONFIG, False, synonyms))
+    for name in GROUP_CONFIG_DEFAULTS:
+        value = broker.dynamic_configs.group_value(group_id, name)
+        source = GROUP_CONFIG if name in own else DEFAULT_CONFIG
+        synonyms = [{"name": name, "value": value, "source": source}] if include_synonyms else []
+        entries.append(_config_entry(name, value, source, False, synonyms))
     return entries
 
 
@@ -392,11 +421,12 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
             elif res.resource_type == GROUP_RESOURCE:
                 if not ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.GROUP, res.resource_name):
                     raise GroupAuthorizationError()
-                configs = group_configs(broker, synonyms)
+                configs = group_configs(broker, res.resource_name, synonyms)
             elif res.resource_type == BROKER_RESOURCE:
                 if res.resource_name not in ("", str(broker.node_id)):
                     raise InvalidRequestError(f"broker {res.resource_name!r} is not this broker ({broker.node_id})")
-                configs = broker_configs(broker, synonyms)
+                configs = (broker_configs(broker, synonyms) if res.resource_name
+                           else default_broker_configs(broker, synonyms))
             else:
                 raise InvalidRequestError(f"resource type {res.resource_type} is not supported: use topic (2) or broker (4)")
         except KafkaError as exc:
@@ -436,6 +466,33 @@ async def _forward_topic_configs(broker, res, incremental: bool, validate_only: 
         raise error
 
 
+async def _alter_dynamic(ctx: RequestContext, res, incremental: bool, validate_only: bool) -> None:
+    """AlterConfigs / IncrementalAlterConfigs of a broker resource (this broker's dynamic configs, or the cluster
+    default for the name "") or of a group (its group configs): :class:`~pyspark_kafka.broker.dynamic_config.
+    DynamicConfigs` validates, stores and applies. In a replicated cluster this broker validates and the controller
+    writes the new set as one ``dynamic_config`` metadata record that every broker concerned applies (Kafka's
+    ``ConfigRecord``); answered once this broker's image has it."""
+    broker = ctx.broker
+    cluster = broker.lifecycle is not None  # validated here, then written by the controller as a metadata record
+    ops = [(c.name, c.config_operation, c.value) for c in res.configs] if incremental else None
+    replace = None if incremental else {c.name: c.value for c in res.configs}
+    if res.resource_type == GROUP_RESOURCE:
+        if not ctx.authorized(AclOperation.ALTER_CONFIGS, ResourceType.GROUP, res.resource_name):
+            raise GroupAuthorizationError()
+        configs = broker.dynamic_configs.alter_group(res.resource_name, ops, replace, validate_only or cluster)
+    else:
+        configs = broker.dynamic_configs.alter_broker(res.resource_name != "", ops, replace, validate_only or cluster)
+    if cluster and not validate_only:
+        request = {"op": "alter_dynamic_configs", "resource": "group" if res.resource_type == GROUP_RESOURCE
+                   else "broker", "name": res.resource_name, "configs": configs}
+        try:
+            answer = await broker.lifecycle.forward(request)
+        except ConnectionError as exc:
+            raise NotControllerError(f"no controller answered: {exc}") from None
+        if answer["error_code"]:
+            raise for_code(answer["error_code"])(answer.get("error_message"))
+
+
 async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
     """AlterConfigs / IncrementalAlterConfigs: per resource, check and apply (or only validate)."""
     logs = ctx.broker.replica_manager.logs
@@ -461,21 +518,14 @@ async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dic
                 raise InvalidRequestError(f"Unexpected broker id, expected {node} or empty string, but received "
                                           f"{res.resource_name}")
             _config_check(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
-            if res.resource_type == BROKER_RESOURCE and incremental and all(
-                    getattr(c, "config_operation", OP_SET) == OP_DELETE
-                    and (c.name in BROKER_DEFAULTS or c.name in _THROTTLE_CONFIGS) for c in res.configs):
-                # nothing is set dynamically here, so deleting dynamic broker configs changes nothing: success, as
-                # Kafka answers for an unset one (kafka-reassign-partitions --verify clears its throttles this way)
+            if res.resource_type in (BROKER_RESOURCE, GROUP_RESOURCE):
+                await _alter_dynamic(ctx, res, incremental, request.validate_only)
                 responses.append({"error_code": error_code, "error_message": message,
                                   "resource_type": res.resource_type, "resource_name": res.resource_name})
                 continue
-            if res.resource_type == BROKER_RESOURCE:
-                raise InvalidRequestError(
-                    f"Cannot update these configs dynamically: {', '.join(names) or '(none)'}: this broker's configs "
-                    "are read-only, set at start (pyspark-kafka broker --config, EmbeddedBroker(config=...))")
             if res.resource_type != TOPIC_RESOURCE:
-                raise InvalidRequestError(f"resource type {res.resource_type} is not supported: only topic (2) "
-                                          "configs can be altered")
+                raise InvalidRequestError(f"resource type {res.resource_type} is not supported: only topic (2), "
+                                          "broker (4) and group (32) configs can be altered")
             validate_topic_name(res.resource_name)
             if ctx.broker.lifecycle is not None:  # the controller writes the change; every broker applies it
                 await _forward_topic_configs(ctx.broker, res, incremental, request.validate_only)

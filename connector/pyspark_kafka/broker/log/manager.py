@@ -514,6 +514,20 @@ class LogManager:
                 partition_log.config = log_config
         return updated
 
+    def refresh_log_configs(self) -> None:
+        """Recompute every topic's :class:`LogConfig` after a broker default changed (a dynamic broker config:
+        ``log.cleanup.policy``, ``log.retention.ms``, ...); topic overrides keep precedence."""
+        for info in self._topics.values():
+            try:
+                log_config = LogConfig.from_configs(self.config, info.configs)
+            except (InvalidConfigError, ValueError):
+                continue
+            self._log_configs[info.name] = log_config
+            for partition in range(info.num_partitions):
+                partition_log = self._logs.get((info.name, partition))
+                if partition_log is not None:
+                    partition_log.config = log_config
+
     # -- maintenance ------------------------------------------------------------------------
     def run_retention(self, now_ms: int | None = None) -> int:
         """Apply retention to every log (see :meth:`PartitionLog.delete_old_segments`); returns segments deleted.
