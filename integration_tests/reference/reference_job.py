@@ -29,6 +29,13 @@ jars come from the cache (nothing is downloaded at query time).
   own topic, with confluent-kafka), and the query runs again from the same checkpoint: the outcome
   holds both runs' micro-batches and offsets.
 
+- ``stream_new_topic``: a ``readStream`` subscribed to ``topics[format]`` before that topic exists,
+  under a 1-second processing-time trigger; once the query has run :data:`NEW_TOPIC_TRIGGERS`
+  triggers the job creates the topic (``partitions``) and produces ``produce`` (as ``between``), then
+  waits until the query has read that many records: ``{"created_by_query": whether the topic
+  existed before the job created it, "records": sorted [partition, offset] pairs}``; a query that
+  fails (before or after the creation) is an ``error`` outcome.
+
 A case's optional ``mentions`` (list of strings): an error outcome then says which of them its
 whole text (the JVM's causes included) contains.
 
@@ -172,6 +179,48 @@ def _stream(spark, fmt: str, case: dict, workdir: str) -> dict:
     return {"batches": sorted(batches), "offsets": offsets}
 
 
+NEW_TOPIC_TRIGGERS = 2
+"""Triggers a ``stream_new_topic`` query runs (without failing) before the job creates its topic."""
+
+
+def _stream_new_topic(spark, fmt: str, case: dict, workdir: str) -> dict:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap, topic = case["options"]["kafka.bootstrap.servers"], case["topics"][fmt]
+    checkpoint = tempfile.mkdtemp(prefix=f"{case['name']}-{fmt}-", dir=workdir)
+    records, lock = [], threading.Lock()
+
+    def record(df, _batch_id):
+        rows = [[r.partition, r.offset] for r in df.select("partition", "offset").collect()]
+        with lock:
+            records.extend(rows)
+
+    def wait(done, what: str) -> None:
+        deadline = time.monotonic() + STREAM_TIMEOUT_S
+        while not done():
+            if not query.isActive:
+                query.awaitTermination()  # raises the query's exception
+                raise RuntimeError(f"query stopped without an error while waiting for {what}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {what} within {STREAM_TIMEOUT_S} s")
+            time.sleep(0.1)  # polling the query's progress, bounded by the deadline
+
+    df = spark.readStream.format(fmt).options(**case["options"]).option("subscribe", topic).load()
+    query = (df.writeStream.foreachBatch(record).option("checkpointLocation", checkpoint)
+             .trigger(processingTime="1 second").start())
+    try:
+        wait(lambda: len(query.recentProgress) >= NEW_TOPIC_TRIGGERS, f"{NEW_TOPIC_TRIGGERS} triggers")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        created_by_query = topic in admin.list_topics(timeout=10).topics
+        if not created_by_query:
+            admin.create_topics([NewTopic(topic, case["partitions"], 1)])[topic].result(60)
+        _change_topic(bootstrap, topic, {"produce": case["produce"]})
+        wait(lambda: len(records) >= len(case["produce"]), f"{len(case['produce'])} records")
+    finally:
+        query.stop()
+    return {"created_by_query": created_by_query, "records": sorted(records)}
+
+
 def _change_topic(bootstrap: str, topic: str, between: dict) -> None:
     """Between a stream case's two runs: grow ``topic`` to ``between["partitions"]`` partitions
     and produce ``between["produce"]`` (``{"partition", "value"}`` dicts), every record acknowledged."""
@@ -220,6 +269,8 @@ def _run(spark, case: dict, fmt: str, workdir: str = ".") -> dict:
             return {"ok": _expect_error(spark, fmt, case["options"])}
         if case["kind"] == "stream":
             return {"ok": _stream(spark, fmt, case, workdir)}
+        if case["kind"] == "stream_new_topic":
+            return {"ok": _stream_new_topic(spark, fmt, case, workdir)}
         if case["kind"] == "stream_write":
             return {"ok": _stream_write(spark, fmt, case, workdir)}
         return {"ok": _write(spark, fmt, case)}

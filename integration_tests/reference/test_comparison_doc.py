@@ -35,7 +35,8 @@ def _option_rows() -> list[tuple[str, str, str]]:
 
 def _all_cases() -> set[str]:
     return set(batch._case_names(("rows", "partitions", "error", "write", "stream_write"))) | \
-        set(stream._case_names(None)) | set(stream._case_names("error"))
+        set(stream._case_names(None)) | set(stream._case_names("error")) | \
+        set(stream._case_names(None, "stream_new_topic"))
 
 
 def test_the_option_tables_are_found():

@@ -3,6 +3,7 @@ list of versions tried, the fallback to the nearest served one, and the reasons 
 
 from __future__ import annotations
 
+import os
 import shutil
 import site
 import subprocess
@@ -83,10 +84,18 @@ def _bare_venv(path, expose: str | None = None) -> str:
     return python
 
 
+CONNECTOR = str(Path(reference.__file__).resolve().parents[2])
+"""This checkout's ``connector`` folder (holding ``pyspark_kafka``)."""
+
+
 def _ensure_from(python: str, root) -> subprocess.CompletedProcess:
+    """``ensure_env(root)`` run by ``python`` with this checkout's ``pyspark_kafka`` importable (also from a
+    bare virtualenv when the package is installed in a virtualenv rather than put on ``PYTHONPATH``)."""
     code = ("from pathlib import Path; from pyspark_kafka.testing.reference import ensure_env; "
             f"print(ensure_env(Path({str(root)!r}), []))")
-    return subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300)
+    path = os.pathsep.join(p for p in (CONNECTOR, os.environ.get("PYTHONPATH")) if p)
+    return subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path})
 
 
 @pytest.mark.slow
@@ -119,3 +128,21 @@ def test_the_environment_built_from_a_virtualenv_sees_its_packages_and_is_rebuil
     refused = _ensure_from(bare, tmp_path / "refused-env")
     assert refused.returncode != 0 and "cannot run the reference job" in refused.stderr, refused.stderr[-2000:]
     assert not (tmp_path / "refused-env" / ".complete").exists()
+
+
+def test_each_interpreter_gets_its_own_environment(tmp_path, monkeypatch):
+    """Found from a fresh virtualenv (issue 27): with one shared environment, the second virtualenv's
+    reference job passed the import check with the packages of the interpreter that built it first
+    (its ``.pth`` exposes that one's site directories). The folder now names the interpreter."""
+    if not Path(SYSTEM_PYTHON).exists():
+        pytest.skip(f"no {SYSTEM_PYTHON}")
+    monkeypatch.setenv(maven.CACHE_ENV, str(tmp_path / "cache" / "maven"))
+    other = _bare_venv(tmp_path / "other-venv")
+    code = f"import sys; sys.path.insert(0, {CONNECTOR!r}); from pyspark_kafka.testing import reference; " \
+           "print(reference.venv_root('4.2.0'))"
+    theirs = subprocess.run([other, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    ours = reference.venv_root("4.2.0")
+    assert ours.parent == Path(theirs).parent == tmp_path / "cache"
+    assert ours.name.startswith("venv-pyspark-4.2.0-") and Path(theirs).name.startswith("venv-pyspark-4.2.0-")
+    assert Path(theirs) != ours
+    assert reference.venv_root("4.2.0") == ours  # stable for one interpreter

@@ -23,6 +23,8 @@ COUNTS = (9, 4, 1)
 DELETED_BEFORE = 4
 """DeleteRecords moves partition 0 of the data-loss topic (10 records) to this start offset."""
 FORMATS = ("kafka", "pykafka")
+NEW_TOPIC_RECORDS = [{"partition": 0, "value": "n0"}, {"partition": 0, "value": "n1"}, {"partition": 1, "value": "n2"}]
+"""Produced to the topic of ``stream_subscribe_missing_topic`` once the job has created it (2 partitions)."""
 RESTART_CASES = ("stream_restart_more_records", "stream_restart_new_partition")
 """Cases run twice from one checkpoint, each connector on its own 2-partition topic (3 records each)."""
 
@@ -60,7 +62,8 @@ def _write_data(cluster, run: str) -> dict:
         for topic in restarts[name].values():
             produce(cluster.bootstrap, topic, [{"value": f"r{p}-{i}".encode(), "partition": p}
                                                for p in (0, 1) for i in range(3)])
-    return {"s": s, "d": d, "t": t, "pattern": f"refs-{run}-[sd]-.*", "restarts": restarts}
+    new_topic = {fmt: f"refs-{run}-n-{fmt}" for fmt in FORMATS}  # not created: the case's query subscribes first
+    return {"s": s, "d": d, "t": t, "pattern": f"refs-{run}-[sd]-.*", "restarts": restarts, "new_topic": new_topic}
 
 
 def cases(bootstrap: str, topics: dict) -> list[dict]:
@@ -106,6 +109,8 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
          "topics": topics["restarts"]["stream_restart_new_partition"],
          "between": {"partitions": 3, "produce": [{"partition": 2, "value": "n0"}, {"partition": 2, "value": "n1"},
                                                   {"partition": 0, "value": "n2"}]}},
+        {**stream("stream_subscribe_missing_topic"), "kind": "stream_new_topic", "topics": topics["new_topic"],
+         "partitions": 2, "produce": NEW_TOPIC_RECORDS, "mentions": ["UnknownTopicOrPartition"]},
     ]
 
 
@@ -115,9 +120,10 @@ def reference(kafka_cluster, tmp_path_factory):
     return reference_run(kafka_cluster, lambda: tmp_path_factory.mktemp("reference-stream"), _write_data, cases)
 
 
-def _case_names(expect: str | None) -> list[str]:
-    topics = {"s": "s", "d": "d", "t": "t", "pattern": "", "restarts": {n: {} for n in RESTART_CASES}}
-    return [c["name"] for c in cases("", topics) if c.get("expect") == expect]
+def _case_names(expect: str | None, kind: str = "stream") -> list[str]:
+    topics = {"s": "s", "d": "d", "t": "t", "pattern": "", "restarts": {n: {} for n in RESTART_CASES},
+              "new_topic": {}}
+    return [c["name"] for c in cases("", topics) if c.get("expect") == expect and c["kind"] == kind]
 
 
 @pytest.mark.parametrize("name", _case_names(None))
@@ -153,3 +159,19 @@ def _summary(side: dict) -> list:
     ok = side["ok"]
     ends = [next(iter(o.values())) for _, o in sorted(ok["offsets"].items(), key=lambda kv: int(kv[0]))]
     return [[len(records), end] for (_, records), end in zip(ok["batches"], ends)]
+
+
+def test_stream_subscribe_missing_topic(reference):
+    """A processing-time stream whose ``subscribe`` topic does not exist yet (pinned difference, issue 27).
+
+    Spark 4.2.0's connector fails the query at its first trigger, after ``fetchOffset.numRetries``
+    attempts (about 5 s), with ``UnknownTopicOrPartitionException`` (its message does not name the
+    topic). pykafka keeps the query running, logs one warning naming the topic, and reads the topic
+    from its earliest offsets once it is created. Neither creates the topic (the brokers'
+    ``auto.create.topics.enable`` is on)."""
+    _, result = reference
+    got = result["cases"]["stream_subscribe_missing_topic"]
+    print(json.dumps(got))
+    assert got["kafka"].get("error", {}).get("class") == "StreamingQueryException", got["kafka"]
+    assert got["kafka"]["error"]["mentions"] == {"UnknownTopicOrPartition": True}, got["kafka"]
+    assert got["pykafka"] == {"ok": {"created_by_query": False, "records": [[0, 0], [0, 1], [1, 0]]}}, got["pykafka"]

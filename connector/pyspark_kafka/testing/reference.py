@@ -3,9 +3,10 @@
 :func:`reference_spark` finds the jars (:func:`~pyspark_kafka.testing.maven.spark_kafka_libs`)
 and the Python that runs them. The connector is published on Maven Central per Spark version;
 when the installed pyspark's version is not served (4.3.0 is not, here), the nearest lower
-served version is used *with a matching pyspark* in a separate virtual environment
-(``~/.cache/pyspark-kafka/venv-pyspark-<version>``, :func:`pyspark_python`): only pyspark itself is
-downloaded; the other dependencies are the running interpreter's, made visible by a ``.pth`` file
+served version is used *with a matching pyspark* in a separate virtual environment, one per
+interpreter (``~/.cache/pyspark-kafka/venv-pyspark-<version>-<interpreter>``, :func:`venv_root`,
+:func:`pyspark_python`): only pyspark itself is downloaded; the other dependencies are the
+running interpreter's, made visible by a ``.pth`` file
 (``--system-site-packages`` alone would expose the *base* interpreter's packages, not those of the
 virtualenv the package is installed in). The environment is marked complete only once its own
 imports (:data:`REQUIRED_MODULES`, pyspark at the right version) work, and a broken one is rebuilt.
@@ -19,6 +20,7 @@ or :class:`ReferenceUnavailable` (the environment cannot be built, e.g. PyPI unr
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import site
 import subprocess
 import sys
@@ -56,8 +58,14 @@ class ReferenceSpark:
 
 
 def venv_root(version: str) -> Path:
-    """``~/.cache/pyspark-kafka/venv-pyspark-<version>`` (next to the Maven cache folder)."""
-    return cache_root().parent / f"venv-pyspark-{version}"
+    """``~/.cache/pyspark-kafka/venv-pyspark-<version>-<interpreter>`` (next to the Maven cache folder).
+
+    ``<interpreter>``: 8 hex digits of a hash of the running interpreter's resolved ``sys.prefix``
+    (a virtualenv's folder). One environment per interpreter, because its ``.pth`` file exposes the
+    packages of the interpreter that built it: shared, a second virtualenv would pass
+    :func:`check_env` with the first one's packages (found from a fresh virtualenv, issue 27)."""
+    interpreter = hashlib.sha256(str(Path(sys.prefix).resolve()).encode()).hexdigest()[:8]
+    return cache_root().parent / f"venv-pyspark-{version}-{interpreter}"
 
 
 REQUIRED_MODULES = ("pyspark", "pyarrow", "pandas", "confluent_kafka", "pyspark_kafka")
