@@ -12,7 +12,7 @@ How it is measured (and why it is fair):
   records in memory and checks nothing (no CRC, no files), so it is an upper bound for a
   broker on this machine, not a peer. Every produce run is checked: the partition's end
   offset must advance by exactly the number of records sent.
-- **Apache Kafka** (4.4.0 by default, ``KAFKA_VERSION`` to change it, from the cached Maven Central jars, one KRaft node, started by
+- **Apache Kafka** (4.3.1 by default, ``KAFKA_VERSION`` to change it, from the cached Maven Central jars, one KRaft node, started by
   :class:`pyspark_kafka.testing.apache_kafka.ApacheKafka` with the JVM options and request
   threads of Kafka's own start script, :data:`APACHE_KAFKA_JVM`) is the second anchor of the
   same produce and fetch runs: same client, settings, sizes, and its turn in every repetition
