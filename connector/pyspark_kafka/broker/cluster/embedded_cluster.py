@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -101,6 +102,9 @@ def _recv(sock: socket.socket, n: int) -> bytes:
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
+
+
+_CLUSTER_JSON_LOCK = threading.Lock()
 
 
 class EmbeddedCluster:
@@ -230,17 +234,21 @@ class EmbeddedCluster:
 
     def write_cluster_json(self) -> Path:
         """Write ``<data dir>/cluster.json`` (every node's id, role, port, pid, data dir and restart command)."""
-        nodes = []
-        for node_id in [*self.controller_ids, *self.broker_ids]:
-            proc = self.procs.get(node_id)
-            nodes.append({"id": node_id, "role": "controller" if node_id in self.controller_ids else "broker",
-                          "host": self.host, "port": self.ports[node_id], "raft_port": self.raft_ports.get(node_id),
-                          "pid": proc.pid if proc is not None and proc.poll() is None else None,
-                          "data_dir": str(self.node_dir(node_id)), "command": self.command(node_id)})
         path = self.data_dir / "cluster.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"bootstrap_servers": self.bootstrap_servers, "nodes": nodes}, indent=2))
-        os.replace(tmp, path)
+        # Nodes may be restarted from several threads at once (a test killing two replicas together):
+        # each writer gets its own temporary file, and the lock keeps the newest state last.
+        with _CLUSTER_JSON_LOCK:
+            nodes = []
+            for node_id in [*self.controller_ids, *self.broker_ids]:
+                proc = self.procs.get(node_id)
+                nodes.append({"id": node_id, "role": "controller" if node_id in self.controller_ids else "broker",
+                              "host": self.host, "port": self.ports[node_id], "raft_port": self.raft_ports.get(node_id),
+                              "pid": proc.pid if proc is not None and proc.poll() is None else None,
+                              "data_dir": str(self.node_dir(node_id)), "command": self.command(node_id)})
+            fd, tmp = tempfile.mkstemp(prefix="cluster.", suffix=".tmp", dir=self.data_dir)
+            with os.fdopen(fd, "w") as out:
+                out.write(json.dumps({"bootstrap_servers": self.bootstrap_servers, "nodes": nodes}, indent=2))
+            os.replace(tmp, path)
         return path
 
     def _log_tail(self, node_id: int) -> str:
