@@ -7,8 +7,8 @@
   and Maven are there; one node falls back to testcontainers) and ``env``
   (``KAFKA_BOOTSTRAP_SERVERS``). A backend that cannot start skips its tests with the reason.
   The Apache Kafka backends carry the ``slow`` mark (not in the quick loop).
-  Session-scoped: each backend starts once; pytest groups tests by backend and stops one
-  backend before it starts the next.
+  Session-scoped: each backend starts at most once per pytest process (per xdist worker) and runs
+  to the end of the session (``_backend_pool``).
 - ``apache_kafka_cluster``: the three-node Apache Kafka backend alone (failover tests).
 - ``embedded_cluster``: the embedded backend only (conformance matrix).
 - ``spark``: the shared ``local[2]`` SparkSession (``getOrCreate``: the same one as ``tests/``).
@@ -23,6 +23,7 @@ import pytest
 
 from integration_tests import clusters
 from support.read_paths import READ_PATHS, use_read_path
+from support.suite_schedule import longest_files_first
 
 
 def _start(backend: str, stack: contextlib.ExitStack, tmp_path_factory) -> clusters.Cluster:
@@ -36,14 +37,37 @@ _BACKEND_PARAMS = [pytest.param(b, id=b, marks=pytest.mark.slow) if b.startswith
                    for b in clusters.BACKENDS]
 
 
-@pytest.fixture(scope="session", params=_BACKEND_PARAMS)
-def kafka_cluster(request, tmp_path_factory):
+@pytest.fixture(scope="session")
+def _backend_pool(tmp_path_factory):
+    """Start each backend at most once per pytest process and keep it to the end of the session.
+
+    Returns ``get(name) -> Cluster`` (raises :class:`clusters.BackendUnavailable`, remembered, when the
+    backend cannot start here). A parametrized session fixture alone is torn down whenever the next test
+    wants another backend; under pytest-xdist (``-n``, whole files per worker) a worker's files switch
+    backends often, so the pool keeps what it started (the JVMs of Apache Kafka idle at a few % of a core).
+    """
+    started: dict[str, clusters.Cluster | clusters.BackendUnavailable] = {}
     with contextlib.ExitStack() as stack:
-        try:
-            cluster = _start(request.param, stack, tmp_path_factory)
-        except clusters.BackendUnavailable as e:
-            pytest.skip(f"backend {request.param} unavailable: {e}")
-        yield cluster
+        def get(name: str) -> clusters.Cluster:
+            if name not in started:
+                try:
+                    started[name] = _start(name, stack, tmp_path_factory)
+                except clusters.BackendUnavailable as e:
+                    started[name] = e
+            found = started[name]
+            if isinstance(found, clusters.BackendUnavailable):
+                raise found
+            return found
+
+        yield get
+
+
+@pytest.fixture(scope="session", params=_BACKEND_PARAMS)
+def kafka_cluster(request, _backend_pool):
+    try:
+        return _backend_pool(request.param)
+    except clusters.BackendUnavailable as e:
+        pytest.skip(f"backend {request.param} unavailable: {e}")
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +106,9 @@ def checkpoint_dir(tmp_path):
 def read_path(request, monkeypatch) -> str:
     """Run the test once per executor read path (``columnar``, ``consumer``); see support/read_paths.py."""
     return use_read_path(monkeypatch, request.param)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """Longest test files first (support/suite_schedule.py), also when ``integration_tests`` runs alone."""
+    longest_files_first(items)

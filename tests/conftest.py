@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from support.read_paths import READ_PATHS, use_read_path
+from support.suite_schedule import longest_files_first
 from support.topics import create_topic
 
 _counter = itertools.count()
@@ -89,3 +90,9 @@ def checkpoint_dir(tmp_path):
 def read_path(request, monkeypatch) -> str:
     """Run the test once per executor read path (``columnar``, ``consumer``); see support/read_paths.py."""
     return use_read_path(monkeypatch, request.param)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """Longest test files first (support/suite_schedule.py): pytest-xdist's workers then finish together."""
+    longest_files_first(items)

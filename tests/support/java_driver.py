@@ -13,6 +13,7 @@ in and out; :func:`unavailable` says why it cannot run here.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
@@ -51,7 +52,10 @@ def classpath(source: Path = SOURCE) -> str:
     libs = maven.kafka_classpath(version)
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
     out = maven.cache_root() / "java-driver" / f"{version}-{digest}"
-    with _build_lock:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # A thread lock for this process and a file lock for others (pytest-xdist workers compile the same source).
+    with _build_lock, open(out.parent / f".{out.name}.lock", "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
         if not (out / f"{source.stem}.class").exists():
             tmp = out.with_name(out.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,71 @@
+"""The whole suite's order: the longest test files first, so pytest-xdist's workers finish together.
+
+The suite runs on two pytest-xdist workers with whole files per worker (``-n 2 --dist loadfile`` in
+setup.cfg). xdist hands files out in collection order, so a long file collected last (the failover
+scenarios take about 5 minutes) would run alone at the end while the other worker idles. Putting the
+long files first is the classic longest-processing-time-first schedule: the short files fill the gaps.
+
+:data:`FILE_SECONDS` holds the measured seconds of the longest files (one whole run, serial, on the
+2-core machine); files not listed keep their collection order after them. Refresh it from a JUnit
+report when the balance drifts: ``python tests/support/suite_schedule.py report.xml``.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import xml.etree.ElementTree as ET
+
+FILE_SECONDS: dict[str, int] = {
+    "integration_tests/test_failover.py": 290,
+    "tests/connector/sinks/test_sink_kill.py": 166,
+    "integration_tests/test_conformance.py": 129,
+    "integration_tests/test_differential.py": 124,
+    "integration_tests/reference/test_reference_batch.py": 123,
+    "tests/broker/cluster/test_embedded_cluster.py": 94,
+    "integration_tests/test_spark_distributed.py": 92,
+    "integration_tests/reference/test_reference_stream.py": 84,
+    "tests/connector/write/test_writer_eos_kill.py": 81,
+    "integration_tests/test_e2e_exactly_once.py": 65,
+    "integration_tests/test_spark_connect.py": 62,
+    "integration_tests/test_secured_spark.py": 60,
+    "integration_tests/test_cooperative_rebalance.py": 58,
+    "tests/test_flights_pipeline.py": 56,
+    "tests/broker/cluster/test_cluster_admin.py": 53,
+    "integration_tests/test_two_broker_kill.py": 52,
+    "integration_tests/test_bench_anchors.py": 52,
+    "tests/connector/read/test_groups_spark.py": 31,
+    "tests/broker/cluster/test_controller_failover.py": 30,
+    "tests/connector/read/test_reader_stream.py": 29,
+}
+"""Seconds per test file (path from the repository root) in one serial whole-suite run."""
+
+
+def longest_files_first(items: list) -> None:
+    """Reorder pytest ``items`` in place: files of :data:`FILE_SECONDS`, longest first, then every other
+    file in its collection order. Within a file the order is kept (pytest's grouping of parametrized
+    fixtures stays intact). Idempotent, so both conftests may call it."""
+    position = {}
+    for index, item in enumerate(items):
+        position.setdefault(_file_of(item), index)
+    items.sort(key=lambda item: (-FILE_SECONDS.get(_file_of(item), 0), position[_file_of(item)]))
+
+
+def _file_of(item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def seconds_per_file(junit_xml: str) -> dict[str, float]:
+    """Seconds per test file in a JUnit report (pytest's ``--junitxml``), longest first."""
+    totals: collections.Counter = collections.Counter()
+    for case in ET.parse(junit_xml).iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        if parts and parts[-1][:1].isupper():  # a test class
+            parts = parts[:-1]
+        totals["/".join(parts) + ".py"] += float(case.get("time", 0))
+    return dict(totals.most_common())
+
+
+if __name__ == "__main__":
+    for path, seconds in list(seconds_per_file(sys.argv[1]).items())[:20]:
+        print(f'    "{path}": {round(seconds)},')
