@@ -66,6 +66,11 @@ def test_failure_rate_and_distinct_failures_of_a_flaky_test(ff, tmp_path, capsys
     assert len(lines) == 3 and lines[0].startswith("run 1/3: exit 1, 3 tests, 1 failed")
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["run-1.xml", "run-2.xml", "run-3.xml"]
 
+    # the same reports summarized again without running anything (e.g. whole-suite runs of CI and of a laptop)
+    capsys.readouterr()
+    assert ff.main(["--from-reports", *(str(tmp_path / "reports" / f"run-{i}.xml") for i in (1, 2, 3))]) == 1
+    assert f"  2/3     67 %  {flaky}" in capsys.readouterr().out
+
 
 def test_the_hog_is_killed_and_the_total_timeout_stops_the_runs(ff, tmp_path, monkeypatch):
     (tmp_path / "test_slow.py").write_text("import time\n\ndef test_waits():\n    time.sleep(60)\n")

@@ -6,7 +6,8 @@ Each run is ``python -m pytest -p no:cacheprovider --junitxml=<tmp>/run-<i>.xml 
 directory (no state carried between runs: no cache, a new process, a new junit report). ``--hog`` keeps one core
 busy for the whole time (a child process spinning in a loop, pinned to the last CPU where the OS allows it),
 killed by its pid at the end, also after a failure or Ctrl-C; it reproduces the "other work on the machine" of CI.
-``--timeout`` bounds the total time: the run in progress is killed (its whole process group) when it is reached,
+``--from-reports A.xml B.xml ...`` runs nothing and summarizes junit reports already written (whole-suite runs of
+CI and of a laptop, each too long to repeat here). ``--timeout`` bounds the total time: the run in progress is killed (its whole process group) when it is reached,
 and no further run starts.
 
 The report lists every test that failed or errored at least once with its failure rate (failed runs / runs that
@@ -192,6 +193,17 @@ def run_once(index: int, selection: list[str], report_dir: Path, timeout_s: floa
     return RunResult(index, code, outcomes, time.monotonic() - started, (out or "")[-4000:])
 
 
+def result_from_report(index: int, xml: Path) -> RunResult:
+    """A :class:`RunResult` read from an existing junit report (exit code 0 when it has no failure, else 1).
+    FileNotFoundError or ``xml.etree.ElementTree.ParseError`` for a missing or broken report."""
+    outcomes = parse_junit(xml)
+    failed = any(o.status in ("failed", "error") for o in outcomes)
+    suites = [ET.parse(xml).getroot()]
+    seconds = sum(float(s.get("time", 0)) for s in (suites[0].iter("testsuite") if suites[0].tag != "testsuite"
+                                                    else suites))
+    return RunResult(index, 1 if failed else 0, outcomes, seconds)
+
+
 def find_flakes(selection: list[str], runs: int, hog: bool = False, timeout_s: float | None = None,
                 report_dir: Path | None = None, echo=print) -> Report:
     """Run ``selection`` ``runs`` times (bounded by ``timeout_s`` in total, None: unbounded), optionally beside a
@@ -224,8 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hog", action="store_true", help="keep one core busy with a spinning child process")
     parser.add_argument("--timeout", type=float, default=None, help="total seconds for all runs (default: none)")
     parser.add_argument("--report-dir", default=None, help="where the junit reports go (default: a new temp dir)")
+    parser.add_argument("--from-reports", nargs="+", metavar="JUNIT_XML", default=None,
+                        help="run nothing: summarize these junit reports (e.g. whole-suite runs of CI and of your machine)")
     parser.add_argument("selection", nargs="*", help="pytest arguments: paths, -k, -m ... (after --)")
     args = parser.parse_args(argv)
+    if args.from_reports:
+        report = summarize([result_from_report(i, Path(p)) for i, p in enumerate(args.from_reports, 1)])
+        print(format_report(report, ["pytest (reports: " + ", ".join(args.from_reports) + ")"], False))
+        return 1 if report.failed else 0
     if args.runs < 1:
         parser.error(f"-n/--runs must be at least 1, got {args.runs}")
     if args.timeout is not None and args.timeout <= 0:
