@@ -1,7 +1,8 @@
 """Shared fixtures: one embedded broker and one SparkSession per test session.
 
 - ``broker``: :class:`pyspark_kafka.broker.EmbeddedBroker` on 127.0.0.1 with a free
-  port and a temporary data directory, stopped at the end of the session.
+  port and a temporary data directory, stopped at the end of the session; its retention
+  check does not run during a session (records with old timestamps stay).
 - ``bootstrap``: its ``host:port``.
 - ``make_topic(partitions=3, config=None, name=None)``: creates a fresh topic through
   confluent-kafka's AdminClient (an independent client) and returns its name.
@@ -27,7 +28,11 @@ _counter = itertools.count()
 def broker(tmp_path_factory):
     from pyspark_kafka.broker import EmbeddedBroker
 
-    with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("broker-data")) as b:
+    # No time-based retention during the session: many tests write records with 2023 timestamps, and Kafka's rules
+    # (ours too) roll a segment whose first record is older than segment.ms (7 days) and let the retention check (every
+    # 5 min by default) delete it, so a test racing a check lost records. Tests of retention start their own broker.
+    config = {"log.retention.check.interval.ms": str(7 * 24 * 3600 * 1000)}
+    with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("broker-data"), config=config) as b:
         yield b
 
 

@@ -338,7 +338,10 @@ def test_full_producer_queue_keeps_row_order_keys_and_topics(bootstrap, make_top
                "topic": [topics[(i // 7) % 2] for i in range(240)]}
     if with_timestamp:
         fields.append(StructField("timestamp", TimestampType()))
-        columns["timestamp"] = [datetime.fromtimestamp(1_700_000_000 + i, timezone.utc) for i in range(240)]
+        # recent timestamps: records older than retention.ms (7 days) are deleted by retention once their segment
+        # rolls, and a segment rolls when its first record is older than segment.ms (Kafka's rules, ours too)
+        base_s = int(time.time()) - 3600
+        columns["timestamp"] = [datetime.fromtimestamp(base_s + i, timezone.utc) for i in range(240)]
     spec = WriteSpec.from_options(opts(bootstrap, **{"kafka.queue.buffering.max.messages": "5"}),
                                   StructType(fields))
     batch = pa.RecordBatch.from_pydict(columns, schema=pa.schema(
@@ -355,7 +358,7 @@ def test_full_producer_queue_keeps_row_order_keys_and_topics(bootstrap, make_top
             value = m.value().decode()
             assert rows[value] == (None if m.key() is None else m.key().decode(), topic)
             if with_timestamp:
-                assert m.timestamp()[1] == (1_700_000_000 + int(value[1:])) * 1000
+                assert m.timestamp()[1] == (base_s + int(value[1:])) * 1000
             by_partition.setdefault(m.partition(), []).append(value)
         for values in by_partition.values():
             assert values == sorted(values)  # row order within every partition
