@@ -343,11 +343,15 @@ class ClassicGroupCoordinator:
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
         _set(member.join_future, JoinResult(ErrorCode.rebalance_in_progress, member.member_id))  # a duplicate join
+        return await self._await_join(group, member, f"member {member.member_id} rejoined")
+
+    async def _await_join(self, group: Group, member: Member, reason: str) -> JoinResult:
+        """``member`` waits in the join phase: the group's current one, or a new one for ``reason``."""
         future = member.join_future = self._loop.create_future()
         if group.state == PREPARING_REBALANCE:
             self._maybe_complete_join(group)
         else:
-            self._prepare_rebalance(group, f"member {member.member_id} rejoined")
+            self._prepare_rebalance(group, reason)
         return await future
 
     async def _replace_static_member(self, group: Group, new_id: str, group_instance_id, client_id, client_host,
@@ -379,12 +383,7 @@ class ClassicGroupCoordinator:
             result = self._join_result(group, member)
             # KIP-814: a returning leader gets the members but need not assign again.
             return JoinResult(**{**result.__dict__, "skip_assignment": member.member_id == group.leader_id})
-        future = member.join_future = self._loop.create_future()
-        if group.state == PREPARING_REBALANCE:
-            self._maybe_complete_join(group)
-        else:
-            self._prepare_rebalance(group, f"static member {group_instance_id} rejoined with new metadata")
-        return await future
+        return await self._await_join(group, member, f"static member {group_instance_id} rejoined with new metadata")
 
     def _join_result(self, group: Group, member: Member) -> JoinResult:
         members: tuple = ()
