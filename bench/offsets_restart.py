@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.coordinator import offsets as O
+from pyspark_kafka.broker.coordinator.partition_writer import LogPartitionWriter
 from pyspark_kafka.broker.log.manager import LogManager
 
 PARTITIONS = 50
@@ -34,7 +35,7 @@ def _config(partitions: int) -> BrokerConfig:
 def _open(data_dir: Path, partitions: int = PARTITIONS) -> O.OffsetStore:
     logs = LogManager(data_dir, _config(partitions))
     logs.load()
-    return O.OffsetStore(logs, _config(partitions))
+    return O.OffsetStore(LogPartitionWriter(logs), _config(partitions))
 
 
 def _timed_load(data_dir: Path, partitions: int = PARTITIONS, snapshots: bool = True) -> tuple[float, int]:
@@ -43,7 +44,7 @@ def _timed_load(data_dir: Path, partitions: int = PARTITIONS, snapshots: bool = 
     store.snapshots = snapshots
     store.load()
     seconds = time.perf_counter() - started
-    store.logs.close()
+    store.writer.logs.close()
     return seconds, store.replayed_records
 
 
@@ -57,7 +58,7 @@ def fill(data_dir: Path, commits: int, groups: int, partitions: int = PARTITIONS
         store.commit(f"g-{i % groups}", {("t", i % 4): O.OffsetAndMetadata(i, -1, "", 1_700_000_000_000)},
                      1_700_000_000_000)
     seconds = time.perf_counter() - started
-    store.logs.close()
+    store.writer.logs.close()
     return seconds
 
 
@@ -86,7 +87,7 @@ def main(argv=None) -> int:
         store = _open(data, args.partitions)
         store.load()
         store.write_snapshots()
-        store.logs.close()
+        store.writer.logs.close()
         clean = _timed_load(data, args.partitions)
         full = _timed_load(data, args.partitions, snapshots=False)
     print(f"{'restart (logs + offsets)':<34} {'seconds':>8} {'records replayed':>17}")

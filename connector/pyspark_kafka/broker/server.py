@@ -25,6 +25,8 @@ from pyspark_kafka.broker import protocol
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.connections import CHUNK_BYTES, ConnectionQuotas, RequestMemory, read_frame_body, within
 from pyspark_kafka.broker.coordinator.group import GroupCoordinator
+from pyspark_kafka.broker.coordinator.partition_writer import LogPartitionWriter
+from pyspark_kafka.broker.coordinator.topic_view import LogTopicView
 from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
 from pyspark_kafka.broker.dynamic_config import DynamicConfigs
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
@@ -59,10 +61,11 @@ class Broker:
         self.dynamic_configs.load()
         self.replica_manager = ReplicaManager(self.data_dir, self.config, self._verify_transaction)
         self.dynamic_configs.listeners.append(self.replica_manager.logs.refresh_log_configs)
-        self.group_coordinator = GroupCoordinator(self.replica_manager, self.config)
+        writer = LogPartitionWriter(self.replica_manager.logs)  # the coordinators' only way to their partitions
+        self.group_coordinator = GroupCoordinator(writer, LogTopicView(self.replica_manager), self.config)
         self.group_coordinator.consumer.group_configs = self.dynamic_configs
-        self.txn_coordinator = TransactionCoordinator(self.replica_manager, self.config, self.data_dir,
-                                                      self.group_coordinator)
+        self.txn_coordinator = TransactionCoordinator(writer, self.config, self.data_dir, self.group_coordinator,
+                                                      self.replica_manager.append_marker)
         self.security = sec.Security(self.config, self.data_dir)
         self.authorizer = authorizer_from_config(self.config, self.data_dir)  # None: authorization off
         self.host = host

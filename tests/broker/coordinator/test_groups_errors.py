@@ -6,7 +6,6 @@ send; the coordinator's pure rules are checked table-driven.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import io
 import uuid
@@ -35,7 +34,7 @@ from kio.serial import entity_writer
 
 from support.topics import create_topic
 from pyspark_kafka.broker import EmbeddedBroker
-from pyspark_kafka.broker.coordinator import group as g
+from pyspark_kafka.broker.coordinator import classic_group as g
 from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.coordinator.internal_topics import java_string_hash, partition_for
 from pyspark_kafka.broker.coordinator.offsets import (
@@ -44,7 +43,6 @@ from pyspark_kafka.broker.coordinator.offsets import (
     offset_value,
     parse_offset_value,
 )
-from pyspark_kafka.broker.server import Broker
 from support.wire import WireClient
 
 BROKER_CONFIG = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
@@ -227,25 +225,6 @@ def test_admin_apis_list_describe_delete(wbroker, topic):
         assert [int(r.error_code) for r in results] == [ErrorCode.non_empty_group, ErrorCode.none, ErrorCode.group_id_not_found]
         assert fetched(c, idle, topic) == {0: (-1, ""), 1: (-1, ""), 2: (-1, "")}
         assert fetched(c, active, topic)[0] == (1, "")
-
-
-def test_offsets_of_empty_groups_expire_after_retention(tmp_path):
-    async def scenario():
-        broker = Broker(tmp_path)
-        broker.replica_manager.logs.load()
-        coordinator = broker.group_coordinator.ensure_loaded()
-        broker.replica_manager.logs.create_topic("t", 1)
-        assert coordinator.commit_offsets("old", -1, "", None, {("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=1)}) \
-            == {("t", 0): 0}
-        retention = broker.config.get_int("offsets.retention.minutes") * 60_000
-        group = coordinator.groups["old"]
-        group.state_timestamp_ms = 1
-        assert coordinator.expire_offsets(retention) == 0
-        assert coordinator.expire_offsets(retention + 2) == 1
-        assert "old" not in coordinator.groups and coordinator.offsets.committed("old") == {}
-        broker.replica_manager.logs.close()
-
-    asyncio.run(scenario())
 
 
 @pytest.mark.parametrize("preferences,chosen", [

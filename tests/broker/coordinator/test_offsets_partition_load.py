@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.coordinator import offsets as O
+from pyspark_kafka.broker.coordinator.partition_writer import LogPartitionWriter
 from pyspark_kafka.broker.coordinator.internal_topics import partition_for
 from pyspark_kafka.broker.log.manager import LogManager
 
@@ -24,13 +25,13 @@ GROUPS = [f"group-{i}" for i in range(12)]
 def _store(data_dir) -> O.OffsetStore:
     logs = LogManager(data_dir, CONFIG)
     logs.load()
-    store = O.OffsetStore(logs, CONFIG)
+    store = O.OffsetStore(LogPartitionWriter(logs), CONFIG)
     store.snapshots = False  # as in the cluster
     return store
 
 
 def _write_history(store: O.OffsetStore) -> None:
-    member = O.MemberRecord("m-1", None, "client", "/127.0.0.1", 30000, 10000, b"sub", b"asg")
+    member = O.Member("m-1", None, "client", "/127.0.0.1", 30000, 10000, [("range", b"sub")], b"asg")
     for i, group in enumerate(GROUPS):
         store.commit(group, {("t", 0): O.OffsetAndMetadata(100 + i, -1, "", 1_700_000_000_000)}, 1_700_000_000_000)
         store.store_group(group, O.GroupRecord("consumer", i, "range", "m-1", i, (member,)), 1_700_000_000_000)

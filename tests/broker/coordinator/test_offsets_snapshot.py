@@ -14,6 +14,7 @@ import pytest
 
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.coordinator import offsets as O
+from pyspark_kafka.broker.coordinator.partition_writer import LogPartitionWriter
 from pyspark_kafka.broker.log.manager import LogManager
 
 COMMITS = 2_500
@@ -23,13 +24,13 @@ GROUPS = 5
 def _store(data_dir: Path) -> O.OffsetStore:
     logs = LogManager(data_dir, BrokerConfig())
     logs.load()
-    store = O.OffsetStore(logs, BrokerConfig())
+    store = O.OffsetStore(LogPartitionWriter(logs), BrokerConfig())
     store.load()
     return store
 
 
 def _history(store: O.OffsetStore) -> None:
-    member = O.MemberRecord("m-1", None, "client", "/127.0.0.1", 30000, 10000, b"sub", b"asg")
+    member = O.Member("m-1", None, "client", "/127.0.0.1", 30000, 10000, [("range", b"sub")], b"asg")
     for i in range(COMMITS):
         group = f"g-{i % GROUPS}"
         store.commit(group, {("t", i % 3): O.OffsetAndMetadata(i, -1, "", 1_700_000_000_000 + i)}, 1_700_000_000_000)
@@ -58,7 +59,7 @@ def _snapshots(data_dir: Path) -> list[Path]:
 def test_clean_shutdown_snapshot_means_nothing_is_replayed(history):
     data_dir, store, expected = history
     store.write_snapshots()
-    store.logs.close()
+    store.writer.logs.close()
     assert len(_snapshots(data_dir)) == O.SNAPSHOTS_KEPT  # older ones removed
     reloaded = _store(data_dir)
     assert _state(reloaded) == expected
@@ -67,7 +68,7 @@ def test_clean_shutdown_snapshot_means_nothing_is_replayed(history):
 
 def test_after_a_crash_only_the_tail_after_the_periodic_snapshot_is_replayed(history):
     data_dir, store, expected = history
-    store.logs.close()  # no final snapshot: as after kill -9
+    store.writer.logs.close()  # no final snapshot: as after kill -9
     assert _snapshots(data_dir), "periodic snapshots were written"
     reloaded = _store(data_dir)
     assert _state(reloaded) == expected
@@ -78,7 +79,7 @@ def test_after_a_crash_only_the_tail_after_the_periodic_snapshot_is_replayed(his
 def test_unusable_snapshots_fall_back_to_a_full_replay(history, damage):
     data_dir, store, expected = history
     store.write_snapshots()
-    store.logs.close()
+    store.writer.logs.close()
     for i, snapshot in enumerate(_snapshots(data_dir)):  # every kept one
         if damage == "garbage":
             snapshot.write_bytes(b"\x00not a record batch")
@@ -98,7 +99,7 @@ def test_consumer_group_records_replay_with_and_without_snapshots(tmp_path):
     store.store_consumer_group("kip848-b", {**state, "group_epoch": 4}, 2)
     store.store_consumer_group("kip848-b", None, 3)
     store.store_consumer_group("kip848-c", state, 4)
-    plog = store.logs.get_log(O.OFFSETS_TOPIC, store.partition_of("kip848-c"))
+    plog = store.writer.logs.get_log(O.OFFSETS_TOPIC, store.partition_of("kip848-c"))
     plog.append(O.encode_batch([(O.consumer_group_key("kip848-bad"), b"\x00\x00\x00\x00\x00\x03{x}")], 5), now_ms=5)
     replayed = _store(tmp_path / "data")  # no snapshot was written: a full replay
     assert replayed.consumer_groups == {"kip848-a": state, "kip848-c": state}
@@ -115,7 +116,7 @@ MANY = BrokerConfig({"offsets.topic.num.partitions": "10"})
 def _store_many(data_dir: Path, partitions=None) -> O.OffsetStore:
     logs = LogManager(data_dir, MANY)
     logs.load()
-    store = O.OffsetStore(logs, MANY)
+    store = O.OffsetStore(LogPartitionWriter(logs), MANY)
     store.load(partitions)
     return store
 
@@ -128,7 +129,7 @@ def _full_state(store: O.OffsetStore) -> tuple:
 def _busy_history(store: O.OffsetStore) -> None:
     """Commits spread over 40 groups (all 10 partitions), transactional offsets committed, aborted and one
     left open, offsets deleted, a group deleted."""
-    member = O.MemberRecord("m-1", None, "client", "/127.0.0.1", 30000, 10000, b"sub", b"asg")
+    member = O.Member("m-1", None, "client", "/127.0.0.1", 30000, 10000, [("range", b"sub")], b"asg")
     for i in range(4_000):
         group = f"g-{i % 40}"
         store.commit(group, {("t", i % 3): O.OffsetAndMetadata(i, -1, "m", 1_700_000_000_000 + i)}, 1_700_000_000_000)
@@ -151,7 +152,7 @@ def test_a_crash_replays_a_bounded_tail_however_commits_spread_over_partitions(t
     expected = _full_state(store)
     assert expected[0]["g-1"] and "g-6" not in expected[0] and set(expected[0]["g-5"]) == {("t", 2)}
     assert store.has_pending("g-7", ("out", 0))
-    store.logs.close()  # no final snapshot: as after kill -9
+    store.writer.logs.close()  # no final snapshot: as after kill -9
     reloaded = _store_many(tmp_path / "data")
     assert _full_state(reloaded) == expected
     # every partition appended to got a snapshot at each 500-record round: the tail is bounded over all ten
@@ -170,14 +171,14 @@ def test_a_snapshot_whose_log_diverged_is_not_used(tmp_path):
     for i in range(20):
         store.commit("g", {("t", 0): O.OffsetAndMetadata(i)}, 1_700_000_000_000)
     store.write_snapshots()
-    plog = store.logs.get_log(O.OFFSETS_TOPIC, 0)
+    plog = store.writer.logs.get_log(O.OFFSETS_TOPIC, 0)
     end = plog.log_end_offset
     plog.truncate_to(end - 5)
     for i in range(5):  # another history with the same length: the snapshot's offset is still inside the log
         plog.append(O.encode_batch([(O.offset_key("g", "t", 0), O.offset_value(O.OffsetAndMetadata(900 + i)))],
                                    1_700_000_000_001), now_ms=1_700_000_000_001)
     assert plog.log_end_offset == end
-    store.logs.close()
+    store.writer.logs.close()
     reloaded = _store(tmp_path / "data")
     assert reloaded.committed("g")[("t", 0)].offset == 904
     assert reloaded.replayed_records == 20
@@ -189,9 +190,9 @@ def test_only_loaded_partitions_with_replicated_records_get_snapshots(tmp_path):
     writer = _store_many(tmp_path / "data")
     for i in range(40):
         writer.commit(f"g-{i}", {("t", 0): O.OffsetAndMetadata(i)}, 1_700_000_000_000)
-    writer.logs.close()
+    writer.writer.logs.close()
     store = _store_many(tmp_path / "data", partitions=[1, 2])
-    plog2 = store.logs.get_log(O.OFFSETS_TOPIC, 2)
+    plog2 = store.writer.logs.get_log(O.OFFSETS_TOPIC, 2)
     plog2.replicated, plog2.high_watermark = True, plog2.log_end_offset - 1
     store.write_snapshots()
     written = {p for p in range(10) if list((tmp_path / "data" / f"{O.OFFSETS_TOPIC}-{p}").glob(f"*{O.SNAPSHOT_SUFFIX}"))}

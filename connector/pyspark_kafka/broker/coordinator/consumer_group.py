@@ -2,8 +2,9 @@
 consumer-group half, ``ConsumerGroup``, ``ConsumerGroupMember``, ``CurrentAssignmentBuilder``).
 
 One :class:`ConsumerGroupCoordinator` (``GroupCoordinator.consumer``) owns every group created by
-ConsumerGroupHeartbeat; the classic coordinator and it share one group-id namespace and the
-offsets of ``__consumer_offsets``. Everything runs on the broker's event loop.
+ConsumerGroupHeartbeat; the classic groups and it share one group-id namespace (the classic groups' dict is
+handed to it, so it imports nothing of the classic protocol) and the offsets of ``__consumer_offsets``
+(:class:`~pyspark_kafka.broker.coordinator.offsets.OffsetStore`). Everything runs on the broker's event loop.
 
 Epochs, as KIP-848 names them:
 
@@ -24,7 +25,7 @@ Epochs, as KIP-848 names them:
   member still owns (a partition goes to a new owner only after the previous owner revoked it);
   the rest follow on later heartbeats (``unreleased partitions``).
 
-States: ``Empty`` (no members), ``Assigning`` (group epoch > assignment epoch), ``Reconciling``
+States (:class:`~pyspark_kafka.broker.coordinator.consumer_group_model.ConsumerGroupState`): ``Empty`` (no members), ``Assigning`` (group epoch > assignment epoch), ``Reconciling``
 (a member is not yet at the assignment epoch or still waits for partitions), ``Stable``, ``Dead``.
 
 Request rules and their error codes (Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``,
@@ -56,27 +57,35 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import re2
 
 from pyspark_kafka.broker.clock import now_ms
 from pyspark_kafka.broker.coordinator import assignors
-from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC, TopicPartition
+from pyspark_kafka.broker.coordinator.consumer_group_model import (  # noqa: F401 (the model's names, re-exported)
+    ASSIGNING,
+    DEAD,
+    EMPTY,
+    LEAVE_EPOCH,
+    M_STABLE,
+    M_UNRELEASED,
+    M_UNREVOKED,
+    RECONCILING,
+    STABLE,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupState,
+    ConsumerMember,
+    HeartbeatResult,
+    MemberState,
+)
+from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC, OffsetStore, TopicPartition
+from pyspark_kafka.broker.coordinator.topic_view import TopicView
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.log_escape import get_logger
 
-if TYPE_CHECKING:
-    from pyspark_kafka.broker.coordinator.group import GroupCoordinator
-
 log = get_logger(__name__)
-
-EMPTY, ASSIGNING, RECONCILING, STABLE, DEAD = "Empty", "Assigning", "Reconciling", "Stable", "Dead"
-LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
-# member reconciliation states (Kafka's MemberState)
-M_STABLE, M_UNREVOKED, M_UNRELEASED = "stable", "unrevoked_partitions", "unreleased_partitions"
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 #: a group id is an int16-length string in the ``__consumer_offsets`` record keys
@@ -90,133 +99,6 @@ def compile_topic_regex(pattern: str):
     """``SubscribedTopicRegex`` compiled with RE2 (Kafka uses RE2J: linear time, so a member's regex can
     never stall the broker; no backreferences or lookaround). Raises ``re2.error`` when invalid."""
     return re2.compile(pattern, _RE2_OPTIONS)
-
-
-@dataclass
-class ConsumerMember:
-    """One KIP-848 member: identity, subscription, epochs, and its current assignment.
-
-    ``assigned``: partitions it may consume now; ``pending_revocation``: partitions it must give up
-    (still owned until its heartbeat says otherwise). Timeouts in ms.
-    """
-
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    rebalance_timeout_ms: int = 300_000
-    topic_names: tuple[str, ...] = ()
-    topic_regex: str | None = None
-    server_assignor: str | None = None
-    member_epoch: int = 0
-    previous_member_epoch: int = -1
-    state: str = M_STABLE
-    assigned: set[TopicPartition] = field(default_factory=set)
-    pending_revocation: set[TopicPartition] = field(default_factory=set)
-    #: KIP-1251: the member epoch at which each owned partition was given to the member
-    assignment_epochs: dict[TopicPartition, int] = field(default_factory=dict)
-    session_timer: asyncio.TimerHandle | None = None
-    revocation_timer: asyncio.TimerHandle | None = None
-
-    def owned(self) -> set[TopicPartition]:
-        """Partitions the member may still hold: assigned plus pending revocation."""
-        return self.assigned | self.pending_revocation
-
-    def as_dict(self) -> dict:
-        """The persisted form (see ``offsets.consumer_group_value``)."""
-        return {"member_id": self.member_id, "instance_id": self.instance_id, "rack_id": self.rack_id,
-                "client_id": self.client_id, "client_host": self.client_host,
-                "rebalance_timeout_ms": self.rebalance_timeout_ms, "topic_names": list(self.topic_names),
-                "topic_regex": self.topic_regex, "server_assignor": self.server_assignor,
-                "member_epoch": self.member_epoch, "previous_member_epoch": self.previous_member_epoch,
-                "state": self.state, "assigned": sorted(self.assigned),
-                "pending_revocation": sorted(self.pending_revocation),
-                "assignment_epochs": sorted([t, p, e] for (t, p), e in self.assignment_epochs.items())}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ConsumerMember":
-        """The member of an :meth:`as_dict` dict (KeyError/TypeError/ValueError when malformed)."""
-        return cls(d["member_id"], d.get("instance_id"), d.get("rack_id"), d.get("client_id", ""),
-                   d.get("client_host", ""), int(d.get("rebalance_timeout_ms", 300_000)),
-                   tuple(d.get("topic_names", ())), d.get("topic_regex"), d.get("server_assignor"),
-                   int(d["member_epoch"]), int(d.get("previous_member_epoch", -1)), d.get("state", M_STABLE),
-                   {(t, int(p)) for t, p in d.get("assigned", ())},
-                   {(t, int(p)) for t, p in d.get("pending_revocation", ())},
-                   {(t, int(p)): int(e) for t, p, e in d.get("assignment_epochs", ())})
-
-
-@dataclass
-class ConsumerGroup:
-    """One KIP-848 group: epochs, members, target assignment and the partition counts it was computed for."""
-
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    members: dict[str, ConsumerMember] = field(default_factory=dict)
-    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    target: dict[str, set[TopicPartition]] = field(default_factory=dict)
-    subscribed_partitions: dict[str, int] = field(default_factory=dict)  # topic -> count seen by the last epoch
-    state_timestamp_ms: int = -1
-    last_assignment_ms: int = -1  # when the target assignment was last computed (not persisted)
-    dead: bool = False
-
-    @property
-    def state(self) -> str:
-        """Kafka's ``ConsumerGroupState`` name: Empty, Assigning, Reconciling, Stable or Dead."""
-        if self.dead:
-            return DEAD
-        if not self.members:
-            return EMPTY
-        if self.group_epoch > self.assignment_epoch:
-            return ASSIGNING
-        if any(m.member_epoch != self.assignment_epoch or m.state != M_STABLE
-               for m in self.members.values() if m.member_epoch != STATIC_LEAVE_EPOCH):
-            return RECONCILING
-        return STABLE
-
-    def assignor(self, default: str) -> str:
-        """Kafka's ``preferredServerAssignor``: the assignor most members ask for, else ``default``."""
-        counts: dict[str, int] = {}
-        for m in self.members.values():
-            if m.server_assignor:
-                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
-        if not counts:
-            return default
-        return max(sorted(counts), key=lambda a: counts[a])
-
-    def as_dict(self) -> dict:
-        """The persisted, JSON-able form (without timers and the assignment interval's clock)."""
-        return {"group_epoch": self.group_epoch, "assignment_epoch": self.assignment_epoch,
-                "members": [m.as_dict() for m in self.members.values()],
-                "target": {m: sorted(tps) for m, tps in self.target.items()},
-                "subscribed_partitions": self.subscribed_partitions, "state_timestamp_ms": self.state_timestamp_ms}
-
-    @classmethod
-    def from_dict(cls, group_id: str, d: dict) -> "ConsumerGroup":
-        """The group of an :meth:`as_dict` dict (KeyError/TypeError/ValueError when malformed)."""
-        group = cls(group_id, int(d["group_epoch"]), int(d["assignment_epoch"]),
-                    target={m: {(t, int(p)) for t, p in tps} for m, tps in d.get("target", {}).items()},
-                    subscribed_partitions={t: int(n) for t, n in d.get("subscribed_partitions", {}).items()},
-                    state_timestamp_ms=int(d.get("state_timestamp_ms", -1)))
-        for md in d.get("members", ()):
-            member = ConsumerMember.from_dict(md)
-            group.members[member.member_id] = member
-            if member.instance_id:
-                group.static_members[member.instance_id] = member.member_id
-        return group
-
-
-@dataclass(frozen=True)
-class HeartbeatResult:
-    """A ConsumerGroupHeartbeat answer; ``assignment`` None means "not sent" (unchanged)."""
-
-    error_code: int
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = -1
-    heartbeat_interval_ms: int = 0
-    assignment: frozenset[TopicPartition] | None = None
 
 
 class HeartbeatError(KafkaError):
@@ -274,15 +156,22 @@ def validate_heartbeat(version: int, group_id: str, member_id: str, member_epoch
 class ConsumerGroupCoordinator:
     """KIP-848 groups of one broker; created by :class:`~pyspark_kafka.broker.coordinator.group.GroupCoordinator`.
 
+    ``ConsumerGroupCoordinator(config, offsets, topics, classic_groups)``: the broker config, the
+    :class:`OffsetStore` its groups are persisted in, the :class:`TopicView` subscriptions resolve against, and
+    the classic groups by id (a dict shared with the classic protocol: a group id is one or the other).
+
     ``heartbeat(...)`` answers ConsumerGroupHeartbeat; ``describe``, ``delete``, ``validate_offset_commit``
     and ``validate_offset_fetch`` serve the shared APIs. Errors come back as Kafka error codes.
     """
 
-    def __init__(self, classic: "GroupCoordinator") -> None:
-        self.classic = classic
-        self.config = classic.config
-        self.replica_manager = classic.replica_manager
+    def __init__(self, config, offsets: OffsetStore, topics: TopicView, classic_groups: dict) -> None:
+        self.config = config
+        self.offsets = offsets
+        self.topics = topics
+        self.classic_groups = classic_groups
         self.groups: dict[str, ConsumerGroup] = {}
+        #: the event loop the timers run on (set when the coordinator loads; else the running loop)
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.group_configs = None  # the broker's DynamicConfigs: per-group consumer.* configs (IncrementalAlterConfigs)
 
     # -- configuration ----------------------------------------------------------------------
@@ -335,17 +224,16 @@ class ConsumerGroupCoordinator:
 
     # -- topics -------------------------------------------------------------------------------
     def _topic_partitions(self, member: ConsumerMember) -> dict[str, int]:
-        logs = self.replica_manager.logs
         out = {}
         for name in member.topic_names:
-            info = logs.topic(name)
-            if info is not None:
-                out[name] = info.num_partitions
+            count = self.topics.partition_count(name)
+            if count is not None:
+                out[name] = count
         if member.topic_regex is not None:
             pattern = compile_topic_regex(member.topic_regex)
-            for name, info in logs.topics().items():
+            for name, count in self.topics.partition_counts().items():
                 if name not in INTERNAL_TOPICS and pattern.fullmatch(name):
-                    out[name] = info.num_partitions
+                    out[name] = count
         return out
 
     def subscriptions(self, group: ConsumerGroup) -> tuple[dict[str, frozenset[str]], dict[str, int]]:
@@ -360,16 +248,15 @@ class ConsumerGroupCoordinator:
 
     def topic_id(self, topic: str) -> uuid.UUID | None:
         """The id of ``topic`` (None when it does not exist)."""
-        info = self.replica_manager.logs.topic(topic)
-        return None if info is None else info.topic_id
+        return self.topics.topic_id(topic)
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with ``topic_id`` (None when unknown)."""
-        return self.replica_manager.topic_name(topic_id)
+        return self.topics.topic_name(topic_id)
 
     # -- timers ---------------------------------------------------------------------------------
     def _loop(self) -> asyncio.AbstractEventLoop:
-        return self.classic._loop or asyncio.get_running_loop()
+        return self.loop or asyncio.get_running_loop()
 
     def _arm_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
@@ -410,7 +297,7 @@ class ConsumerGroupCoordinator:
 
     def _store(self, group: ConsumerGroup) -> None:
         try:
-            self.classic.offsets.store_consumer_group(group.group_id, None if group.dead else group.as_dict(), now_ms())
+            self.offsets.store_consumer_group(group.group_id, None if group.dead else group.as_dict(), now_ms())
         except KafkaError as e:  # the in-memory state stays right; a restart restores the last stored one
             log.warning("consumer group %s: cannot store its state (%s)", group.group_id, e)
 
@@ -418,15 +305,15 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        classic = self.classic.groups.get(group_id)
+        classic = self.classic_groups.get(group_id)
         if classic is not None and classic.members:
             raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if not create:
             raise HeartbeatError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
         if classic is not None:  # an empty classic group (offsets only) becomes a consumer group
-            self.classic.groups.pop(group_id, None)
-            if self.classic.offsets.loaded_groups.get(group_id) is not None:
-                self.classic.offsets.store_group(group_id, None, now_ms())
+            self.classic_groups.pop(group_id, None)
+            if self.offsets.loaded_groups.get(group_id) is not None:
+                self.offsets.store_group(group_id, None, now_ms())
         group = self.groups[group_id] = ConsumerGroup(group_id, state_timestamp_ms=now_ms())
         return group
 
@@ -665,8 +552,8 @@ class ConsumerGroupCoordinator:
         if group.members:
             return ErrorCode.non_empty_group
         try:
-            self.classic.offsets.delete_group(group_id, now_ms())
-            self.classic.offsets.store_consumer_group(group_id, None, now_ms())
+            self.offsets.delete_group(group_id, now_ms())
+            self.offsets.store_consumer_group(group_id, None, now_ms())
         except KafkaError as e:
             return e.error_code
         group.dead = True

@@ -1,6 +1,7 @@
 """What the two coordinators share about their internal topics (``__consumer_offsets``,
-``__transaction_state``): which partition a key lives in, creating the compacted topic, and
-reading and writing the fields of their record keys and values.
+``__transaction_state``): which partition a key lives in, and reading and writing the fields
+of their record keys and values (the topics are created and written through
+``coordinator/partition_writer.py``).
 
 Record fields use Kafka's classic encodings (big-endian ints, int16-length UTF-8 strings,
 int32-length bytes), written and read with kio's primitive serializers.
@@ -31,15 +32,6 @@ def partition_for(key: str, num_partitions: int) -> int:
     """
     h = java_string_hash(key)
     return (0 if h == -(2**31) else abs(h)) % num_partitions
-
-
-def ensure_internal_topic(logs, name: str, num_partitions: int, segment_bytes: int):
-    """The :class:`~pyspark_kafka.broker.log.manager.TopicInfo` of internal topic ``name``, created
-    compacted (``cleanup.policy=compact``, ``segment.bytes`` in bytes) when it does not exist yet."""
-    info = logs.topic(name)
-    if info is None:
-        info = logs.create_topic(name, num_partitions, {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)})
-    return info
 
 
 def encode_fields(*fields: tuple[Callable, object]) -> bytes:

@@ -8,25 +8,9 @@ replaying the topic when the store is loaded, so commits survive a ``kill -9`` (
 the OS page cache after ``pwrite``; a crash of the machine itself loses what was not flushed,
 as with a single Kafka broker).
 
-Record layouts (Kafka's own ``GroupCoordinatorRecordSerde`` formats, big-endian, strings are
-int16-length UTF-8, bytes are int32-length; a null value is a tombstone)::
-
-    OffsetCommitKey   (key version 1):   group string, topic string, partition int32
-    OffsetCommitValue (value version 3): offset int64, leader_epoch int32, metadata string,
-                                         commit_timestamp int64
-                      (value version 1, used when an expire timestamp is set: offset int64,
-                                         metadata string, commit_timestamp int64, expire_timestamp int64)
-    GroupMetadataKey  (key version 2):   group string
-    GroupMetadataValue(value version 3): protocol_type string, generation int32, protocol string?,
-                                         leader string?, current_state_timestamp int64,
-                                         members [member_id string, group_instance_id string?,
-                                         client_id string, client_host string, rebalance_timeout int32,
-                                         session_timeout int32, subscription bytes, assignment bytes]
-    ConsumerGroupMetadataKey (key version 3): group string (KIP-848 groups, Kafka's key layout)
-                      value (ours, not Kafka's: Kafka splits a consumer group over seven record types):
-                                         version int16 (0), state bytes (UTF-8 JSON of the whole group:
-                                         epochs, members, assignments, target assignment; see
-                                         ``coordinator/consumer_group.py``)
+The record layouts (Kafka's ``GroupCoordinatorRecordSerde``) are in :mod:`~pyspark_kafka.broker.coordinator.group_records`.
+The store reaches the topic only through a :class:`~pyspark_kafka.broker.coordinator.partition_writer.PartitionWriter`
+(the broker's logs, or memory in unit tests).
 
 Transactional offset commits (KIP-98), for the transaction coordinator (``coordinator/txn.py``):
 
@@ -35,7 +19,7 @@ Transactional offset commits (KIP-98), for the transaction coordinator (``coordi
   group's partition and keeps them pending: OffsetFetch does not see them (with
   ``require_stable`` it answers UNSTABLE_OFFSET_COMMIT for those partitions).
 - :meth:`OffsetStore.complete_txn` ``(producer_id, commit)`` writes a COMMIT or ABORT marker
-  (``PartitionLog.append_marker``: a control batch) to every ``__consumer_offsets`` partition the
+  (:meth:`PartitionWriter.append_marker`: a control batch) to every ``__consumer_offsets`` partition the
   producer staged offsets in; on commit the pending offsets become the group's committed offsets.
 
 On load, transactional offsets are applied only when their COMMIT marker follows; those still
@@ -65,31 +49,33 @@ KIP-101 truncation keeps, and the batch identity check rejects one whose log div
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Mapping
 
 from kio.serial.errors import DecodeError
-from kio.serial.readers import (
-    read_int16,
-    read_int32,
-    read_int64,
-    read_legacy_bytes,
-    read_legacy_string,
-    read_nullable_legacy_string,
-)
-from kio.serial.writers import (
-    write_int16,
-    write_int32,
-    write_int64,
-    write_legacy_bytes,
-    write_legacy_string,
-    write_nullable_legacy_string,
-)
+from kio.serial.readers import read_int16
 
 from pyspark_kafka.broker.log_escape import get_logger
-from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields, ensure_internal_topic, partition_for
+from pyspark_kafka.broker.coordinator.group_records import (  # noqa: F401 (re-exported: the store's vocabulary)
+    OFFSETS_TOPIC,
+    GroupRecord,
+    Member,
+    OffsetAndMetadata,
+    TopicPartition,
+    consumer_group_key,
+    consumer_group_value,
+    group_key,
+    group_value,
+    is_expired,
+    offset_key,
+    offset_value,
+    parse_consumer_group_value,
+    parse_group_value,
+    parse_key,
+    parse_offset_value,
+)
+from pyspark_kafka.broker.coordinator.internal_topics import Cursor, partition_for
+from pyspark_kafka.broker.coordinator.partition_writer import PartitionWriter
 from pyspark_kafka.broker.errors import (
     CoordinatorNotAvailableError,
     InvalidCommitOffsetSizeError,
@@ -98,8 +84,7 @@ from pyspark_kafka.broker.errors import (
     RecordTooLargeError,
 )
 from pyspark_kafka.broker.log.record_batch import CONTROL_BIT, CONTROL_COMMIT, TRANSACTIONAL_BIT
-from pyspark_kafka.broker.log.checkpoint import atomic_write
-from pyspark_kafka.broker.log.records import batch_identity, decode_batch, encode_batch, iter_batches
+from pyspark_kafka.broker.log.records import decode_batch, encode_batch
 
 log = get_logger(__name__)
 
@@ -107,177 +92,6 @@ SNAPSHOT_SUFFIX = ".coordinator-snapshot"
 SNAPSHOT_EVERY_RECORDS = 20_000
 """Records appended (over all partitions) after which the partitions appended to get new snapshots."""
 SNAPSHOTS_KEPT = 2
-
-OFFSETS_TOPIC = "__consumer_offsets"
-
-OFFSET_KEY_VERSION = 1
-GROUP_KEY_VERSION = 2
-OFFSET_VALUE_VERSION = 3
-OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
-GROUP_VALUE_VERSION = 3
-CONSUMER_GROUP_KEY_VERSION = 3
-CONSUMER_GROUP_VALUE_VERSION = 0
-
-
-@dataclass(frozen=True)
-class OffsetAndMetadata:
-    """One committed offset: the next offset to consume, its leader epoch (-1 unknown), the client's
-    metadata string, the commit time and an explicit expiry time (ms since the epoch; -1 none)."""
-
-    offset: int
-    leader_epoch: int = -1
-    metadata: str = ""
-    commit_timestamp_ms: int = -1
-    expire_timestamp_ms: int = -1
-
-
-@dataclass(frozen=True)
-class MemberRecord:
-    """A group member as persisted in GroupMetadataValue (timeouts in ms)."""
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    subscription: bytes
-    assignment: bytes
-
-
-@dataclass(frozen=True)
-class GroupRecord:
-    """A group's persisted state: protocol type, generation, chosen protocol, leader, members."""
-
-    protocol_type: str
-    generation: int
-    protocol: str | None
-    leader: str | None
-    state_timestamp_ms: int
-    members: tuple[MemberRecord, ...] = ()
-
-
-TopicPartition = tuple[str, int]
-
-
-# --- record keys and values (pure functions) -------------------------------------------------
-
-
-def offset_key(group_id: str, topic: str, partition: int) -> bytes:
-    """OffsetCommitKey v1 bytes for ``group_id``/``topic``/``partition``."""
-    return encode_fields((write_int16, OFFSET_KEY_VERSION), (write_legacy_string, group_id),
-                   (write_legacy_string, topic), (write_int32, partition))
-
-
-def group_key(group_id: str) -> bytes:
-    """GroupMetadataKey v2 bytes for ``group_id``."""
-    return encode_fields((write_int16, GROUP_KEY_VERSION), (write_legacy_string, group_id))
-
-
-def offset_value(value: OffsetAndMetadata) -> bytes:
-    """OffsetCommitValue bytes: v3, or v1 when ``expire_timestamp_ms`` is set (Kafka's choice)."""
-    if value.expire_timestamp_ms >= 0:
-        return encode_fields((write_int16, OFFSET_VALUE_VERSION_WITH_EXPIRY), (write_int64, value.offset),
-                       (write_legacy_string, value.metadata), (write_int64, value.commit_timestamp_ms),
-                       (write_int64, value.expire_timestamp_ms))
-    return encode_fields((write_int16, OFFSET_VALUE_VERSION), (write_int64, value.offset), (write_int32, value.leader_epoch),
-                   (write_legacy_string, value.metadata), (write_int64, value.commit_timestamp_ms))
-
-
-def group_value(group: GroupRecord) -> bytes:
-    """GroupMetadataValue v3 bytes."""
-    parts: list[tuple] = [
-        (write_int16, GROUP_VALUE_VERSION), (write_legacy_string, group.protocol_type), (write_int32, group.generation),
-        (write_nullable_legacy_string, group.protocol), (write_nullable_legacy_string, group.leader),
-        (write_int64, group.state_timestamp_ms), (write_int32, len(group.members)),
-    ]
-    for m in group.members:
-        parts += [
-            (write_legacy_string, m.member_id), (write_nullable_legacy_string, m.group_instance_id),
-            (write_legacy_string, m.client_id), (write_legacy_string, m.client_host),
-            (write_int32, m.rebalance_timeout_ms), (write_int32, m.session_timeout_ms),
-            (write_legacy_bytes, m.subscription), (write_legacy_bytes, m.assignment),
-        ]
-    return encode_fields(*parts)
-
-
-def consumer_group_key(group_id: str) -> bytes:
-    """ConsumerGroupMetadataKey (key version 3) bytes for ``group_id``."""
-    return encode_fields((write_int16, CONSUMER_GROUP_KEY_VERSION), (write_legacy_string, group_id))
-
-
-def consumer_group_value(state: dict) -> bytes:
-    """Our value of a KIP-848 group's record: version int16 0, then the group's state as JSON bytes."""
-    return encode_fields((write_int16, CONSUMER_GROUP_VALUE_VERSION),
-                         (write_legacy_bytes, json.dumps(state, sort_keys=True).encode()))
-
-
-def parse_consumer_group_value(data: bytes) -> dict:
-    """The state dict of :func:`consumer_group_value` bytes; ValueError for another version or bad JSON."""
-    c = Cursor(data)
-    version = c.read(read_int16)
-    if version != CONSUMER_GROUP_VALUE_VERSION:
-        raise ValueError(f"unsupported consumer group value version {version}")
-    state = json.loads(c.read(read_legacy_bytes).decode())
-    if not isinstance(state, dict):
-        raise ValueError("consumer group value is not a JSON object")
-    return state
-
-
-def parse_key(data: bytes) -> tuple:
-    """``("offset", group, topic, partition)``, ``("group", group)`` or ``("consumer_group", group)``;
-    ValueError for other versions."""
-    c = Cursor(data)
-    version = c.read(read_int16)
-    if version in (0, 1):
-        return "offset", c.read(read_legacy_string), c.read(read_legacy_string), c.read(read_int32)
-    if version == GROUP_KEY_VERSION:
-        return "group", c.read(read_legacy_string)
-    if version == CONSUMER_GROUP_KEY_VERSION:
-        return "consumer_group", c.read(read_legacy_string)
-    raise ValueError(f"unknown __consumer_offsets key version {version}")
-
-
-def parse_offset_value(data: bytes) -> OffsetAndMetadata:
-    """OffsetCommitValue v0..v3 → :class:`OffsetAndMetadata`."""
-    c = Cursor(data)
-    version = c.read(read_int16)
-    offset = c.read(read_int64)
-    epoch = c.read(read_int32) if version >= 3 else -1
-    metadata = c.read(read_legacy_string)
-    commit_ts = c.read(read_int64)
-    expire_ts = c.read(read_int64) if version == 1 else -1
-    return OffsetAndMetadata(offset, epoch, metadata, commit_ts, expire_ts)
-
-
-def parse_group_value(data: bytes) -> GroupRecord:
-    """GroupMetadataValue v3 → :class:`GroupRecord` (other versions: ValueError)."""
-    c = Cursor(data)
-    version = c.read(read_int16)
-    if version != GROUP_VALUE_VERSION:
-        raise ValueError(f"unsupported GroupMetadataValue version {version}")
-    protocol_type = c.read(read_legacy_string)
-    generation = c.read(read_int32)
-    protocol = c.read(read_nullable_legacy_string)
-    leader = c.read(read_nullable_legacy_string)
-    state_ts = c.read(read_int64)
-    members = []
-    for _ in range(c.read(read_int32)):
-        members.append(MemberRecord(
-            c.read(read_legacy_string), c.read(read_nullable_legacy_string), c.read(read_legacy_string),
-            c.read(read_legacy_string), c.read(read_int32), c.read(read_int32), c.read(read_legacy_bytes),
-            c.read(read_legacy_bytes),
-        ))
-    return GroupRecord(protocol_type, generation, protocol, leader, state_ts, tuple(members))
-
-
-def is_expired(value: OffsetAndMetadata, now_ms: int, retention_ms: int, empty_since_ms: int) -> bool:
-    """KIP-211: an offset of an Empty group expires ``retention_ms`` after the later of the commit and
-    the moment the group became empty; an explicit expire timestamp (OffsetCommit v2-v4
-    ``retention_time``) wins when set."""
-    if value.expire_timestamp_ms >= 0:
-        return now_ms >= value.expire_timestamp_ms
-    return now_ms >= max(value.commit_timestamp_ms, empty_since_ms) + retention_ms
 
 
 # --- the store --------------------------------------------------------------------------------
@@ -292,7 +106,7 @@ class _PendingTxn:
 class OffsetStore:
     """Committed offsets and group metadata of all groups, backed by ``__consumer_offsets``.
 
-    ``OffsetStore(logs, config)`` with the broker's LogManager and BrokerConfig; call :meth:`load`
+    ``OffsetStore(writer, config)`` with a :class:`PartitionWriter` and the BrokerConfig; call :meth:`load`
     once (replays the topic when it exists). The topic is created (compacted, with
     ``offsets.topic.num.partitions`` partitions) by the first write, as Kafka creates it on first
     use. Used from the broker's event loop thread only. Write methods append first and update the
@@ -302,8 +116,8 @@ class OffsetStore:
     (COORDINATOR_NOT_AVAILABLE) when the log cannot be written.
     """
 
-    def __init__(self, logs, config) -> None:
-        self.logs = logs
+    def __init__(self, writer: PartitionWriter, config) -> None:
+        self.writer = writer
         self.config = config
         # latest persisted metadata of each group: found by load(), then kept up to date by store_group()
         self.loaded_groups: dict[str, GroupRecord] = {}
@@ -330,7 +144,6 @@ class OffsetStore:
         ``partitions`` None: every partition, the cache cleared first (the single node); else only those
         partitions, after :meth:`unload` of each (a replicated cluster: the partitions this broker just became
         the leader of, Kafka's ``GroupCoordinator.onElection``)."""
-        info = self.logs.topic(OFFSETS_TOPIC)
         if partitions is None:
             self._offsets.clear()
             self._pending.clear()
@@ -338,7 +151,7 @@ class OffsetStore:
             self.consumer_groups.clear()
             self._since_snapshot.clear()
             self._loaded = None
-            partitions = range(info.num_partitions if info is not None else 0)
+            partitions = range(self.writer.partition_count(OFFSETS_TOPIC) or 0)
         else:
             partitions = list(partitions)
             for partition in partitions:
@@ -346,12 +159,11 @@ class OffsetStore:
             self._loaded = {*(self._loaded or ()), *partitions}
         count = snapshots = 0
         for partition in partitions:
-            plog = self.logs.get_log(OFFSETS_TOPIC, partition)
-            if plog is None:
+            if not self.writer.has_log(OFFSETS_TOPIC, partition):
                 continue
-            start = self._load_snapshot(plog) if self.snapshots else 0
+            start = self._load_snapshot(partition) if self.snapshots else 0
             snapshots += start > 0
-            for batch in iter_batches(plog, start):
+            for batch in self.writer.read(OFFSETS_TOPIC, partition, start):
                 self._replay(batch, partition)
                 count += len(batch.records)
         self.replayed_records = count
@@ -377,35 +189,36 @@ class OffsetStore:
             if not pending.offsets:
                 del self._pending[producer_id]
 
-    @staticmethod
-    def _snapshots(plog) -> list[tuple[int, tuple[int, int] | None, Path]]:
-        """``(next offset, (leader epoch, crc) or None, path)`` of ``plog``'s snapshot files, oldest first
+    def _snapshots(self, partition: int) -> list[tuple[int, tuple[int, int] | None, str]]:
+        """``(next offset, (leader epoch, crc) or None, name)`` of the partition's snapshots, oldest first
         (a name without epoch and CRC, as written before they were added, has None)."""
         found = []
-        for path in Path(plog.dir).glob(f"*{SNAPSHOT_SUFFIX}"):
-            parts = path.name[: -len(SNAPSHOT_SUFFIX)].split("-")
+        for name in self.writer.snapshot_names(OFFSETS_TOPIC, partition, SNAPSHOT_SUFFIX):
+            parts = name[: -len(SNAPSHOT_SUFFIX)].split("-")
             try:
                 if len(parts) == 1 and parts[0].isdigit():
-                    found.append((int(parts[0]), None, path))
+                    found.append((int(parts[0]), None, name))
                 elif len(parts) == 3 and parts[0].isdigit():
-                    found.append((int(parts[0]), (int(parts[1]), int(parts[2], 16)), path))
+                    found.append((int(parts[0]), (int(parts[1]), int(parts[2], 16)), name))
             except ValueError:
                 continue
         return sorted(found, key=lambda f: f[0])
 
-    def _load_snapshot(self, plog) -> int:
+    def _load_snapshot(self, partition: int) -> int:
         """Apply the newest snapshot the log covers and matches; return the offset to replay from (0 = none)."""
-        for next_offset, identity, path in reversed(self._snapshots(plog)):
-            if not plog.log_start_offset <= next_offset <= plog.log_end_offset:
+        bounds = self.writer.offsets(OFFSETS_TOPIC, partition)
+        for next_offset, identity, name in reversed(self._snapshots(partition)):
+            if not bounds.log_start_offset <= next_offset <= bounds.log_end_offset:
                 continue
-            if identity is not None and next_offset > 0 and batch_identity(plog, next_offset - 1) != identity:
-                log.info("ignoring %s snapshot %s: the log before it changed (truncated or compacted)",
-                         OFFSETS_TOPIC, path)
+            if identity is not None and next_offset > 0 and \
+                    self.writer.batch_identity(OFFSETS_TOPIC, partition, next_offset - 1) != identity:
+                log.info("ignoring %s-%d snapshot %s: the log before it changed (truncated or compacted)",
+                         OFFSETS_TOPIC, partition, name)
                 continue
             try:
-                batch = decode_batch(path.read_bytes())
+                batch = decode_batch(self.writer.read_snapshot(OFFSETS_TOPIC, partition, name))
             except Exception as e:  # a torn or foreign file: replay the whole log instead
-                log.warning("ignoring unreadable %s snapshot %s: %s", OFFSETS_TOPIC, path, e)
+                log.warning("ignoring unreadable %s-%d snapshot %s: %s", OFFSETS_TOPIC, partition, name, e)
                 continue
             self._replay(batch)
             return next_offset
@@ -415,18 +228,18 @@ class OffsetStore:
         """Write a snapshot of each ``__consumer_offsets`` partition this store has loaded (or only
         ``partition``) at its log end offset, and remove all but the :data:`SNAPSHOTS_KEPT` newest.
         Skips a partition with pending transactional offsets or whose high watermark is below its log end."""
-        info = self.logs.topic(OFFSETS_TOPIC)
-        if info is None or not self.snapshots:
+        local = self.writer.partition_count(OFFSETS_TOPIC)
+        if local is None or not self.snapshots:
             return
-        count = self.partition_count() if self.partition_count is not None else info.num_partitions
+        count = self.partition_count() if self.partition_count is not None else local
         for p in range(count) if partition is None else (partition,):
             if self._write_snapshot(p, count):
                 self._since_snapshot.pop(p, None)
 
     def _write_snapshot(self, p: int, num_partitions: int) -> bool:
-        plog = self.logs.get_log(OFFSETS_TOPIC, p)
-        if (plog is None or (self._loaded is not None and p not in self._loaded)
-                or plog.high_watermark < plog.log_end_offset
+        bounds = self.writer.offsets(OFFSETS_TOPIC, p)
+        if (bounds is None or (self._loaded is not None and p not in self._loaded)
+                or bounds.high_watermark < bounds.log_end_offset
                 or any(partition_for(g, num_partitions) == p for pending in self._pending.values()
                        for g in pending.offsets)):
             return False
@@ -438,17 +251,17 @@ class OffsetStore:
                     if g in self.consumer_groups]
         records += [(offset_key(g, t, part), offset_value(v)) for g in sorted(groups)
                     for (t, part), v in sorted(self._offsets.get(g, {}).items())]
-        next_offset = plog.log_end_offset
-        identity = batch_identity(plog, next_offset - 1)
+        next_offset = bounds.log_end_offset
+        identity = self.writer.batch_identity(OFFSETS_TOPIC, p, next_offset - 1)
         name = f"{next_offset:020d}" if identity is None else f"{next_offset:020d}-{identity[0]}-{identity[1]:08x}"
-        path = Path(plog.dir) / f"{name}{SNAPSHOT_SUFFIX}"
+        name += SNAPSHOT_SUFFIX
         try:
-            atomic_write(path, encode_batch(records or [(group_key(""), None)], 0))
+            self.writer.write_snapshot(OFFSETS_TOPIC, p, name, encode_batch(records or [(group_key(""), None)], 0))
         except OSError as e:
-            log.warning("cannot write %s snapshot %s: %s", OFFSETS_TOPIC, path, e)
+            log.warning("cannot write %s-%d snapshot %s: %s", OFFSETS_TOPIC, p, name, e)
             return False
-        for _, _, old in self._snapshots(plog)[:-SNAPSHOTS_KEPT]:
-            old.unlink(missing_ok=True)
+        for _, _, old in self._snapshots(p)[:-SNAPSHOTS_KEPT]:
+            self.writer.delete_snapshot(OFFSETS_TOPIC, p, old)
         return True
 
     def _replay(self, batch, partition: int | None = None) -> None:
@@ -522,9 +335,9 @@ class OffsetStore:
         """
         if self.partition_count is not None:
             return partition_for(group_id, self.partition_count())
-        info = ensure_internal_topic(self.logs, OFFSETS_TOPIC, self.config.get_int("offsets.topic.num.partitions"),
-                                     self.config.get_int("offsets.topic.segment.bytes"))
-        return partition_for(group_id, info.num_partitions)
+        count = self.writer.create_topic(OFFSETS_TOPIC, self.config.get_int("offsets.topic.num.partitions"),
+                                         self.config.get_int("offsets.topic.segment.bytes"))
+        return partition_for(group_id, count)
 
     def _append(self, group_id: str, batch: bytes, now_ms: int) -> None:
         partition = self.partition_of(group_id)
@@ -532,7 +345,7 @@ class OffsetStore:
             for p in list(self._since_snapshot):  # the cache reflects each log up to its end here
                 self.write_snapshots(p)
         try:
-            result = self.logs.get_log(OFFSETS_TOPIC, partition).append(batch, now_ms=now_ms)
+            appended = self.writer.append(OFFSETS_TOPIC, partition, batch, now_ms)
         except (RecordTooLargeError, RecordBatchTooLargeError) as e:
             raise InvalidCommitOffsetSizeError(
                 f"the commit for group {group_id!r} is {len(batch)} bytes, more than {OFFSETS_TOPIC} accepts "
@@ -540,7 +353,7 @@ class OffsetStore:
             ) from None
         except KafkaError as e:
             raise CoordinatorNotAvailableError(f"cannot write {OFFSETS_TOPIC} for group {group_id!r}: {e}") from e
-        self._since_snapshot[partition] = self._since_snapshot.get(partition, 0) + result.record_count
+        self._since_snapshot[partition] = self._since_snapshot.get(partition, 0) + appended
         if self.on_append is not None:
             self.on_append(partition)
 
@@ -641,9 +454,9 @@ class OffsetStore:
                 return False
             targets = [partition]
         for target in targets:
-            plog = self.logs.get_log(OFFSETS_TOPIC, target)
             try:
-                plog.append_marker(producer_id, pending.producer_epoch, commit, coordinator_epoch, now_ms=now_ms)
+                self.writer.append_marker(OFFSETS_TOPIC, target, producer_id, pending.producer_epoch, commit,
+                                          coordinator_epoch, now_ms)
             except KafkaError as e:
                 raise CoordinatorNotAvailableError(f"cannot write a transaction marker to {OFFSETS_TOPIC}-{target}: {e}") from e
             if self.on_append is not None:

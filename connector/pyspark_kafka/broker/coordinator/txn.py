@@ -1,4 +1,4 @@
-"""Transaction coordinator (KIP-98) and producer id allocation for the single embedded broker.
+"""Transaction coordinator (KIP-98) and producer id allocation (Kafka's ``TransactionCoordinator`` / ``TransactionStateManager``).
 
 State per ``transactional.id`` (:class:`TransactionMetadata`) lives in the internal topic
 ``__transaction_state`` (``transaction.state.log.num.partitions`` partitions, compacted; the
@@ -8,6 +8,10 @@ at start and finishes what a crash interrupted: a transaction found in PrepareCo
 PrepareAbort gets its markers (again) and moves to CompleteCommit/CompleteAbort, so it is
 never left half visible. An Ongoing transaction stays open until its producer ends it, a new
 producer with the same id fences it (abort), or ``transaction.timeout.ms`` passes (abort).
+The coordinator reaches ``__transaction_state`` only through a
+:class:`~pyspark_kafka.broker.coordinator.partition_writer.PartitionWriter` (the broker's logs, or memory in
+unit tests); in the replicated cluster it owns only the partitions this broker leads
+(:meth:`TransactionCoordinator.load_partition` / :meth:`~TransactionCoordinator.unload_partition`).
 
 State machine (Kafka's ``TransactionState``)::
 
@@ -15,8 +19,8 @@ State machine (Kafka's ``TransactionState``)::
                                            └──EndTxn(abort) / timeout / fence──▶ PrepareAbort ──markers──▶ CompleteAbort
     Complete* ──AddPartitions──▶ Ongoing;   Empty/Complete* ──InitProducerId──▶ Empty (epoch + 1)
 
-Markers are control batches (:meth:`PartitionLog.append_marker`) written to every data
-partition of the transaction; offsets staged by TxnOffsetCommit are completed through the
+Markers are control batches written to every data partition of the transaction (through the
+``write_marker`` callable: the replica manager's ``append_marker`` on the broker); offsets staged by TxnOffsetCommit are completed through the
 ``__consumer_offsets`` store (:meth:`OffsetStore.complete_txn`), which writes its own markers.
 
 Record format in ``__transaction_state`` (Kafka's ``TransactionLogKey`` v0 / ``TransactionLogValue`` v0,
@@ -45,9 +49,9 @@ from kio.serial.writers import write_int8, write_int16, write_int32, write_int64
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.config import BrokerConfig
-from pyspark_kafka.broker.coordinator.group import GroupCoordinator
-from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields, ensure_internal_topic, partition_for
+from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields, partition_for
 from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
+from pyspark_kafka.broker.coordinator.partition_writer import PartitionWriter
 from pyspark_kafka.broker.log.checkpoint import atomic_write
 from pyspark_kafka.broker.errors import (
     ConcurrentTransactionsError,
@@ -59,8 +63,7 @@ from pyspark_kafka.broker.errors import (
     ProducerFencedError,
 )
 from pyspark_kafka.broker.log.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from pyspark_kafka.broker.log.records import encode_batch, iter_batches
-from pyspark_kafka.broker.replica_manager import ReplicaManager
+from pyspark_kafka.broker.log.records import encode_batch
 
 log = get_logger(__name__)
 
@@ -270,17 +273,20 @@ class TransactionCoordinator:
     """Serves InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and
     ListTransactions for one broker (see the module docstring).
 
-    ``TransactionCoordinator(replica_manager, config, data_dir, groups)`` (``groups``: the group
-    coordinator, whose offsets a transaction may commit); :meth:`ensure_loaded` loads it once,
+    ``TransactionCoordinator(writer, config, data_dir, groups, write_marker)``: ``writer`` the
+    :class:`PartitionWriter` of ``__transaction_state``, ``groups`` the group coordinator (whose offsets a
+    transaction may commit), ``write_marker(topic, partition, producer_id, producer_epoch, commit, now_ms)``
+    writes a marker into a data partition and returns False when the partition no longer exists (the replica
+    manager's ``append_marker``). :meth:`ensure_loaded` loads it once,
     after the logs are loaded. Methods raise
     :class:`KafkaError` subclasses whose ``error_code`` goes into the response. Used from the
     broker's event loop thread only.
     """
 
-    def __init__(self, replica_manager: ReplicaManager, config: BrokerConfig, data_dir: Path,
-                 groups: GroupCoordinator) -> None:
-        self.replica_manager = replica_manager
-        self.logs = replica_manager.logs
+    def __init__(self, writer: PartitionWriter, config: BrokerConfig, data_dir: Path, groups,
+                 write_marker: Callable[[str, int, int, int, bool, int], bool]) -> None:
+        self.writer = writer
+        self.write_marker = write_marker
         self.config = config
         self.groups = groups
         self.producer_ids = ProducerIdManager(data_dir)
@@ -316,15 +322,15 @@ class TransactionCoordinator:
             return
         self.transactions.clear()
         self._by_producer.clear()
-        info = self.logs.topic(TRANSACTION_STATE_TOPIC)
-        self._load_partitions(range(info.num_partitions) if info is not None else (), now_ms)
+        self._load_partitions(range(self.writer.partition_count(TRANSACTION_STATE_TOPIC) or 0), now_ms)
 
     def partition_of(self, transactional_id: str) -> int:
         """The ``__transaction_state`` partition of ``transactional_id`` (Kafka's ``partitionFor``)."""
         if self.partition_count is not None:
             return partition_for(transactional_id, self.partition_count())
-        info = self.logs.topic(TRANSACTION_STATE_TOPIC)
-        count = info.num_partitions if info is not None else self.config.get_int("transaction.state.log.num.partitions")
+        count = self.writer.partition_count(TRANSACTION_STATE_TOPIC)
+        if count is None:
+            count = self.config.get_int("transaction.state.log.num.partitions")
         return partition_for(transactional_id, count)
 
     def owns(self, transactional_id: str) -> bool:
@@ -355,7 +361,7 @@ class TransactionCoordinator:
     def _load_partitions(self, partitions, now_ms: int) -> None:
         loaded: dict[str, TransactionMetadata] = {}
         for partition in partitions:
-            if self.logs.get_log(TRANSACTION_STATE_TOPIC, partition) is None:
+            if not self.writer.has_log(TRANSACTION_STATE_TOPIC, partition):
                 continue
             for key, value in self._read_records(partition):
                 try:
@@ -382,24 +388,25 @@ class TransactionCoordinator:
             log.info("loaded %d transactional ids from %s", len(loaded), TRANSACTION_STATE_TOPIC)
 
     def _read_records(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
-        for batch in iter_batches(self.logs.get_log(TRANSACTION_STATE_TOPIC, partition)):
+        for batch in self.writer.read(TRANSACTION_STATE_TOPIC, partition):
             for record in batch.records:
                 yield record.key, record.value
 
     # -- persistence --------------------------------------------------------------------------
-    def _state_log(self, transactional_id: str):
+    def _state_partition(self, transactional_id: str) -> int:
+        """The id's partition, ``__transaction_state`` created first on the single node."""
         if self.owned is not None:  # replicated: the controller created the topic; only its leader writes here
-            return self.logs.get_log(TRANSACTION_STATE_TOPIC, self.partition_of(transactional_id))
-        info = ensure_internal_topic(self.logs, TRANSACTION_STATE_TOPIC,
-                                     self.config.get_int("transaction.state.log.num.partitions"), STATE_SEGMENT_BYTES)
-        return self.logs.get_log(TRANSACTION_STATE_TOPIC, partition_for(transactional_id, info.num_partitions))
+            return self.partition_of(transactional_id)
+        count = self.writer.create_topic(TRANSACTION_STATE_TOPIC,
+                                         self.config.get_int("transaction.state.log.num.partitions"),
+                                         STATE_SEGMENT_BYTES)
+        return partition_for(transactional_id, count)
 
     def _persist(self, meta: TransactionMetadata, now_ms: int) -> None:
         """Append ``meta`` to ``__transaction_state``, then make it the current state."""
         meta.last_update_ms = now_ms
         batch = encode_batch([(encode_key(meta.transactional_id), encode_value(meta))], now_ms)
-        plog = self._state_log(meta.transactional_id)
-        plog.append(batch, now_ms=now_ms)
+        self.writer.append(TRANSACTION_STATE_TOPIC, self._state_partition(meta.transactional_id), batch, now_ms)
         if self.on_append is not None:
             self.on_append(self.partition_of(meta.transactional_id))
         old = self.transactions.get(meta.transactional_id)
@@ -503,8 +510,7 @@ class TransactionCoordinator:
         for topic, partition in sorted(meta.partitions):
             if topic == OFFSETS_TOPIC:
                 continue
-            if not self.replica_manager.append_marker(topic, partition, meta.producer_id, meta.producer_epoch,
-                                                      commit, now_ms):
+            if not self.write_marker(topic, partition, meta.producer_id, meta.producer_epoch, commit, now_ms):
                 log.warning("transaction of %r: partition %s-%d no longer exists, no marker written",
                             meta.transactional_id, topic, partition)
         if any(topic == OFFSETS_TOPIC for topic, _ in meta.partitions):

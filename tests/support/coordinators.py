@@ -1,0 +1,67 @@
+"""Coordinators over an in-memory partition writer, for unit tests of their state machines: no broker, no
+socket, no log directory (``coordinator/partition_writer.py``'s :class:`InMemoryPartitionWriter`).
+
+A "restart" is a new coordinator over the same writer: it replays what the old one wrote, as a restarted
+broker replays its ``__consumer_offsets`` / ``__transaction_state`` logs. Build them inside a running event
+loop (the group coordinator's timers use it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.coordinator.group import GroupCoordinator
+from pyspark_kafka.broker.coordinator.partition_writer import InMemoryPartitionWriter
+from pyspark_kafka.broker.coordinator.topic_view import InMemoryTopicView
+from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
+
+#: fast group timing, three partitions per internal topic (so groups spread over partitions)
+FAST = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "10",
+        "group.consumer.assignment.interval.ms": "0", "offsets.topic.num.partitions": "3",
+        "transaction.state.log.num.partitions": "3"}
+
+CONSUMER = "consumer"
+
+
+def config(**overrides: str) -> BrokerConfig:
+    """:data:`FAST` with ``overrides`` (dots as underscores: ``offsets_retention_minutes="1"``)."""
+    return BrokerConfig({**FAST, **{k.replace("_", "."): v for k, v in overrides.items()}})
+
+
+def groups(writer: InMemoryPartitionWriter | None = None, topics: InMemoryTopicView | None = None,
+           **overrides: str) -> GroupCoordinator:
+    """A loaded :class:`GroupCoordinator` over ``writer`` (a new one when None) and ``topics`` (``t`` with 3
+    partitions when None)."""
+    writer = writer if writer is not None else InMemoryPartitionWriter()
+    topics = topics if topics is not None else InMemoryTopicView({"t": 3})
+    return GroupCoordinator(writer, topics, config(**overrides)).ensure_loaded()
+
+
+class MarkerLog:
+    """The data-partition markers a transaction coordinator wrote: ``[(topic, partition, pid, epoch, commit)]``;
+    ``fail`` set to an exception makes the next writes raise it."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[str, int, int, int, bool]] = []
+        self.fail: Exception | None = None
+
+    def __call__(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                 now_ms: int) -> bool:
+        if self.fail is not None:
+            raise self.fail
+        self.written.append((topic, partition, producer_id, producer_epoch, commit))
+        return True
+
+
+def transactions(data_dir, group_coordinator: GroupCoordinator, markers: MarkerLog, now_ms: int = 0,
+                 **overrides: str) -> TransactionCoordinator:
+    """A loaded :class:`TransactionCoordinator` over ``group_coordinator``'s writer."""
+    txn = TransactionCoordinator(group_coordinator.offsets.writer, config(**overrides), data_dir,
+                                 group_coordinator, markers)
+    return txn.ensure_loaded(now_ms)
+
+
+async def settle(*awaitables, timeout_s: float = 5.0):
+    """Gather ``awaitables`` within ``timeout_s`` (a hung join fails the test instead of hanging it)."""
+    return await asyncio.wait_for(asyncio.gather(*awaitables), timeout_s)
