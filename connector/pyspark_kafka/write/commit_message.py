@@ -27,6 +27,7 @@ class KafkaCommitMessage(WriterCommitMessage):
 
     @property
     def records(self) -> int:
+        """Acknowledged records of the task, all partitions together."""
         return sum(self.counts.values())
 
 

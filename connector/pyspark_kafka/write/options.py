@@ -93,6 +93,7 @@ class WriteSpec:
 
     @property
     def exactly_once(self) -> bool:
+        """Whether option ``deliveryGuarantee`` is ``exactly-once``."""
         return self.guarantee == EXACTLY_ONCE
 
     @classmethod
