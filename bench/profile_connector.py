@@ -15,9 +15,9 @@ profile, printed per component, to decide what to optimise. Run it as::
   (``_ColumnBuilder.flush``), the rest (``position``, assignment, loop).
 - **write**: the same broker; ``N`` rows as Arrow batches of 10,000 rows (a 100-byte string
   ``value``, with and without a 16-byte string ``key``) written by
-  :func:`pyspark_kafka.writer.write_batches` to a topic of 8 partitions, as one Spark task
+  :func:`pyspark_kafka.write.write_batches` to a topic of 8 partitions, as one Spark task
   does. Components: routing (``Router.assign``: murmur2 over the keys or round robin),
-  Arrow → Python conversion (``_as_bytes_list``), handing rows to librdkafka
+  Arrow → Python conversion (``as_bytes_list``), handing rows to librdkafka
   (``_produce``: one ``Producer.produce`` call per row, its enqueue work included), serving
   delivery reports between batches (``poll(0)``), waiting for acknowledgements (``finish``:
   ``flush``).
@@ -184,7 +184,7 @@ def _write_batches(count: int, keyed: bool):
 def profile_write(bootstrap: str, count: int, keyed: bool) -> dict:
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from pyspark_kafka.writer import WriteSpec, close_idle_producers, write_batches
+    from pyspark_kafka.write import WriteSpec, close_idle_producers, write_batches
 
     topic = f"profile-write-{uuid.uuid4().hex[:8]}"
     _fill(bootstrap, topic, WRITE_PARTITIONS, 0)
@@ -204,14 +204,14 @@ def profile_write(bootstrap: str, count: int, keyed: bool) -> dict:
         _, stats, pwall, _ = _profiled(write)
     finally:
         close_idle_producers()
-    route = _find(stats, "_route", "writer")[1]
-    to_py = _find(stats, "_as_bytes_list", "writer")[1]
-    enqueue = _find(stats, "_produce", "writer")[1]
+    route = _find(stats, "_route", "pyspark_kafka/write/")[1]
+    to_py = _find(stats, "as_bytes_list", "pyspark_kafka/write/")[1]
+    enqueue = _find(stats, "_produce", "pyspark_kafka/write/")[1]
     poll = _find(stats, "<method 'poll' of")[0]
-    finish = _find(stats, "finish", "writer")[1]
+    finish = _find(stats, "finish", "pyspark_kafka/write/")[1]
     parts = [
         ("routing (Router.assign)", route),
-        ("Arrow -> Python bytes (_as_bytes_list)", to_py),
+        ("Arrow -> Python bytes (as_bytes_list)", to_py),
         ("enqueue: Producer.produce per row (_produce)", enqueue),
         ("delivery reports between batches (poll(0))", poll),
         ("waiting for acks (finish: flush)", finish),
@@ -224,7 +224,7 @@ def profile_write(bootstrap: str, count: int, keyed: bool) -> dict:
 # -- worker start-up ------------------------------------------------------------------
 
 WORKER_IMPORTS = ("import pyspark.worker, pyspark.sql.datasource, pyspark.sql.worker.plan_data_source_read; "
-                  "import pyspark_kafka.source, pyspark_kafka.read, pyspark_kafka.writer, "
+                  "import pyspark_kafka.source, pyspark_kafka.read, pyspark_kafka.write, "
                   "pyspark_kafka.read.partition_reader")
 
 

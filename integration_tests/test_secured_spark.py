@@ -360,7 +360,7 @@ def test_a_denied_idempotent_producer_always_names_the_cause(secured, pki):
     from pyspark.sql.types import StringType, StructField, StructType
 
     from pyspark_kafka.errors import DeliveryError
-    from pyspark_kafka.writer import WriteSpec, close_idle_producers, write_batches
+    from pyspark_kafka.write import WriteSpec, close_idle_producers, write_batches
 
     topic = secured.topic(partitions=1)
     spec = WriteSpec.from_options({**spark_options(secured.bootstrap, pki, user="intruder"), "topic": topic},

@@ -68,7 +68,7 @@ def _close_pooled_clients():
     Tests that call the reader or writer in-process (``reader.read(part)``,
     ``write_partition``) leave idle consumers and producers in the per-process pools
     (:func:`pyspark_kafka.clients.close_pooled_consumers`,
-    :func:`pyspark_kafka.writer.close_idle_producers`); closed here, none keeps
+    :func:`pyspark_kafka.write.producer_pool.close_idle_producers`); closed here, none keeps
     reconnecting (and logging ``FAIL``) once a test's broker has stopped. Modules not
     imported by the test are not imported here (broker tests stay free of pyspark).
     """
@@ -80,9 +80,9 @@ def _close_pooled_clients():
         clients = sys.modules.get("pyspark_kafka.clients")
         if clients is not None:
             clients.close_pooled_consumers()
-        writer = sys.modules.get("pyspark_kafka.writer")
-        if writer is not None:
-            writer.close_idle_producers()
+        producer_pool = sys.modules.get("pyspark_kafka.write.producer_pool")
+        if producer_pool is not None:
+            producer_pool.close_idle_producers()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ Consumers and producers on Spark executors are expensive to create (connection,
 metadata, fetch sessions, InitProducerId), so a :class:`ClientPool` keeps idle ones per
 Python worker process, keyed by their full configuration, and hands each out to one
 task at a time (Spark's ``KafkaDataConsumer`` pool and producer cache do the same on the
-JVM): :func:`pooled_consumer` here, the writer's producers in :mod:`pyspark_kafka.writer`.
+JVM): :func:`pooled_consumer` here, the writer's producers in :mod:`pyspark_kafka.write.producer_pool`.
 """
 
 from __future__ import annotations

@@ -232,20 +232,10 @@ def check_batch_limits(start: OffsetLimit, end: OffsetLimit) -> None:
     earliest (nor -2 in JSON); explicit start and end JSON must name the same
     topic-partitions and start <= end for each. Raises OptionError.
     """
-    fix_start = "use 'earliest', offsets or timestamps for startingOffsets in a batch query"
-    if isinstance(start, LatestLimit):
-        raise OptionError(f"option 'startingOffsets' can't be 'latest' for batch queries: {fix_start}")
-    if isinstance(start, SpecificOffsets):
-        for (t, p), off in sorted(start.offsets.items()):
-            if off == LATEST:
-                raise OptionError(f"option 'startingOffsets' for {t}-{p} can't be latest (-1) for batch queries: {fix_start}")
-    fix_end = "use 'latest', offsets or timestamps for endingOffsets"
-    if isinstance(end, EarliestLimit):
-        raise OptionError(f"option 'endingOffsets' can't be 'earliest' for batch queries: {fix_end}")
-    if isinstance(end, SpecificOffsets):
-        for (t, p), off in sorted(end.offsets.items()):
-            if off == EARLIEST:
-                raise OptionError(f"option 'endingOffsets' for {t}-{p} can't be earliest (-2) for batch queries: {fix_end}")
+    _refuse_in_batch(start, "startingOffsets", LatestLimit, LATEST, "latest",
+                     "use 'earliest', offsets or timestamps for startingOffsets in a batch query")
+    _refuse_in_batch(end, "endingOffsets", EarliestLimit, EARLIEST, "earliest",
+                     "use 'latest', offsets or timestamps for endingOffsets")
     pairs = (
         (SpecificOffsets, "offsets", "startingOffsets", "endingOffsets"),
         (SpecificTimestamps, "timestamps", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp"),
@@ -264,6 +254,17 @@ def check_batch_limits(start: OffsetLimit, end: OffsetLimit) -> None:
                         f"option '{s_name}' for {tp[0]}-{tp[1]} ({s_map[tp]}) is greater than "
                         f"'{e_name}' ({e_map[tp]}); the start must not be after the end"
                     )
+
+
+def _refuse_in_batch(limit: OffsetLimit, option: str, refused: type, sentinel: int, word: str, fix: str) -> None:
+    """Raise OptionError when ``limit`` (option ``option``) is ``refused`` (``LatestLimit`` / ``EarliestLimit``)
+    or names ``sentinel`` (``LATEST`` / ``EARLIEST``, spelled ``word``) for a partition in its JSON."""
+    if isinstance(limit, refused):
+        raise OptionError(f"option '{option}' can't be '{word}' for batch queries: {fix}")
+    if isinstance(limit, SpecificOffsets):
+        for (t, p), off in sorted(limit.offsets.items()):
+            if off == sentinel:
+                raise OptionError(f"option '{option}' for {t}-{p} can't be {word} ({sentinel}) for batch queries: {fix}")
 
 
 def _tps(tps: Iterable[TopicPartition]) -> str:

@@ -2,7 +2,7 @@
 
 Reading: ``spark.read.format("pykafka")`` / ``spark.readStream.format("pykafka")``
 (see :mod:`pyspark_kafka.read`). Writing: ``df.write.format("pykafka")`` /
-``df.writeStream.format("pykafka")`` (see :mod:`pyspark_kafka.writer`).
+``df.writeStream.format("pykafka")`` (see :mod:`pyspark_kafka.write`).
 Option names, schema and offset JSON are those of Spark's built-in Kafka connector.
 """
 
@@ -40,12 +40,12 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool):
-        from pyspark_kafka.writer import KafkaBatchWriter
+        from pyspark_kafka.write import KafkaBatchWriter
 
         return _reachable(KafkaBatchWriter(self.options, schema, overwrite), self.options)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
-        from pyspark_kafka.writer import KafkaStreamWriter
+        from pyspark_kafka.write import KafkaStreamWriter
 
         return _reachable(KafkaStreamWriter(self.options, schema, overwrite), self.options)
 

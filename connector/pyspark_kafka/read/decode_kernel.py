@@ -27,6 +27,25 @@ def _varint(buf, p, end):
     return np.int64(0), end + 1
 
 
+@numba.njit(cache=True, inline="always")
+def _gather(buf, pos, lens, n, nbytes):
+    """Arrow binary buffers of ``n`` fields ``buf[pos[i]:pos[i] + lens[i]]`` (length -1: null), ``nbytes`` in all:
+    ``(valid bool, offsets int32, data uint8)``."""
+    valid = np.empty(n, np.bool_)
+    offs = np.empty(n + 1, np.int32)
+    data = np.empty(nbytes, np.uint8)
+    at = 0
+    offs[0] = 0
+    for i in range(n):
+        length = lens[i]
+        valid[i] = length >= 0
+        if length > 0:
+            data[at:at + length] = buf[pos[i]:pos[i] + length]
+            at += length
+        offs[i + 1] = at
+    return valid, offs, data
+
+
 @numba.njit(cache=True)
 def decode_records(buf, seg_start, seg_end, seg_count, seg_base, seg_ts, seg_append, lo, hi):
     """Records of the sections ``[seg_start[s], seg_end[s])`` of ``buf`` (uint8) with ``lo <= offset < hi``.
@@ -101,27 +120,6 @@ def decode_records(buf, seg_start, seg_end, seg_count, seg_base, seg_ts, seg_app
             p = rec_end
         if bad:
             break
-    kvalid = np.empty(n, np.bool_)
-    vvalid = np.empty(n, np.bool_)
-    koffs = np.empty(n + 1, np.int32)
-    voffs = np.empty(n + 1, np.int32)
-    kdata = np.empty(kbytes, np.uint8)
-    vdata = np.empty(vbytes, np.uint8)
-    ka = 0
-    va = 0
-    koffs[0] = 0
-    voffs[0] = 0
-    for i in range(n):
-        kl = klen[i]
-        kvalid[i] = kl >= 0
-        if kl > 0:
-            kdata[ka:ka + kl] = buf[kpos[i]:kpos[i] + kl]
-            ka += kl
-        koffs[i + 1] = ka
-        vl = vlen[i]
-        vvalid[i] = vl >= 0
-        if vl > 0:
-            vdata[va:va + vl] = buf[vpos[i]:vpos[i] + vl]
-            va += vl
-        voffs[i + 1] = va
+    kvalid, koffs, kdata = _gather(buf, kpos, klen, n, kbytes)
+    vvalid, voffs, vdata = _gather(buf, vpos, vlen, n, vbytes)
     return n, bad, offs, ts, tst, kvalid, koffs, kdata, vvalid, voffs, vdata, hpos, hend

@@ -6,7 +6,7 @@ last possibly truncated), the offset range wanted and the partition's aborted tr
 batches and, under ``read_committed``, the batches of aborted transactions the way Kafka's Java
 consumer does (``CompletedFetch``: aborted transactions are taken in first-offset order up to each
 batch's last offset; a producer id is aborted until its ABORT marker), decompresses each kept batch
-with the codec functions the broker uses (:mod:`pyspark_kafka.broker.log.compression`) and returns
+with the codec functions the broker uses (:mod:`pyspark_kafka.record_codecs`) and returns
 the kept records sections as :class:`Segments` of one buffer. :func:`decode` then parses every
 record of those sections and gathers keys and values into Arrow binary buffers:
 
@@ -75,7 +75,7 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted) -> 
     ``aborted``: the partition's ``(producer_id, first_offset)`` aborted transactions (Fetch
     response), used when ``read_committed``. Batches ending below ``from_offset`` are passed over.
     Raises CorruptBatchError for a batch whose magic is not 2 (message formats v0/v1: use
-    ``readPath=consumer``), and the codec's CorruptRecordError for undecodable compressed data.
+    ``readPath=consumer``), and the codec's CorruptCompressedDataError for undecodable compressed data.
     """
     view = memoryview(records)
     size = len(view)
@@ -113,7 +113,7 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted) -> 
         append_ts = max_ts if attrs & _LOG_APPEND_TIME else -1
         codec = attrs & _CODEC
         if codec:
-            from pyspark_kafka.broker.log.compression import decompress
+            from pyspark_kafka.record_codecs import decompress
 
             piece = decompress(codec, view[start:end], 1 << 31)
             compressed = True

@@ -83,14 +83,14 @@ def _cluster_partitions(bootstrap_servers: str, topics: Iterable[str], kafka_par
 
 def starting_offsets(
     *,
+    topics: Optional[Iterable[str]] = None,
+    bootstrap_servers: Optional[str] = None,
+    kafka_params: Optional[Mapping[str, str]] = None,
     url: Optional[str] = None,
     table: Optional[str] = None,
     sink_id: Optional[str] = None,
     offsets_table: Optional[str] = None,
     path: Optional[str] = None,
-    topics: Optional[Iterable[str]] = None,
-    bootstrap_servers: Optional[str] = None,
-    kafka_params: Optional[Mapping[str, str]] = None,
 ) -> str:
     """Spark ``startingOffsets`` JSON resuming exactly after what the sink stored.
 

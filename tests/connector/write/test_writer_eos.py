@@ -1,6 +1,6 @@
 """Exactly-once writes against the real embedded broker, checked with independent confluent-kafka clients.
 
-Task-level tests call :func:`pyspark_kafka.writer.write_transactional` directly (what each Spark
+Task-level tests call :func:`pyspark_kafka.write.write_transactional` directly (what each Spark
 task runs, with the scope Spark's TaskContext would give); Spark tests go through
 ``df.write`` / ``df.writeStream`` with ``deliveryGuarantee=exactly-once``.
 """
@@ -27,7 +27,7 @@ from pyspark_kafka.transactions import (
     TaskTransaction,
     parse_marker,
 )
-from pyspark_kafka.writer import WriteSpec, write_transactional
+from pyspark_kafka.write import WriteSpec, write_transactional
 
 KEY_VALUE = StructType([StructField("key", StringType()), StructField("value", StringType())])
 TOPIC_VALUE = StructType([StructField("topic", StringType()), StructField("value", StringType())])

@@ -22,7 +22,7 @@ from pyspark_kafka.transactions import (
     transactional_id,
     transactional_producer_config,
 )
-from pyspark_kafka.writer import KafkaBatchWriter, KafkaStreamWriter, WriteSpec
+from pyspark_kafka.write import KafkaBatchWriter, KafkaStreamWriter, WriteSpec
 
 OPTS = {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t", "deliveryGuarantee": "exactly-once"}
 VALUE = StructType([StructField("value", StringType())])

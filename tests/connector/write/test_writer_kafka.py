@@ -3,7 +3,7 @@
 
 Spark-level tests go through ``df.write`` / ``df.writeStream``; tests of task-level
 behaviour that Spark cannot reach (a user partitioner class that workers could not
-import, a record refused by the client) call :func:`pyspark_kafka.writer.write_batches`
+import, a record refused by the client) call :func:`pyspark_kafka.write.write_batches`
 directly, which is exactly what each Spark task runs.
 """
 
@@ -25,7 +25,7 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType, 
 from support.topics import consume_all
 from pyspark_kafka.errors import DeliveryError, RecordError
 from pyspark_kafka.routing import partition_for, to_positive
-from pyspark_kafka.writer import WriteSpec, write_batches
+from pyspark_kafka.write import WriteSpec, write_batches
 
 # Kafka's UtilsTest.testMurmur2 vectors: (key, published murmur2).
 PUBLISHED = [(b"21", -973932308), (b"foobar", -790332482), (b"abc", 479470107),
@@ -395,9 +395,9 @@ def test_partition_added_during_a_task_is_found_by_refreshing_metadata(bootstrap
 
 
 def _idle_producers(client_id: str) -> list:
-    from pyspark_kafka import writer
+    from pyspark_kafka.write import producer_pool
 
-    return [p.producer for key, p in writer.PRODUCERS.idle() if dict(key).get("client.id") == client_id]
+    return [p.producer for key, p in producer_pool.PRODUCERS.idle() if dict(key).get("client.id") == client_id]
 
 
 def test_producer_is_reused_by_the_next_task_and_dropped_after_a_failure(bootstrap, make_topic):

@@ -20,7 +20,7 @@ from pyspark.sql.types import (
 )
 
 from pyspark_kafka.errors import OptionError, SchemaError
-from pyspark_kafka.writer import (
+from pyspark_kafka.write import (
     KafkaBatchWriter,
     KafkaStreamWriter,
     WriteSpec,
@@ -73,7 +73,7 @@ def test_bad_columns_name_the_column_and_expected_type(cols, message):
 def test_extra_columns_are_ignored_with_one_warning_as_spark_does(caplog):
     import logging
 
-    with caplog.at_level(logging.WARNING, logger="pyspark_kafka.writer"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_kafka.write.schema"):
         assert validate_schema(schema(value=StringType(), extra=StringType(), Key=StringType()), "t") == {"value"}
     (warning,) = [r.getMessage() for r in caplog.records]
     assert "ignoring column(s) 'extra', 'Key' (did you mean 'key'?)" in warning

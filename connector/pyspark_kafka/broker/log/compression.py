@@ -1,180 +1,40 @@
-"""Compression of a RecordBatch's records section (gzip, snappy, lz4, zstd): bounded decompression, and compression.
+"""Compression of a RecordBatch's records section for the broker: the shared codecs with the broker's errors.
 
-Producers compress the records of a batch as a whole (attribute bits 0-2: 1 gzip, 2 snappy,
-3 lz4, 4 zstd). The broker decompresses untrusted bytes to validate them
-(:mod:`~pyspark_kafka.broker.log.validator`) and to compact them (the cleaner), so every codec
-here stops at ``limit`` bytes of output: a batch that would expand past it (a compression
-bomb) raises :class:`CorruptRecordError` instead of filling memory, and sizes a codec reads
-from the data itself (snappy's preamble) are checked before a native decoder may reserve them.
-
-Formats, as Kafka writes and reads them: gzip members (``GZIPOutputStream``); snappy in
-xerial's framing (``\\x82SNAPPY\\x00`` + version words + int32-length-prefixed raw blocks; Java
-and librdkafka producers) or a raw snappy block; the LZ4 frame format; zstd frames.
-
-Raises :class:`CorruptRecordError` (CORRUPT_MESSAGE) for undecodable or oversized data and
-:class:`UnsupportedCompressionError` for codec ids Kafka does not define (5-7).
-
-:func:`compress` writes the same formats the way Kafka's own compressors do (its
-``Compression`` classes), for a topic whose ``compression.type`` names a codec: the broker then
-recompresses each produced batch to it (Kafka's ``LogValidator``), and the cleaner keeps a
-rewritten batch's codec (Kafka's ``MemoryRecords.filterTo``).
+The codecs (gzip, xerial-framed or raw snappy, LZ4 frame, zstd; bounded decompression that
+stops a compression bomb at ``limit`` bytes; compression as Kafka's own compressors write it)
+are :mod:`pyspark_kafka.record_codecs`, one implementation shared with the connector's
+columnar reader. Here their errors become the broker's: :class:`CorruptRecordError`
+(CORRUPT_MESSAGE) for undecodable or oversized data, :class:`UnsupportedCompressionError`
+(UNSUPPORTED_COMPRESSION_TYPE) for codec ids Kafka does not define (5-7).
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
+from pyspark_kafka import record_codecs as codecs
+from pyspark_kafka.broker.errors import CorruptRecordError, UnsupportedCompressionError
+from pyspark_kafka.record_codecs import CODEC_IDS
 
-from pyspark_kafka.broker.errors import CorruptRecordError, KafkaError, UnsupportedCompressionError
-
-CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-CODEC_IDS = {"none": 0, "uncompressed": 0, **{name: codec for codec, name in CODEC_NAMES.items()}}
-"""Codec id (batch attribute bits 0-2) by name; ``uncompressed`` is the topic config's name for none."""
-DEFAULT_LEVELS = {1: -1, 3: 9, 4: 3}
-"""Kafka's default levels: ``compression.gzip.level`` -1 (zlib's default, 6), ``compression.lz4.level``
-9, ``compression.zstd.level`` 3; snappy has none."""
-XERIAL_BLOCK_SIZE = 32 * 1024  # snappy-java's SnappyOutputStream default block size
-XERIAL_MAGIC = b"\x82SNAPPY\x00"
-XERIAL_HEADER_SIZE = 16  # magic (8) + version (4) + compatible version (4)
+__all__ = ["CODEC_IDS", "compress", "decompress"]
 
 
 def decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
-    """The records section of a batch compressed with ``codec`` (1-4), at most ``limit`` bytes.
+    """:func:`pyspark_kafka.record_codecs.decompress`: at most ``limit`` bytes of ``codec`` (1-4) records.
 
     Raises CorruptRecordError when the data is not a valid stream of that codec, is truncated,
     or expands past ``limit``; UnsupportedCompressionError for codec ids outside 1-4.
     """
-    name = CODEC_NAMES.get(codec)
-    if name is None:
-        raise UnsupportedCompressionError(f"record batch uses compression codec id {codec}: Kafka defines "
-                                          "0 none, 1 gzip, 2 snappy, 3 lz4 and 4 zstd")
     try:
-        out = _DECODERS[codec](bytes(data), limit)
-    except (CorruptRecordError, KafkaError):
-        raise
-    except Exception as exc:  # each codec library has its own error types
-        raise CorruptRecordError(f"the {name}-compressed records of a batch cannot be decompressed: "
-                                 f"{type(exc).__name__}: {exc}") from None
-    if len(out) > limit:
-        raise _too_large(name, limit)
-    return out
+        return codecs.decompress(codec, data, limit)
+    except codecs.UnknownCodecError as exc:
+        raise UnsupportedCompressionError(str(exc)) from None
+    except codecs.CorruptCompressedDataError as exc:
+        raise CorruptRecordError(str(exc)) from None
 
 
 def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> bytes:
-    """``data`` (a batch's records section) compressed with ``codec`` (1-4) at ``level`` (None: Kafka's default).
-
-    gzip: one gzip member; snappy: xerial framing with 32 KiB blocks (what Java clients and
-    Kafka write); lz4: an LZ4 frame with 64 KiB independent blocks and no checksums (Kafka's
-    ``Lz4BlockOutputStream``); zstd: one frame. Raises UnsupportedCompressionError for other ids.
-    """
-    if codec not in CODEC_NAMES:
-        raise UnsupportedCompressionError(f"cannot compress with codec id {codec}: Kafka defines 1 gzip, 2 snappy, "
-                                          "3 lz4 and 4 zstd")
-    data = bytes(data)
-    level = DEFAULT_LEVELS.get(codec) if level is None else level
-    if codec == 1:
-        packer = zlib.compressobj(level, zlib.DEFLATED, 31)  # wbits 31: a gzip container
-        return packer.compress(data) + packer.flush()
-    if codec == 2:
-        import snappy
-
-        out = bytearray(XERIAL_MAGIC + struct.pack(">ii", 1, 1))
-        for start in range(0, len(data), XERIAL_BLOCK_SIZE):
-            block = snappy.compress(data[start:start + XERIAL_BLOCK_SIZE])
-            out += struct.pack(">i", len(block)) + block
-        return bytes(out)
-    if codec == 3:
-        import lz4.frame
-
-        return lz4.frame.compress(data, compression_level=level, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-                                  block_linked=False, content_checksum=False, store_size=False)
-    import zstandard
-
-    return zstandard.ZstdCompressor(level=level).compress(data)
-
-
-def _too_large(name: str, limit: int) -> CorruptRecordError:
-    return CorruptRecordError(f"the {name}-compressed records of a batch expand to more than {limit} bytes "
-                              f"(the broker's bound: 64 x max.message.bytes); produce smaller batches")
-
-
-def _gzip(data: bytes, limit: int) -> bytes:
-    """gzip members only, as Kafka's ``GZIPInputStream``: a zlib stream or raw deflate flagged gzip is refused
-    (Kafka: "Not in GZIP format"), since readers such as kafka-python's ``gzip`` module cannot read it."""
-    if data[:2] != b"\x1f\x8b":
-        raise CorruptRecordError("the records of a batch flagged gzip are not in gzip format (no gzip magic 1f 8b: a "
-                                 "zlib or raw deflate stream?): compress them as a gzip member")
-    out = bytearray()
-    while data:
-        d = zlib.decompressobj(31)  # a gzip container only
-        out += d.decompress(data, limit + 1 - len(out))
-        if len(out) > limit:
-            return bytes(out)
-        if not d.eof:
-            if d.unconsumed_tail:
-                return bytes(out) + b"\x00"  # more output than the limit allows
-            raise CorruptRecordError("the gzip-compressed records of a batch end before the gzip stream does")
-        data = d.unused_data
-    return bytes(out)
-
-
-def _uvarint_le(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    for _ in range(5):
-        if pos >= len(data):
-            break
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-    raise CorruptRecordError("a snappy block has a malformed length preamble")
-
-
-def _snappy_block(block: bytes, budget: int) -> bytes:
-    import snappy
-
-    length, _ = _uvarint_le(block, 0)
-    if length > budget:
-        raise CorruptRecordError(f"a snappy block declares {length} bytes of output, more than the "
-                                 f"{budget} bytes the batch may still expand to")
-    return snappy.uncompress(block)
-
-
-def _snappy(data: bytes, limit: int) -> bytes:
-    if not data.startswith(XERIAL_MAGIC):
-        return _snappy_block(data, limit)
-    out = bytearray()
-    pos = XERIAL_HEADER_SIZE
-    while pos < len(data):
-        if pos + 4 > len(data):
-            raise CorruptRecordError("the snappy (xerial) records of a batch end inside a block length")
-        (size,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        if size < 0 or pos + size > len(data):
-            raise CorruptRecordError(f"a snappy (xerial) block claims {size} bytes, {len(data) - pos} are left")
-        out += _snappy_block(data[pos:pos + size], limit - len(out))
-        pos += size
-    return bytes(out)
-
-
-def _lz4(data: bytes, limit: int) -> bytes:
-    import lz4.frame
-
-    d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(data, max_length=limit + 1)
-    if len(out) <= limit and not d.eof:
-        raise CorruptRecordError("the lz4-compressed records of a batch end before the lz4 frame does")
-    return out
-
-
-def _zstd(data: bytes, limit: int) -> bytes:
-    import zstandard
-
-    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
-    out = reader.read(limit + 1)
-    return out
-
-
-_DECODERS = {1: _gzip, 2: _snappy, 3: _lz4, 4: _zstd}
+    """:func:`pyspark_kafka.record_codecs.compress`: ``data`` compressed with ``codec`` (1-4) at ``level``
+    (None: Kafka's default). Raises UnsupportedCompressionError for other ids."""
+    try:
+        return codecs.compress(codec, data, level)
+    except codecs.UnknownCodecError as exc:
+        raise UnsupportedCompressionError(str(exc)) from None
