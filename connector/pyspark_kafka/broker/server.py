@@ -25,6 +25,7 @@ from pyspark_kafka.broker import protocol
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.connections import CHUNK_BYTES, ConnectionQuotas, RequestMemory, read_frame_body, within
 from pyspark_kafka.broker.coordinator.group import GroupCoordinator
+from pyspark_kafka.broker.coordinator.internal_topics import OFFSETS_TOPIC
 from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
 from pyspark_kafka.broker.dynamic_config import DynamicConfigs
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
@@ -408,7 +409,7 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         broker.group_coordinator.ensure_loaded()  # replays __consumer_offsets: groups and committed offsets
     except KafkaError:
         log.exception("cannot load %s now: group requests answer COORDINATOR_NOT_AVAILABLE and retry the load",
-                      "__consumer_offsets")
+                      OFFSETS_TOPIC)
     txn = broker.txn_coordinator.ensure_loaded(now_ms())  # loads __transaction_state, completes transactions a crash interrupted
     timers.append(asyncio.create_task(_every(
         broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),

@@ -69,7 +69,7 @@ from pyspark_kafka.broker.errors import (
     for_code,
 )
 from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
+from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST, OP_DELETE, OP_SET, merge_topic_configs
 
 

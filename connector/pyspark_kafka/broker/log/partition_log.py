@@ -71,12 +71,10 @@ from pyspark_kafka.broker.log.validator import (
     target_codec,
     validate_client_batch,
 )
+from pyspark_kafka.broker.log.offset_targets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 log = get_logger(__name__)
 
-EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
-LATEST_TIMESTAMP = -1  # ListOffsets: the log end offset
-MAX_TIMESTAMP = -3  # ListOffsets: the record with the largest timestamp (KIP-734)
 
 
 class AppendResult(NamedTuple):

@@ -6,7 +6,7 @@ controller listener), :class:`MetadataLogStorage` (``__cluster_metadata-0`` on d
 """
 
 from pyspark_kafka.broker.raft.config import QuorumConfig, QuorumConfigError, parse_voters
-from pyspark_kafka.broker.raft.metadata_log import RaftMetadataLog, Role
+from pyspark_kafka.broker.raft.raft_client import RaftMetadataLog, Role
 from pyspark_kafka.broker.raft.quorum_state import ElectionState, QuorumStateStore
 from pyspark_kafka.broker.raft.storage import MetadataLogStorage
 
