@@ -24,7 +24,8 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
-from pyspark_kafka.broker.config import BrokerConfig, validate_topic_name
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.topic_config import validate_topic_name
 from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 from pyspark_kafka.broker.errors import (
     CorruptRecordError,
@@ -165,6 +166,30 @@ class ReplicaManager:
         info = self.logs.topic(topic)
         value = (info.configs if info else {}).get("min.insync.replicas")
         return int(value) if value is not None else self.config.get_int("min.insync.replicas")
+
+    async def wait_for_acks(self, appended: Iterable[tuple[str, int]], acks: int,
+                            timeout_ms: int) -> dict[tuple[str, int], KafkaError]:
+        """After appends to the ``(topic, partition)`` keys of ``appended``: wait as ``acks`` asks (Kafka's
+        ``DelayedProduce``) and return the error of each partition that did not get there.
+
+        Nothing to wait for with acks 0 or 1, nor on the single node (HW = LEO at once). In a replicated
+        cluster with acks=all (-1) each partition waits (:meth:`wait_for_replication`, at most ``timeout_ms``
+        ms) until its high watermark reaches its log end offset as it is when the wait starts.
+        """
+        if acks != -1 or not self.replicated:
+            return {}
+        errors: dict[tuple[str, int], KafkaError] = {}
+
+        async def one(topic: str, partition: int) -> None:
+            plog = self.logs.get_log(topic, partition)
+            try:
+                await self.wait_for_replication(topic, partition, plog.log_end_offset if plog is not None else 0,
+                                                timeout_ms)
+            except KafkaError as exc:
+                errors[(topic, partition)] = exc
+
+        await asyncio.gather(*(one(t, p) for t, p in appended))
+        return errors
 
     async def wait_for_replication(self, topic: str, partition: int, required_offset: int, timeout_ms: int) -> None:
         """acks=all: wait until the high watermark reaches ``required_offset`` (the appended records' next
@@ -385,6 +410,11 @@ class ReplicaManager:
         return plog.log_start_offset
 
     # --- describe (DescribeProducers, DescribeLogDirs, OffsetForLeaderEpoch) -----------------
+
+    @property
+    def log_dir(self) -> Path:
+        """The data directory holding every partition log (DescribeLogDirs' one log dir)."""
+        return self.logs.data_dir
 
     def log_start_offset(self, topic: str | None, partition: int) -> int:
         """The partition's log start offset; -1 when this broker has no such partition."""

@@ -43,7 +43,8 @@ import time
 import uuid
 from dataclasses import replace
 
-from pyspark_kafka.broker.config import BrokerConfig, validate_topic_config, validate_topic_name
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.topic_config import validate_topic_config, validate_topic_name
 from pyspark_kafka.broker.controller import partition_admin
 from pyspark_kafka.broker.controller.assignment import assign_replicas
 from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, decode, encode

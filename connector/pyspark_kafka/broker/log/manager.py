@@ -28,14 +28,8 @@ from typing import Iterable
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import clock
-from pyspark_kafka.broker.config import (
-    LIST_TOPIC_CONFIGS,
-    TOPIC_CONFIG_NAMES,
-    BrokerConfig,
-    LogConfig,
-    validate_topic_config,
-    validate_topic_name,
-)
+from pyspark_kafka.broker.config import LIST_TOPIC_CONFIGS, TOPIC_CONFIG_NAMES, BrokerConfig
+from pyspark_kafka.broker.topic_config import LogConfig, topic_config_values, validate_topic_config, validate_topic_name
 from pyspark_kafka.broker.log.checkpoint import (
     atomic_write,
     fsync_dir,
@@ -480,14 +474,7 @@ class LogManager:
 
         ``overrides`` given (a replicated broker passes its metadata image's, also for topics it hosts no
         replica of) replaces the local topic's; else UnknownTopicOrPartitionError for a topic not here."""
-        configs = self._require(topic).configs if overrides is None else overrides
-        result = []
-        for name in TOPIC_CONFIG_NAMES:
-            if name in configs:
-                result.append((name, configs[name], False))
-            else:
-                result.append((name, self.config.topic_default(name), True))
-        return result
+        return topic_config_values(self.config, self._require(topic).configs if overrides is None else overrides)
 
     def alter_topic_configs(self, topic: str, configs: dict[str, str], validate_only: bool = False) -> TopicInfo:
         """Replace all of ``topic``'s overrides with ``configs`` (AlterConfigs semantics)."""

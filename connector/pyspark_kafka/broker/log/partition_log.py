@@ -33,7 +33,7 @@ from typing import Callable, NamedTuple
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import clock
-from pyspark_kafka.broker.config import LogConfig
+from pyspark_kafka.broker.topic_config import LogConfig
 from pyspark_kafka.broker.log.checkpoint import fsync_dir
 from pyspark_kafka.broker.errors import (
     InvalidProducerEpochError,
