@@ -47,7 +47,8 @@ from pyspark_kafka.broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from pyspark_kafka.broker.log.cleaner import LogCleaner
-from pyspark_kafka.broker.log.partition_log import PartitionLog, RecoveryStats
+from pyspark_kafka.broker.log.log_loader import RecoveryStats
+from pyspark_kafka.broker.log.partition_log import PartitionLog
 
 log = get_logger(__name__)
 
