@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyspark_kafka.errors import OptionError
+from pyspark_kafka.pkcs12 import Pkcs12Error, certificates_pem, key_and_chain, open_pkcs12
 
 
 def _read(option: str, location: str | None) -> bytes:
@@ -67,12 +68,10 @@ def _jks(option: str, data: bytes, password: str | None):
 
 
 def _pkcs12(option: str, data: bytes, password: str | None):
-    from cryptography.hazmat.primitives.serialization import pkcs12
-
     try:
-        return pkcs12.load_pkcs12(data, password.encode() if password else None)
-    except Exception as e:
-        raise OptionError(f"option 'kafka.{option}': cannot open the PKCS12 key store ({type(e).__name__}); check "
+        return open_pkcs12(data, password)
+    except Pkcs12Error as e:
+        raise OptionError(f"option 'kafka.{option}': cannot open the PKCS12 key store ({e}); check "
                           "the key store password and type") from None
 
 
@@ -95,11 +94,7 @@ def truststore_pem(store_type: str, location: str | None, password: str | None, 
         pems = [_pem(c.cert) for c in store.certs.values()]
         pems += [_pem(der) for entry in store.private_keys.values() for _, der in entry.cert_chain]
     elif store_type == "PKCS12":
-        p12 = _pkcs12(option, data, password)
-        certs = ([p12.cert] if p12.cert is not None else []) + list(p12.additional_certs)
-        from cryptography.hazmat.primitives.serialization import Encoding
-
-        pems = [c.certificate.public_bytes(Encoding.PEM).decode() for c in certs]
+        pems = certificates_pem(_pkcs12(option, data, password))
     else:
         raise OptionError(f"option 'kafka.ssl.truststore.type' = {store_type!r}: use JKS, PKCS12 or PEM")
     if not pems:
@@ -121,12 +116,10 @@ def keystore_pem(store_type: str, location: str | None, store_password: str | No
     option = "ssl.keystore.location"
     data = _read(option, location) if store_type == "JKS" else b""
     if store_type == "JKS" and stored_format("JKS", data) == "PKCS12":  # keytool -storetype JKS on Java 9+
-        p12 = _pkcs12(option, data, store_password)
-        if p12.key is None or p12.cert is None:
+        entry = key_and_chain(_pkcs12(option, data, store_password))
+        if entry is None:
             raise OptionError(f"option 'kafka.{option}' = {location!r} holds no private key entry")
-        key = p12.key
-        chain = "".join(c.certificate.public_bytes(serialization.Encoding.PEM).decode()
-                        for c in [p12.cert, *p12.additional_certs])
+        key, chain = entry
     elif store_type == "JKS":
         store = _jks(option, data, store_password)
         if not store.private_keys:

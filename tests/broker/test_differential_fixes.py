@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from pyspark_kafka.broker.config import LONG_MAX, BrokerConfig, LogConfig
+from pyspark_kafka.broker.config import LONG_MAX, BrokerConfig
+from pyspark_kafka.broker.topic_config import LogConfig
 from pyspark_kafka.broker.log.partition_log import PartitionLog
 from support.batches import GZIP, make_batch
 

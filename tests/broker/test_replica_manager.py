@@ -18,7 +18,10 @@ from pyspark_kafka.broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from support.batches import make_batch
-from pyspark_kafka.broker.replica_manager import EARLIEST, LATEST, MAX_TIMESTAMP, ReplicaManager
+from pyspark_kafka.broker.log.offset_targets import EARLIEST_TIMESTAMP as EARLIEST
+from pyspark_kafka.broker.log.offset_targets import LATEST_TIMESTAMP as LATEST
+from pyspark_kafka.broker.log.offset_targets import MAX_TIMESTAMP
+from pyspark_kafka.broker.replica_manager import ReplicaManager
 from support.batches import transactional
 
 T0 = 1_700_000_000_000

@@ -24,7 +24,9 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
-from pyspark_kafka.broker.config import BrokerConfig, validate_topic_name
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.topic_config import validate_topic_name
+from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 from pyspark_kafka.broker.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -45,6 +47,13 @@ from pyspark_kafka.broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from pyspark_kafka.broker.log.manager import LogManager
+from pyspark_kafka.broker.log.offset_targets import (
+    DELETE_TO_HIGH_WATERMARK,
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 from pyspark_kafka.broker.log.partition_log import AppendResult, FetchSlice, PartitionLog
 from pyspark_kafka.broker.log.producer_state import AbortedTxn, ProducerEntry
 from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, parse_header
@@ -52,14 +61,7 @@ from pyspark_kafka.broker.log_escape import get_logger
 
 log = get_logger("pyspark_kafka.broker")
 
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")  # written only by the coordinators
 
-# ListOffsets targets (Kafka's ``ListOffsetsRequest``)
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3  # KIP-734
-EARLIEST_LOCAL = -4  # KIP-405: all data is local here
-DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords: delete everything below the high watermark
 
 TransactionVerifier = Callable[[int, int, str, int], None]
 """``verify(producer_id, producer_epoch, topic, partition)``: raises KafkaError when a transactional
@@ -97,11 +99,14 @@ class ReplicaManager:
     checks transactional batches before they are appended (the transaction coordinator).
     Used from the broker's event loop thread only.
 
-    Single node: this broker leads every partition and is its only replica, so the high
-    watermark equals the log end offset (HW = LEO) as soon as an append returns, and acks=1 and
-    acks=-1 (all) are the same. Replication will extend this class as Kafka's ReplicaManager
-    does: follower fetches, the ISR, a high watermark that advances with the followers' fetch
-    offsets, and acks=all appends that wait (like fetches wait here) until the ISR has them.
+    Two modes, one class. On the single node this broker leads every partition and is its only
+    replica: the high watermark equals the log end offset (HW = LEO) as soon as an append returns,
+    and acks=1 and acks=-1 (all) are the same. In a replicated cluster (``replicated`` True, set by
+    the broker lifecycle) ``partitions`` holds the :class:`~pyspark_kafka.broker.cluster.partition.Partition`
+    of every replica this broker hosts: appends and reads go to the leader only (NOT_LEADER_OR_FOLLOWER
+    elsewhere, leader epochs checked, KIP-320), follower fetches advance the followers' offsets and the
+    high watermark, and acks=all appends wait (:meth:`wait_for_replication`, Kafka's ``DelayedProduce``)
+    until the ISR has them (docs/replication.md).
     """
 
     def __init__(self, data_dir: Path, config: BrokerConfig, verify_transaction: TransactionVerifier) -> None:
@@ -161,6 +166,30 @@ class ReplicaManager:
         info = self.logs.topic(topic)
         value = (info.configs if info else {}).get("min.insync.replicas")
         return int(value) if value is not None else self.config.get_int("min.insync.replicas")
+
+    async def wait_for_acks(self, appended: Iterable[tuple[str, int]], acks: int,
+                            timeout_ms: int) -> dict[tuple[str, int], KafkaError]:
+        """After appends to the ``(topic, partition)`` keys of ``appended``: wait as ``acks`` asks (Kafka's
+        ``DelayedProduce``) and return the error of each partition that did not get there.
+
+        Nothing to wait for with acks 0 or 1, nor on the single node (HW = LEO at once). In a replicated
+        cluster with acks=all (-1) each partition waits (:meth:`wait_for_replication`, at most ``timeout_ms``
+        ms) until its high watermark reaches its log end offset as it is when the wait starts.
+        """
+        if acks != -1 or not self.replicated:
+            return {}
+        errors: dict[tuple[str, int], KafkaError] = {}
+
+        async def one(topic: str, partition: int) -> None:
+            plog = self.logs.get_log(topic, partition)
+            try:
+                await self.wait_for_replication(topic, partition, plog.log_end_offset if plog is not None else 0,
+                                                timeout_ms)
+            except KafkaError as exc:
+                errors[(topic, partition)] = exc
+
+        await asyncio.gather(*(one(t, p) for t, p in appended))
+        return errors
 
     async def wait_for_replication(self, topic: str, partition: int, required_offset: int, timeout_ms: int) -> None:
         """acks=all: wait until the high watermark reaches ``required_offset`` (the appended records' next
@@ -332,7 +361,7 @@ class ReplicaManager:
         """
         plog = self._partition_log(topic, partition)
         part = self.leader_partition(topic, partition, current_leader_epoch)
-        if part is not None and timestamp == LATEST:
+        if part is not None and timestamp == LATEST_TIMESTAMP:
             epoch_start = part.epochs.end_offset_for(part.state.leader_epoch - 1, plog.log_end_offset)[1]
             if plog.high_watermark < epoch_start:
                 # Kafka's Partition.fetchOffsetForTimestamp: a new leader whose high watermark has not yet
@@ -340,9 +369,9 @@ class ReplicaManager:
                 raise OffsetNotAvailableError(
                     f"the new leader of {topic}-{partition} has not yet caught its high watermark up to the start "
                     f"of leader epoch {part.state.leader_epoch} (offset {epoch_start}): retry")
-        if timestamp == LATEST:
+        if timestamp == LATEST_TIMESTAMP:
             return (plog.last_stable_offset if read_committed else plog.high_watermark), -1
-        if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return plog.log_start_offset, -1
         if timestamp == MAX_TIMESTAMP:
             found = plog.max_timestamp_offset()
@@ -381,6 +410,11 @@ class ReplicaManager:
         return plog.log_start_offset
 
     # --- describe (DescribeProducers, DescribeLogDirs, OffsetForLeaderEpoch) -----------------
+
+    @property
+    def log_dir(self) -> Path:
+        """The data directory holding every partition log (DescribeLogDirs' one log dir)."""
+        return self.logs.data_dir
 
     def log_start_offset(self, topic: str | None, partition: int) -> int:
         """The partition's log start offset; -1 when this broker has no such partition."""

@@ -25,6 +25,7 @@ from pyspark_kafka.broker import protocol
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.connections import CHUNK_BYTES, ConnectionQuotas, RequestMemory, read_frame_body, within
 from pyspark_kafka.broker.coordinator.group import GroupCoordinator
+from pyspark_kafka.broker.coordinator.internal_topics import OFFSETS_TOPIC
 from pyspark_kafka.broker.coordinator.partition_writer import LogPartitionWriter
 from pyspark_kafka.broker.coordinator.topic_view import LogTopicView
 from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
@@ -32,6 +33,9 @@ from pyspark_kafka.broker.dynamic_config import DynamicConfigs
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
 from pyspark_kafka.broker.handlers.api_versions import api_versions_body
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
+from pyspark_kafka.broker.forwarding import ForwardingManager, LocalController
+from pyspark_kafka.broker.local_coordinators import LocalCoordinators
+from pyspark_kafka.broker.metadata_cache import KRaftMetadataCache, LocalMetadataCache, MetadataCache
 from pyspark_kafka.broker.replica_manager import ReplicaManager
 from pyspark_kafka.broker.security import session as sec
 from pyspark_kafka.broker.security.authorizer import authorizer_from_config
@@ -72,9 +76,23 @@ class Broker:
         self.port = 0
         self.node_id = self.config.get_int("node.id")
         self.lifecycle = None  # the BrokerLifecycle in a replicated cluster (docs/replication.md)
+        # The seams handlers ask instead of the broker's mode; use_cluster_seams swaps them for a cluster's
+        self.metadata_cache: MetadataCache = LocalMetadataCache(self.replica_manager.logs, self.node_id,
+                                                                self.advertised)
+        self.forwarding: LocalController | ForwardingManager = LocalController(self.replica_manager.logs)
+        self.coordinators = LocalCoordinators(self)  # or the lifecycle's ClusterCoordinators
         # A stable cluster id per data directory (Kafka keeps it in meta.properties).
         raw = uuid.uuid5(uuid.NAMESPACE_URL, str(self.data_dir.resolve())).bytes
         self.cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def use_cluster_seams(self, lifecycle) -> None:
+        """Become a broker of a replicated cluster: ``lifecycle`` (its
+        :class:`~pyspark_kafka.broker.cluster.broker_lifecycle.BrokerLifecycle`) gives the metadata cache
+        (its metadata image), the forwarding to the active controller and the coordinators' placement."""
+        self.lifecycle = lifecycle
+        self.metadata_cache = KRaftMetadataCache(lambda: lifecycle.image)
+        self.forwarding = ForwardingManager(lifecycle)
+        self.coordinators = lifecycle.coordinators
 
     def advertised(self, listener: str | None = None) -> tuple[str, int]:
         """``(host, port)`` advertised on ``listener`` (name; None or unknown: the first listener)."""
@@ -411,14 +429,14 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         broker.group_coordinator.ensure_loaded()  # replays __consumer_offsets: groups and committed offsets
     except KafkaError:
         log.exception("cannot load %s now: group requests answer COORDINATOR_NOT_AVAILABLE and retry the load",
-                      "__consumer_offsets")
+                      OFFSETS_TOPIC)
     txn = broker.txn_coordinator.ensure_loaded(now_ms())  # loads __transaction_state, completes transactions a crash interrupted
     timers.append(asyncio.create_task(_every(
         broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
         lambda: txn.abort_timed_out(now_ms()), "transaction timeout check",
     )))
     if lifecycle is not None:
-        broker.lifecycle = lifecycle
+        broker.use_cluster_seams(lifecycle)
         await lifecycle.start()
         timers.append(asyncio.create_task(_serve_when(lifecycle.unfenced, serving)))
     else:

@@ -11,7 +11,7 @@ import pytest
 from pyspark_kafka.broker.cluster.leader_epoch import LeaderEpochCache
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.controller.assignment import assign_replicas
-from pyspark_kafka.broker.controller.metadata_log import SingleVoterMetadataLog
+from pyspark_kafka.broker.controller.single_voter_log import SingleVoterMetadataLog
 from pyspark_kafka.broker.controller.quorum_controller import QuorumController
 from pyspark_kafka.broker.errors import ErrorCode, InvalidReplicationFactorError, NotControllerError
 

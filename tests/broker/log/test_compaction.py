@@ -12,7 +12,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from support.topics import create_topic
 from support.waiting import wait_until
 from pyspark_kafka.broker import EmbeddedBroker
-from pyspark_kafka.broker.config import LogConfig
+from pyspark_kafka.broker.topic_config import LogConfig
 from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
 from pyspark_kafka.broker.log.records import encode_batch
 from pyspark_kafka.broker.log.cleaner import LogCleaner, cleanable_range, delete_horizon, iter_records

@@ -12,7 +12,8 @@ from confluent_kafka import Producer
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from pyspark_kafka.broker.config import LogConfig, BrokerConfig
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.topic_config import LogConfig
 from pyspark_kafka.broker.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from pyspark_kafka.broker.log.partition_log import PartitionLog
 from support.batches import make_batch, transactional
@@ -209,7 +210,7 @@ def test_clients_cannot_write_internal_topics(bootstrap):
 
 def test_marker_coordinator_epoch_is_kept_and_survives_a_restart(tmp_path):
     # Kafka's ProducerStateEntry.coordinatorEpoch: the epoch carried by the producer's last marker
-    from pyspark_kafka.broker.config import LogConfig
+    from pyspark_kafka.broker.topic_config import LogConfig
     from pyspark_kafka.broker.log.partition_log import PartitionLog
     from pyspark_kafka.broker.log.record_batch import TRANSACTIONAL_BIT
     from pyspark_kafka.broker.log.records import encode_batch

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pyspark_kafka.broker.config import (
-    BROKER_DEFAULTS,
-    LONG_MAX,
-    TOPIC_CONFIG_TO_BROKER,
-    BrokerConfig,
-    LogConfig,
-    validate_topic_name,
-)
+from pyspark_kafka.broker.config import BROKER_DEFAULTS, LONG_MAX, TOPIC_CONFIG_TO_BROKER, BrokerConfig
+from pyspark_kafka.broker.topic_config import LogConfig, validate_topic_name
 from pyspark_kafka.broker.errors import ConfigError, InvalidConfigError, InvalidTopicError
 
 

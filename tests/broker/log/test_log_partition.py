@@ -7,7 +7,8 @@ import struct
 import pytest
 from kio.records.readers import read_batch
 
-from pyspark_kafka.broker.config import BrokerConfig, LogConfig
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.topic_config import LogConfig
 from pyspark_kafka.broker.errors import (
     CorruptRecordError,
     InvalidRecordError,

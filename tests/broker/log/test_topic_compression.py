@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pyspark_kafka.broker.config import BrokerConfig, LogConfig
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.topic_config import LogConfig
 from pyspark_kafka.broker.errors import RecordTooLargeError
 from pyspark_kafka.broker.log.cleaner import iter_records
 from pyspark_kafka.broker.log.compression import compress

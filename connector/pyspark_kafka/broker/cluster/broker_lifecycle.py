@@ -4,7 +4,7 @@ the ``ReplicaManager.applyDelta`` that makes replicas leaders or followers).
 - Registers with the controller (``register``: the answer is the broker epoch), heartbeats every
   ``broker.heartbeat.interval.ms`` asking to be unfenced once its metadata has caught up to its registration;
   re-registers when the controller answers STALE_BROKER_EPOCH (it was fenced and forgotten, or restarted).
-- Observes the metadata log (:class:`~pyspark_kafka.broker.controller.metadata_log.SingleVoterMetadataLog` with one
+- Observes the metadata log (:class:`~pyspark_kafka.broker.controller.single_voter_log.SingleVoterMetadataLog` with one
   controller; with several a :class:`~pyspark_kafka.broker.raft.RaftMetadataLog` observer, and controller requests
   go through a :class:`~pyspark_kafka.broker.controller.channel.ControllerRouter` to the active controller) and
   builds the same :class:`~pyspark_kafka.broker.controller.image.ClusterImage` as the controller; each changed
@@ -30,10 +30,10 @@ from pyspark_kafka.broker.cluster.producer_ids import ClusterProducerIdManager
 from pyspark_kafka.broker.cluster.replica_fetcher import ReplicaFetcher
 from pyspark_kafka.broker.controller.channel import ChannelClient, ControllerRouter
 from pyspark_kafka.broker.controller.image import ClusterImage, PartitionState, decode
-from pyspark_kafka.broker.controller.metadata_log import SingleVoterMetadataLog
+from pyspark_kafka.broker.controller.single_voter_log import SingleVoterMetadataLog
 from pyspark_kafka.broker.errors import ConfigError, ErrorCode
 from pyspark_kafka.broker.log_escape import get_logger
-from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
+from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 
 log = get_logger("pyspark_kafka.broker")
 #: Raft mode: ``id@host:port,...`` of each controller's channel (set by ``pyspark_kafka.broker.cluster.node``).

@@ -132,8 +132,9 @@ class ClusterCoordinators:
 
     # --- FindCoordinator --------------------------------------------------------------------------
 
-    async def find(self, key: str, key_type: int) -> dict:
-        """FindCoordinator's entry for ``key``: the leader of its internal partition (created when missing)."""
+    async def find(self, key: str, key_type: int, listener: str | None = None) -> dict:
+        """FindCoordinator's entry for ``key``: the leader of its internal partition (created when missing),
+        at the address it registered (one listener per broker in the cluster: ``listener`` is not used)."""
         topic = OFFSETS_TOPIC if key_type == GROUP_KEY else TRANSACTION_STATE_TOPIC
         image = self.lifecycle.image
         if topic not in image.topics:

@@ -28,7 +28,7 @@ async def run_controller(node_id: int, data_dir: Path, host: str, port: int, con
     """Serve the controller on ``host:port`` until SIGINT/SIGTERM."""
     from pyspark_kafka.broker.config import BrokerConfig
     from pyspark_kafka.broker.controller.channel import start_channel_server
-    from pyspark_kafka.broker.controller.metadata_log import SingleVoterMetadataLog
+    from pyspark_kafka.broker.controller.single_voter_log import SingleVoterMetadataLog
     from pyspark_kafka.broker.controller.quorum_controller import QuorumController
 
     stop = asyncio.Event()

@@ -30,7 +30,6 @@ from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, Parti
 from pyspark_kafka.broker.errors import ErrorCode
 
 PREFERRED, UNCLEAN = 0, 1  # ElectLeadersRequest.ElectionType
-INTERNAL = ("__consumer_offsets", "__transaction_state")
 
 
 def _live(image: ClusterImage) -> set[int]:

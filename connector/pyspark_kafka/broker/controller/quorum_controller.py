@@ -43,11 +43,13 @@ import time
 import uuid
 from dataclasses import replace
 
-from pyspark_kafka.broker.config import BrokerConfig, validate_topic_config, validate_topic_name
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.topic_config import validate_topic_config, validate_topic_name
 from pyspark_kafka.broker.controller import partition_admin
 from pyspark_kafka.broker.controller.assignment import assign_replicas
 from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, decode, encode
-from pyspark_kafka.broker.controller.metadata_log import MetadataLog
+from pyspark_kafka.broker.controller.single_voter_log import MetadataLog
+from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 from pyspark_kafka.broker.errors import (
     ErrorCode, InvalidRequestError, KafkaError, NotControllerError, TopicExistsError,
 )
@@ -321,7 +323,7 @@ class QuorumController:
     async def _create_topic(self, t: dict, validate_only: bool) -> dict:
         name = t["name"]
         validate_topic_name(name)
-        if name in ("__consumer_offsets", "__transaction_state") and not t.get("internal"):
+        if name in INTERNAL_TOPICS and not t.get("internal"):
             raise InvalidRequestError(f"{name} is an internal topic: the brokers create it (with "
                                       "offsets.topic.* / transaction.state.log.* settings) on the first "
                                       "FindCoordinator that needs it")

@@ -14,6 +14,13 @@ from typing import Callable
 
 from kio.serial.readers import Reader
 
+OFFSETS_TOPIC = "__consumer_offsets"
+"""The group coordinator's internal topic (Kafka's ``Topic.GROUP_METADATA_TOPIC_NAME``)."""
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+"""The transaction coordinator's internal topic (Kafka's ``Topic.TRANSACTION_STATE_TOPIC_NAME``)."""
+INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+"""Every internal topic: written only by the coordinators, never by a client (Kafka's ``Topic.INTERNAL_TOPICS``)."""
+
 
 def java_string_hash(text: str) -> int:
     """Java's ``String.hashCode`` (signed 32-bit, over UTF-16 code units)."""

@@ -24,12 +24,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from pyspark_kafka.broker.clock import now_ms  # noqa: F401 - handlers take the clock from here
-
-if TYPE_CHECKING:
-    from pyspark_kafka.broker.server import Broker
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 
@@ -48,7 +45,8 @@ class Api:
 class RequestContext:
     """What a handler knows about a request: the broker, the api version, the header and the peer.
 
-    ``broker`` is the :class:`pyspark_kafka.broker.server.Broker`: config, advertised
+    ``broker`` is the :class:`pyspark_kafka.broker.server.Broker` (typed ``Any``: the server imports this
+    package, so this package does not import the server back): config, advertised
     host/port, ``replica_manager`` (the handlers' only way to the logs: appends, reads, offsets,
     append notifications, topic catalog) and the ``group_coordinator`` and ``txn_coordinator``;
     ``client_host`` is the client's address as Kafka shows it (``/127.0.0.1``; empty when unknown).
@@ -58,7 +56,7 @@ class RequestContext:
     authorizer (:mod:`pyspark_kafka.broker.security.authorizer`) whether it may act on a resource.
     """
 
-    broker: "Broker"
+    broker: Any
     api_key: int
     api_version: int
     correlation_id: int

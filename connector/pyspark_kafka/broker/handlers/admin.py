@@ -46,12 +46,10 @@ for a broker resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED), for a grou
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
-from pyspark_kafka.broker.config import (
-    BROKER_DEFAULTS, TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive, validate_topic_config, validate_topic_name,
-)
+from pyspark_kafka.broker.config import BROKER_DEFAULTS, TOPIC_CONFIG_TO_BROKER, config_type, is_sensitive
+from pyspark_kafka.broker.topic_config import topic_config_values, validate_topic_config, validate_topic_name
 from pyspark_kafka.broker.dynamic_config import GROUP_CONFIG_DEFAULTS, extra_dynamic_configs, is_dynamic
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import (
@@ -69,7 +67,7 @@ from pyspark_kafka.broker.errors import (
     for_code,
 )
 from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from pyspark_kafka.broker.replica_manager import INTERNAL_TOPICS
+from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST, OP_DELETE, OP_SET, merge_topic_configs
 
 
@@ -122,17 +120,7 @@ def _partition_count(broker, topic) -> int:
     return topic.num_partitions
 
 
-async def _forward(broker, request: dict, names: list[str]) -> dict[str, dict]:
-    """Forward a topic admin ``request`` to the active controller; per-topic answers by name (NOT_CONTROLLER for
-    each of ``names`` when no controller answers)."""
-    try:
-        answer = await broker.lifecycle.forward(request)
-        return {r["name"]: r for r in answer["topics"]}
-    except ConnectionError as exc:
-        return {n: {"error_code": int(ErrorCode.not_controller), "error_message": str(exc)} for n in names}
-
-
-async def _forward_create_topics(broker, request, validate_only: bool, may_create) -> dict:
+async def _forward_create_topics(manager, request, validate_only: bool, may_create) -> dict:
     """CreateTopics in a replicated cluster: forwarded to the controller (replica assignment there); answered
     once this broker's metadata image has the new topics (at most 5 s), like Kafka's forwarding. Topics the
     principal may not create (``may_create(name)`` False) are answered TOPIC_AUTHORIZATION_FAILED, not forwarded."""
@@ -143,17 +131,12 @@ async def _forward_create_topics(broker, request, validate_only: bool, may_creat
               "assignments": [[int(a.partition_index), [int(b) for b in a.broker_ids]] for a in t.assignments or ()]}
              for t in request.topics if t.name not in denied]
     try:
-        answer = await broker.lifecycle.call({"op": "create_topics", "topics": asked, "validate_only": validate_only})
+        answer = await manager.call({"op": "create_topics", "topics": asked, "validate_only": validate_only})
         by_name = {**{r["name"]: r for r in answer["topics"]}, **denied}
     except ConnectionError as exc:
         by_name = {**{t["name"]: {"error_code": int(ErrorCode.not_controller), "error_message": str(exc)}
                       for t in asked}, **denied}
-    image = broker.lifecycle.image
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 5
-    created = [n for n, r in by_name.items() if r["error_code"] == 0 and not validate_only]
-    while any(n not in image.topics for n in created) and loop.time() < deadline:
-        await asyncio.sleep(0.02)
+    await manager.wait_for_topics(n for n, r in by_name.items() if r["error_code"] == 0 and not validate_only)
     results = []
     for t in request.topics:
         r = by_name.get(t.name, {"error_code": int(ErrorCode.unknown_server_error)})
@@ -171,12 +154,18 @@ async def create_topics(ctx: RequestContext, request) -> dict:
     """Create each topic (or only validate it), reporting per-topic errors."""
     broker = ctx.broker
     validate_only = getattr(request, "validate_only", False)
+    may_create = _topic_check(ctx, AclOperation.CREATE)
+    return await broker.forwarding.maybe_forward(
+        lambda controller: _create_topics_locally(ctx, controller.catalog, request, validate_only, may_create),
+        lambda manager: _forward_create_topics(manager, request, validate_only, may_create))
+
+
+async def _create_topics_locally(ctx: RequestContext, catalog, request, validate_only: bool, may_create) -> dict:
+    """CreateTopics on the single node: each topic into this broker's topic catalogue (or only validated)."""
+    broker = ctx.broker
     names = [t.name for t in request.topics]
     asked = sum(max(t.num_partitions, len(t.assignments or ())) for t in request.topics)
     too_many = asked > MAX_PARTITIONS_PER_REQUEST  # Kafka's controller refuses the whole request
-    may_create = _topic_check(ctx, AclOperation.CREATE)
-    if broker.lifecycle is not None:  # a replicated cluster: the controller creates topics (Kafka forwards)
-        return await _forward_create_topics(broker, request, validate_only, may_create)
     results = []
     for topic in request.topics:
         result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
@@ -191,7 +180,7 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
             count = _partition_count(broker, topic)
             configs = {c.name: c.value for c in topic.configs}
-            info = broker.replica_manager.logs.create_topic(topic.name, count, configs, validate_only=validate_only)
+            info = catalog.create_topic(topic.name, count, configs, validate_only=validate_only)
         except KafkaError as exc:
             result.update(error_code=exc.error_code, error_message=str(exc))
         else:
@@ -217,15 +206,11 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
     else:
         wanted = [(name, None) for name in request.topic_names]
     may_delete = _topic_check(ctx, AclOperation.DELETE)
-    cluster = broker.lifecycle
     responses = []
     for name, topic_id in wanted:
         error_code, message = ErrorCode.none, None
         if name is None and topic_id is not None:
-            if cluster is not None:
-                name = next((t.name for t in cluster.image.topics.values() if t.topic_id == str(topic_id)), None)
-            else:
-                name = broker.replica_manager.topic_name(topic_id)
+            name = broker.metadata_cache.topic_name(topic_id)
             if name is None:
                 error_code, message = ErrorCode.unknown_topic_id, f"no topic has id {topic_id}"
             elif not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
@@ -238,26 +223,31 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
             error_code = PolicyViolationError.error_code
             message = (f"internal topic {name} cannot be deleted: it holds the "
                        f"{'group' if name == '__consumer_offsets' else 'transaction'} coordinator's state")
-        if error_code == ErrorCode.none and cluster is not None:
-            if broker.config.get("delete.topic.enable") != "true":  # Kafka's ControllerApis.deleteTopics
-                error_code, message = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled."
-            responses.append({"name": name, "topic_id": topic_id, "error_code": error_code, "error_message": message})
-            continue
-        if error_code == ErrorCode.none:
-            try:
-                topic_id = broker.replica_manager.logs.delete_topic(name).topic_id
-            except KafkaError as exc:
-                error_code, message = exc.error_code, str(exc)
         responses.append({"name": name, "topic_id": topic_id, "error_code": error_code, "error_message": message})
-    forwarded = [r["name"] for r in responses if r["error_code"] == ErrorCode.none] if cluster is not None else []
-    if forwarded:  # a replicated cluster: the controller writes RemoveTopic records; every broker deletes its logs
-        by_name = await _forward(broker, {"op": "delete_topics", "names": forwarded}, forwarded)
-        for r in responses:
-            answer = by_name.get(r["name"]) if r["error_code"] == ErrorCode.none else None
+    accepted = [r for r in responses if r["error_code"] == ErrorCode.none]
+
+    async def local(controller) -> None:  # the topic and its logs go at once
+        for r in accepted:
+            try:
+                r["topic_id"] = controller.catalog.delete_topic(r["name"]).topic_id
+            except KafkaError as exc:
+                r.update(error_code=exc.error_code, error_message=str(exc))
+
+    async def forwarded(manager) -> None:  # the controller writes RemoveTopic records; every broker deletes its logs
+        if broker.config.get("delete.topic.enable") != "true":  # Kafka's ControllerApis.deleteTopics
+            for r in accepted:
+                r.update(error_code=ErrorCode.topic_deletion_disabled, error_message="Topic deletion is disabled.")
+            return
+        names = [r["name"] for r in accepted]
+        by_name = await manager.forward_by_topic({"op": "delete_topics", "names": names}, names) if names else {}
+        for r in accepted:
+            answer = by_name.get(r["name"])
             if answer is not None:
                 r.update(error_code=ErrorCode(answer["error_code"]), error_message=answer.get("error_message"))
                 if answer.get("topic_id"):
                     r["topic_id"] = uuid.UUID(answer["topic_id"])
+
+    await broker.forwarding.maybe_forward(local, forwarded)
     return {"throttle_time": 0, "responses": responses}
 
 
@@ -265,43 +255,44 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
 async def create_partitions(ctx: RequestContext, request) -> dict:
     """Raise each topic's partition count to ``count`` (never lower: INVALID_PARTITIONS)."""
     broker = ctx.broker
-    logs = broker.replica_manager.logs
-    cluster = broker.lifecycle
-    if cluster is not None:
-        counts = {n: len(t.partitions) for n, t in cluster.image.topics.items()}
-    else:
-        counts = {n: t.num_partitions for n, t in logs.topics().items()}
+    counts = broker.metadata_cache.partition_counts()
     added = sum(max(0, t.count - counts.get(t.name, 0)) for t in request.topics)
     may_alter = _topic_check(ctx, AclOperation.ALTER)
     results = []
     for topic in request.topics:
         error_code, message = ErrorCode.none, None
-        try:
-            if not may_alter(topic.name):
-                raise TopicAuthorizationError(_DENIED)
-            if added > MAX_PARTITIONS_PER_REQUEST:
-                raise PolicyViolationError("Excessively large number of partitions per request.")
-            if cluster is not None:  # forwarded below, with the others
-                results.append({"name": topic.name, "error_code": error_code, "error_message": message})
-                continue
-            for a in topic.assignments or ():
-                if list(a.broker_ids) != [broker.node_id]:
-                    raise InvalidReplicaAssignmentError(f"new partitions may only be assigned to broker {broker.node_id}")
-            logs.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
-        except KafkaError as exc:
-            error_code, message = exc.error_code, str(exc)
+        if not may_alter(topic.name):
+            error_code, message = TopicAuthorizationError.error_code, _DENIED
+        elif added > MAX_PARTITIONS_PER_REQUEST:
+            error_code, message = PolicyViolationError.error_code, "Excessively large number of partitions per request."
         results.append({"name": topic.name, "error_code": error_code, "error_message": message})
-    if cluster is not None:  # the controller places the new partitions (Kafka forwards CreatePartitions)
+    accepted = [(t, r) for t, r in zip(request.topics, results) if r["error_code"] == ErrorCode.none]
+
+    async def local(controller) -> None:  # one broker: the new partitions are its own
+        for topic, r in accepted:
+            try:
+                for a in topic.assignments or ():
+                    if list(a.broker_ids) != [broker.node_id]:
+                        raise InvalidReplicaAssignmentError(
+                            f"new partitions may only be assigned to broker {broker.node_id}")
+                controller.catalog.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
+            except KafkaError as exc:
+                r.update(error_code=exc.error_code, error_message=str(exc))
+
+    async def forwarded(manager) -> None:  # the controller places the new partitions (Kafka forwards them)
         asked = [{"name": t.name, "count": t.count,
                   "assignments": None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]}
-                 for t, r in zip(request.topics, results) if r["error_code"] == ErrorCode.none]
-        if asked:
-            by_name = await _forward(broker, {"op": "create_partitions", "topics": asked,
-                                              "validate_only": request.validate_only}, [t["name"] for t in asked])
-            for r in results:
-                answer = by_name.get(r["name"]) if r["error_code"] == ErrorCode.none else None
-                if answer is not None:
-                    r.update(error_code=ErrorCode(answer["error_code"]), error_message=answer.get("error_message"))
+                 for t, _ in accepted]
+        if not asked:
+            return
+        by_name = await manager.forward_by_topic({"op": "create_partitions", "topics": asked,
+                                                  "validate_only": request.validate_only}, [t["name"] for t in asked])
+        for _, r in accepted:
+            answer = by_name.get(r["name"])
+            if answer is not None:
+                r.update(error_code=ErrorCode(answer["error_code"]), error_message=answer.get("error_message"))
+
+    await broker.forwarding.maybe_forward(local, forwarded)
     return {"throttle_time": 0, "results": results}
 
 
@@ -324,13 +315,10 @@ def topic_configs(broker, topic: str, include_synonyms: bool) -> list[dict]:
     :meth:`BrokerConfig.synonym_source`); the source is the first synonym's, DEFAULT_CONFIG without one.
     """
     entries = []
-    overrides = None
-    if broker.lifecycle is not None:  # the cluster's metadata: also a topic this broker hosts no replica of
-        t = broker.lifecycle.image.topics.get(topic)
-        if t is None:
-            raise UnknownTopicOrPartitionError(f"Topic {topic!r} does not exist")
-        overrides = t.configs
-    for name, value, is_default in broker.replica_manager.logs.describe_topic_configs(topic, overrides):
+    overrides = broker.metadata_cache.topic_configs(topic)  # in a cluster: also a topic with no replica here
+    if overrides is None:
+        raise UnknownTopicOrPartitionError(f"This server does not host this topic: {topic!r}")
+    for name, value, is_default in topic_config_values(broker.config, overrides):
         broker_name = TOPIC_CONFIG_TO_BROKER.get(name)
         synonyms = []
         if not is_default:
@@ -439,16 +427,16 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
     return {"throttle_time": 0, "results": results}
 
 
-async def _forward_topic_configs(broker, res, incremental: bool, validate_only: bool) -> None:
+async def _forward_topic_configs(manager, broker, res, incremental: bool, validate_only: bool) -> None:
     """A replicated broker's AlterConfigs / IncrementalAlterConfigs of a topic: the new overrides are computed from
     the metadata image's and validated here, then (unless ``validate_only``) the controller writes them as one
     ``config`` record and this broker waits until its image has it. Raises UnknownTopicOrPartitionError,
     InvalidConfigError, or the controller's error (NOT_CONTROLLER when none answers)."""
-    t = broker.lifecycle.image.topics.get(res.resource_name)
-    if t is None:
+    current = broker.metadata_cache.topic_configs(res.resource_name)
+    if current is None:
         raise UnknownTopicOrPartitionError(f"Topic {res.resource_name!r} does not exist")
     if incremental:
-        configs = merge_topic_configs(t.configs, [(c.name, c.config_operation, c.value) for c in res.configs],
+        configs = merge_topic_configs(current, [(c.name, c.config_operation, c.value) for c in res.configs],
                                       broker.config)
     else:
         configs = {k: v for k, v in ((c.name, validate_topic_config(c.name, c.value)) for c in res.configs)
@@ -456,14 +444,24 @@ async def _forward_topic_configs(broker, res, incremental: bool, validate_only: 
     if validate_only:
         return
     try:
-        answer = await broker.lifecycle.forward({"op": "alter_topic_configs", "name": res.resource_name,
-                                                 "configs": configs})
+        answer = await manager.forward({"op": "alter_topic_configs", "name": res.resource_name, "configs": configs})
     except ConnectionError as exc:
         raise NotControllerError(f"no controller answered: {exc}") from None
     if answer["error_code"]:
         error = for_code(answer["error_code"])(answer.get("error_message"))
         error.error_code = ErrorCode(answer["error_code"])  # also a code no exception class here carries
         raise error
+
+
+async def _alter_topic_configs_locally(catalog, res, incremental: bool, validate_only: bool) -> None:
+    """The single node's AlterConfigs / IncrementalAlterConfigs of a topic: its overrides in the topic catalogue
+    (persisted in ``__topics.json``, applied to its open logs at once)."""
+    if incremental:
+        catalog.incremental_alter_topic_configs(
+            res.resource_name, [(c.name, c.config_operation, c.value) for c in res.configs], validate_only=validate_only)
+    else:
+        catalog.alter_topic_configs(res.resource_name, {c.name: c.value for c in res.configs},
+                                    validate_only=validate_only)
 
 
 async def _alter_dynamic(ctx: RequestContext, res, incremental: bool, validate_only: bool) -> None:
@@ -473,29 +471,38 @@ async def _alter_dynamic(ctx: RequestContext, res, incremental: bool, validate_o
     writes the new set as one ``dynamic_config`` metadata record that every broker concerned applies (Kafka's
     ``ConfigRecord``); answered once this broker's image has it."""
     broker = ctx.broker
-    cluster = broker.lifecycle is not None  # validated here, then written by the controller as a metadata record
     ops = [(c.name, c.config_operation, c.value) for c in res.configs] if incremental else None
     replace = None if incremental else {c.name: c.value for c in res.configs}
-    if res.resource_type == GROUP_RESOURCE:
-        if not ctx.authorized(AclOperation.ALTER_CONFIGS, ResourceType.GROUP, res.resource_name):
-            raise GroupAuthorizationError()
-        configs = broker.dynamic_configs.alter_group(res.resource_name, ops, replace, validate_only or cluster)
-    else:
-        configs = broker.dynamic_configs.alter_broker(res.resource_name != "", ops, replace, validate_only or cluster)
-    if cluster and not validate_only:
+    if res.resource_type == GROUP_RESOURCE and \
+            not ctx.authorized(AclOperation.ALTER_CONFIGS, ResourceType.GROUP, res.resource_name):
+        raise GroupAuthorizationError()
+
+    def alter(only_validate: bool) -> dict:
+        if res.resource_type == GROUP_RESOURCE:
+            return broker.dynamic_configs.alter_group(res.resource_name, ops, replace, only_validate)
+        return broker.dynamic_configs.alter_broker(res.resource_name != "", ops, replace, only_validate)
+
+    async def local(controller) -> None:  # stored and applied here
+        alter(validate_only)
+
+    async def forwarded(manager) -> None:  # validated here, then written by the controller as a metadata record
+        configs = alter(True)
+        if validate_only:
+            return
         request = {"op": "alter_dynamic_configs", "resource": "group" if res.resource_type == GROUP_RESOURCE
                    else "broker", "name": res.resource_name, "configs": configs}
         try:
-            answer = await broker.lifecycle.forward(request)
+            answer = await manager.forward(request)
         except ConnectionError as exc:
             raise NotControllerError(f"no controller answered: {exc}") from None
         if answer["error_code"]:
             raise for_code(answer["error_code"])(answer.get("error_message"))
 
+    await broker.forwarding.maybe_forward(local, forwarded)
+
 
 async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
     """AlterConfigs / IncrementalAlterConfigs: per resource, check and apply (or only validate)."""
-    logs = ctx.broker.replica_manager.logs
     seen = [(res.resource_type, res.resource_name) for res in request.resources]
     responses = []
     for res in request.resources:
@@ -527,15 +534,11 @@ async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dic
                 raise InvalidRequestError(f"resource type {res.resource_type} is not supported: only topic (2), "
                                           "broker (4) and group (32) configs can be altered")
             validate_topic_name(res.resource_name)
-            if ctx.broker.lifecycle is not None:  # the controller writes the change; every broker applies it
-                await _forward_topic_configs(ctx.broker, res, incremental, request.validate_only)
-            elif incremental:
-                logs.incremental_alter_topic_configs(
-                    res.resource_name, [(c.name, c.config_operation, c.value) for c in res.configs],
-                    validate_only=request.validate_only)
-            else:
-                logs.alter_topic_configs(res.resource_name, {c.name: c.value for c in res.configs},
-                                         validate_only=request.validate_only)
+            await ctx.broker.forwarding.maybe_forward(  # in a cluster the controller writes it, every broker applies it
+                lambda controller, res=res: _alter_topic_configs_locally(controller.catalog, res, incremental,
+                                                                         request.validate_only),
+                lambda manager, res=res: _forward_topic_configs(manager, ctx.broker, res, incremental,
+                                                                request.validate_only))
         except KafkaError as exc:
             error_code, message = exc.error_code, str(exc)
         responses.append({"error_code": error_code, "error_message": message, "resource_type": res.resource_type,

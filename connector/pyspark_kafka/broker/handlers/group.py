@@ -58,19 +58,18 @@ def not_owner(ctx: RequestContext, group_id: str) -> ErrorCode:
 
 
 async def replicated(ctx: RequestContext, group_id: str, error: int) -> int:
-    """Replicated cluster: after a successful coordinator write for ``group_id``, wait until the ISR has it
-    (acks=all); NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE when it did not get there. ``error`` otherwise."""
-    lifecycle = ctx.broker.lifecycle
-    if lifecycle is None or error != ErrorCode.none:
+    """After a successful coordinator write for ``group_id``, wait until it is complete (in a replicated
+    cluster: the ISR has it, acks=all; NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE when it did not get there).
+    ``error`` when the write failed."""
+    if error != ErrorCode.none:
         return error
-    return await lifecycle.coordinators.group_write_done(group_id)
+    return await ctx.broker.coordinators.group_write_done(group_id)
 
 
 # --- FindCoordinator ------------------------------------------------------------------------
 
 
-def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
-    broker = ctx.broker
+def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict | None:
     if key_type not in (GROUP_KEY, TXN_KEY):
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.invalid_request,
                 "error_message": f"key type {key_type} is not 0 (group) or 1 (transaction)"}
@@ -84,17 +83,13 @@ def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
     if key_type == GROUP_KEY and _coordinator(ctx) is None:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": "__consumer_offsets cannot be loaded"}
-    if broker.lifecycle is not None:
-        return None  # replicated cluster: the leader of the key's internal partition (_entry)
-    host, port = broker.advertised(ctx.listener)
-    return {"key": key, "node_id": broker.node_id, "host": host, "port": port, "error_code": ErrorCode.none,
-            "error_message": None}
+    return None  # the coordinators' placement answers (_entry)
 
 
 async def _entry(ctx: RequestContext, key: str, key_type: int) -> dict:
     entry = _coordinator_entry(ctx, key, key_type)
     if entry is None:
-        entry = await ctx.broker.lifecycle.coordinators.find(key, key_type)
+        entry = await ctx.broker.coordinators.find(key, key_type, ctx.listener)
     return entry
 
 

@@ -117,7 +117,7 @@ async def describe_log_dirs(ctx: RequestContext, request) -> dict:
         if wanted is None or (topic, partition) in wanted:
             topics.setdefault(topic, []).append({"partition_index": partition, "partition_size": size,
                                                  "offset_lag": 0, "is_future_key": False})
-    data_dir = replica_manager.logs.data_dir
+    data_dir = replica_manager.log_dir
     usage = shutil.disk_usage(data_dir)
     result = {"error_code": ErrorCode.none, "log_dir": str(data_dir.absolute()), "total_bytes": usage.total,
               "usable_bytes": usage.free, "is_cordoned": False,

@@ -1,10 +1,12 @@
-"""Metadata (key 3), DescribeCluster (key 60) and DescribeTopicPartitions (key 75): this single
-broker, its topics and partitions.
+"""Metadata (key 3), DescribeCluster (key 60) and DescribeTopicPartitions (key 75): the live brokers,
+the topics and their partitions, as the broker's :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache`
+knows them (on the single node every partition is led by this broker, its only replica and in-sync
+replica; in a replicated cluster the metadata image's leaders, replicas and ISR).
 
-Every partition is led by this broker (node ``node.id``) with itself as the only replica and
-in-sync replica. Unknown topics are auto-created with ``num.partitions`` partitions when
+Unknown topics are auto-created with ``num.partitions`` partitions when
 ``auto.create.topics.enable`` is true and the request allows it (``allow_auto_topic_creation``,
-v4+; always allowed before v4, as in Kafka). Topic ids are served from v10 on.
+v4+; always allowed before v4, as in Kafka): at once on the single node, through the controller in a
+cluster (answered LEADER_NOT_AVAILABLE until the metadata has them, clients retry). Topic ids are served from v10 on.
 DescribeTopicPartitions (KIP-966) never creates topics and pages through partitions with a cursor.
 
 Authorization (with an authorizer, as Kafka's ``KafkaApis.handleTopicMetadataRequest``): a topic
@@ -17,11 +19,10 @@ DescribeCluster needs no ACL (as in Kafka).
 
 from __future__ import annotations
 
-import uuid
-
-from pyspark_kafka.broker.config import validate_topic_name
+from pyspark_kafka.broker.topic_config import validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
+from pyspark_kafka.broker.metadata_cache import BrokerEndpoint, TopicMetadata
 from pyspark_kafka.broker.protocol import ProtocolError
 from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
@@ -34,33 +35,32 @@ MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 """Kafka's ``max.request.partition.size.limit`` default: most partitions one DescribeTopicPartitions answers."""
 
 
-def broker_entry(broker, ctx: RequestContext | None = None) -> dict:
-    """This broker as a Metadata/DescribeCluster broker entry: host and port advertised on the
-    listener the request came in on (Kafka answers with the endpoint of the same listener name)."""
-    host, port = broker.advertised(ctx.listener if ctx is not None else None)
-    return {"node_id": broker.node_id, "broker_id": broker.node_id, "host": host, "port": port, "rack": None}
+def broker_entry(endpoint: BrokerEndpoint) -> dict:
+    """A live broker as a Metadata/DescribeCluster broker entry (host and port as advertised on the
+    listener the request came in on: Kafka answers with the endpoint of the same listener name)."""
+    return {"node_id": endpoint.node_id, "broker_id": endpoint.node_id, "host": endpoint.host,
+            "port": endpoint.port, "rack": endpoint.rack}
 
 
-def topic_entry(broker, name: str) -> dict:
-    """The Metadata entry of existing topic ``name``: every partition led by this broker."""
-    info = broker.replica_manager.logs.topic(name)
-    me = broker.node_id
+def topic_entry(topic: TopicMetadata) -> dict:
+    """The Metadata entry of an existing topic: its partitions' leaders (NO_LEADER -1: offline, answered
+    LEADER_NOT_AVAILABLE), leader epochs, replicas, ISR and offline replicas, from the metadata cache."""
     return {
         "error_code": ErrorCode.none,
-        "name": name,
-        "topic_id": info.topic_id,
-        "is_internal": name.startswith("__"),
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.name.startswith("__"),
         "partitions": [
             {
-                "error_code": ErrorCode.none,
-                "partition_index": p,
-                "leader_id": me,
-                "leader_epoch": 0,
-                "replica_nodes": [me],
-                "isr_nodes": [me],
-                "offline_replicas": [],
+                "error_code": ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
+                "partition_index": p.index,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": list(p.offline_replicas),
             }
-            for p in range(info.num_partitions)
+            for p in topic.partitions
         ],
         "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
@@ -83,100 +83,57 @@ def _may_create(ctx: RequestContext, name: str) -> bool:
         ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
 
 
-def _lookup(ctx: RequestContext, name: str, allow_create: bool) -> dict:
+def _lookup(ctx: RequestContext, name: str, allow_create: bool) -> dict | None:
+    """The Metadata entry of requested topic ``name``; None when it is missing and is to be auto-created."""
     broker = ctx.broker
     if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
         return _error_entry(name, ErrorCode.topic_authorization_failed)
     try:
         validate_topic_name(name)
-        replica_manager = broker.replica_manager
-        if replica_manager.logs.topic(name) is None:
-            if allow_create and broker.config.get_bool("auto.create.topics.enable") and not _may_create(ctx, name):
+        topic = broker.metadata_cache.topic(name)
+        if topic is None:
+            auto_create = allow_create and broker.config.get_bool("auto.create.topics.enable")
+            if auto_create and not _may_create(ctx, name):
                 return _error_entry(name, ErrorCode.topic_authorization_failed)
-            if not (allow_create and replica_manager.auto_create(name)):
-                return _error_entry(name, ErrorCode.unknown_topic_or_partition)
+            return None if auto_create else _error_entry(name, ErrorCode.unknown_topic_or_partition)
     except KafkaError as exc:
         return _error_entry(name, exc.error_code)
-    return topic_entry(broker, name)
+    return topic_entry(topic)
 
 
-def _cluster_brokers(broker) -> list[dict]:
-    """Replicated cluster: every live (unfenced) broker of the metadata image (Kafka lists only those)."""
-    return [{"node_id": b.id, "broker_id": b.id, "host": b.host, "port": b.port, "rack": None}
-            for b in broker.lifecycle.image.live_brokers()]
-
-
-def cluster_topic_entry(broker, name: str) -> dict:
-    """Replicated cluster: topic ``name`` from the metadata image: leaders (-1 offline, LEADER_NOT_AVAILABLE),
-    leader epochs, replicas, ISR and the replicas on fenced brokers as offline replicas."""
-    image = broker.lifecycle.image
-    t = image.topics[name]
-    live = {b.id for b in image.live_brokers()}
-    partitions = []
-    for p, st in sorted(t.partitions.items()):
-        partitions.append({
-            "error_code": ErrorCode.none if st.leader >= 0 else ErrorCode.leader_not_available,
-            "partition_index": p, "leader_id": st.leader, "leader_epoch": st.leader_epoch,
-            "replica_nodes": list(st.replicas), "isr_nodes": list(st.isr),
-            "offline_replicas": [r for r in st.replicas if r not in live]})
-    return {"error_code": ErrorCode.none, "name": name, "topic_id": uuid.UUID(t.topic_id),
-            "is_internal": name.startswith("__"), "partitions": partitions,
-            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS}
-
-
-async def _cluster_metadata(ctx: RequestContext, request) -> dict:
-    """Metadata in a replicated cluster, from the broker's metadata image; unknown topics are created through
-    the controller when allowed (answered LEADER_NOT_AVAILABLE until the image has them, clients retry)."""
-    broker = ctx.broker
-    image = broker.lifecycle.image
-    requested = request.topics
-    if requested is None or (ctx.api_version == 0 and not requested):
-        names = [n for n in sorted(image.topics) if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
-    else:
-        names = [t.name if t.name is not None else next(
-            (n for n, x in image.topics.items() if uuid.UUID(x.topic_id) == t.topic_id), None) for t in requested]
-    allow_create = getattr(request, "allow_auto_topic_creation", True)
-    topics = []
-    missing = []
-    for name in names:
-        if name is None:
-            topics.append(_error_entry(None, ErrorCode.unknown_topic_id))
-        elif not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-            topics.append(_error_entry(name, ErrorCode.topic_authorization_failed))
-        elif name in image.topics:
-            topics.append(cluster_topic_entry(broker, name))
-        else:
+async def _auto_create(broker, names: list[str]) -> dict[str, int]:
+    """Create the missing topics ``names`` (Kafka's ``AutoTopicCreationManager``); the error code answered for
+    each that has no entry yet. The single node creates them at once (with ``num.partitions``; errors from the
+    topic catalogue); a cluster's broker asks the controller and answers LEADER_NOT_AVAILABLE (clients retry
+    until the metadata has them)."""
+    async def local(controller) -> dict[str, int]:
+        errors = {}
+        for name in names:
             try:
-                validate_topic_name(name)
+                broker.replica_manager.auto_create(name)
             except KafkaError as exc:
-                topics.append(_error_entry(name, exc.error_code))
-                continue
-            if allow_create and broker.config.get_bool("auto.create.topics.enable") and not _may_create(ctx, name):
-                topics.append(_error_entry(name, ErrorCode.topic_authorization_failed))
-            elif allow_create and broker.config.get_bool("auto.create.topics.enable"):
-                missing.append(name)
-                topics.append(_error_entry(name, ErrorCode.leader_not_available))
-            else:
-                topics.append(_error_entry(name, ErrorCode.unknown_topic_or_partition))
-    if missing:
+                errors[name] = exc.error_code
+        return errors
+
+    async def forwarded(manager) -> dict[str, int]:
         try:
-            await broker.lifecycle.call({"op": "create_topics", "topics": [{"name": n} for n in missing]})
+            await manager.call({"op": "create_topics", "topics": [{"name": n} for n in names]})
         except ConnectionError:
             pass
-    return {"throttle_time": 0, "brokers": _cluster_brokers(broker), "cluster_id": broker.cluster_id,
-            "controller_id": broker.node_id, "topics": topics,
-            "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS}
+        return {n: ErrorCode.leader_not_available for n in names}
+
+    return await broker.forwarding.maybe_forward(local, forwarded)
 
 
 @register(api_key=3, min_version=0, max_version=12)
 async def metadata(ctx: RequestContext, request) -> dict:
-    """Brokers, cluster id, controller and the requested topics (all topics when null/v0 empty)."""
+    """Brokers, cluster id, controller and the requested topics (all topics when null/v0 empty), from the
+    broker's metadata cache; unknown topics are auto-created when allowed."""
     broker = ctx.broker
-    if broker.lifecycle is not None:
-        return await _cluster_metadata(ctx, request)
+    cache = broker.metadata_cache
     requested = request.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [topic_entry(broker, name) for name in sorted(broker.replica_manager.logs.topics())
+        topics = [topic_entry(cache.topic(name)) for name in cache.topic_names()
                   if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True)
@@ -185,25 +142,36 @@ async def metadata(ctx: RequestContext, request) -> dict:
             raise ProtocolError(f"Topic name can not be null for Metadata version {ctx.api_version}: "
                                 "topic ids need Metadata v12 or later")
         topics = []
+        missing: dict[int, str] = {}  # position in topics -> name to auto-create
         for t in requested:
             topic_id = getattr(t, "topic_id", None)
             if t.name is None and topic_id is not None:
-                name = broker.replica_manager.topic_name(topic_id)
+                name = cache.topic_name(topic_id)
                 if name and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
                     # Kafka: topic ids are not secret, so TOPIC_AUTHORIZATION_FAILED with the id and no name
                     topics.append(_error_entry(None, ErrorCode.topic_authorization_failed, topic_id))
                 else:
-                    topics.append(topic_entry(broker, name) if name else
+                    topic = cache.topic(name) if name else None
+                    topics.append(topic_entry(topic) if topic else
                                   _error_entry(None, ErrorCode.unknown_topic_id, topic_id))
             else:
-                topics.append(_lookup(ctx, t.name, allow_create))
+                entry = _lookup(ctx, t.name, allow_create)
+                if entry is None:
+                    missing[len(topics)] = t.name
+                topics.append(entry)
+        if missing:
+            errors = await _auto_create(broker, list(dict.fromkeys(missing.values())))
+            for i, name in missing.items():
+                topic = None if name in errors else cache.topic(name)
+                topics[i] = topic_entry(topic) if topic else _error_entry(
+                    name, errors.get(name, ErrorCode.unknown_topic_or_partition))
     if getattr(request, "include_topic_authorized_operations", False):
         for entry in topics:
             if entry["error_code"] == ErrorCode.none:
                 entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC, entry["name"])
     return {
         "throttle_time": 0,
-        "brokers": [broker_entry(broker, ctx)],
+        "brokers": [broker_entry(b) for b in cache.alive_brokers(ctx.listener)],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
@@ -214,7 +182,7 @@ async def metadata(ctx: RequestContext, request) -> dict:
 
 @register(api_key=60, min_version=0, max_version=1)
 async def describe_cluster(ctx: RequestContext, request) -> dict:
-    """Cluster id, controller (this broker) and the one broker (KIP-700)."""
+    """Cluster id, controller (this broker) and the live brokers (KIP-700)."""
     broker = ctx.broker
     return {
         "throttle_time": 0,
@@ -223,7 +191,7 @@ async def describe_cluster(ctx: RequestContext, request) -> dict:
         "endpoint_type": getattr(request, "endpoint_type", 1),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "brokers": _cluster_brokers(broker) if broker.lifecycle is not None else [broker_entry(broker, ctx)],
+        "brokers": [broker_entry(b) for b in broker.metadata_cache.alive_brokers(ctx.listener)],
         "cluster_authorized_operations": ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
         if getattr(request, "include_cluster_authorized_operations", False) else NO_AUTHORIZED_OPERATIONS,
     }
@@ -233,20 +201,20 @@ def _describe_partitions_topic(broker, name: str, first: int, limit: int) -> tup
     """The DescribeTopicPartitions entry of topic ``name`` from partition ``first``, at most ``limit``
     partitions, and the next partition index (-1 when the topic is complete). Unknown topics get
     UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name) and next -1."""
-    info = broker.replica_manager.logs.topic(name)
-    if info is None:
+    topic = broker.metadata_cache.topic(name)
+    if topic is None:
         try:
             validate_topic_name(name)
             code = ErrorCode.unknown_topic_or_partition
         except KafkaError as exc:
             code = exc.error_code
         return {**_error_entry(name, code), "topic_authorized_operations": ALL_TOPIC_OPERATIONS}, -1
-    entry = topic_entry(broker, name)
-    upper = min(info.num_partitions, first + limit)  # a negative first index only shortens the page, as in Kafka
+    entry = topic_entry(topic)
+    upper = min(topic.num_partitions, first + limit)  # a negative first index only shortens the page, as in Kafka
     entry["partitions"] = [{**p, "eligible_leader_replicas": [], "last_known_elr": []}
                            for p in entry["partitions"][max(first, 0):max(upper, 0)]]
     entry["topic_authorized_operations"] = ALL_TOPIC_OPERATIONS
-    return entry, upper if upper < info.num_partitions else -1
+    return entry, upper if upper < topic.num_partitions else -1
 
 
 @register(api_key=75, min_version=0, max_version=0)
@@ -265,18 +233,11 @@ async def describe_topic_partitions(ctx: RequestContext, request) -> dict:
     and last known ELR empty; topic authorized operations: every topic operation (no authorizer).
     """
     broker = ctx.broker
-    if broker.lifecycle is not None:  # replicated: topics and partitions from the metadata image
-        entries = [cluster_topic_entry(broker, n) for n in sorted(broker.lifecycle.image.topics)
-                   if not request.topics or n in {t.name for t in request.topics}]
-        for e in entries:
-            e["partitions"] = [{**p, "eligible_leader_replicas": [], "last_known_elr": []} for p in e["partitions"]]
-            e["topic_authorized_operations"] = ALL_TOPIC_OPERATIONS
-        return {"throttle_time": 0, "topics": entries, "next_cursor": None}
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not request.topics
     if fetch_all:
-        names = {n for n in broker.replica_manager.logs.topics() if n >= cursor_topic}
+        names = {n for n in broker.metadata_cache.topic_names() if n >= cursor_topic}
     else:
         names = {t.name for t in request.topics if t.name >= cursor_topic}
         if cursor is not None and cursor.topic_name not in names:

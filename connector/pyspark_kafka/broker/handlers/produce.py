@@ -35,8 +35,6 @@ nothing more here (KIP-679: InitProducerId checks them).
 
 from __future__ import annotations
 
-import asyncio
-
 from pyspark_kafka.broker.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -101,20 +99,19 @@ def _has_transactional_records(request) -> bool:
     return False
 
 
-async def _wait_for_isr(replica_manager: ReplicaManager, responses: list[dict], timeout_ms: int) -> None:
-    """Replicated cluster, acks=all: wait (Kafka's ``DelayedProduce``) until every appended partition's high
-    watermark passes its records; a partition that times out answers REQUEST_TIMED_OUT, one whose ISR fell below
-    ``min.insync.replicas`` NOT_ENOUGH_REPLICAS_AFTER_APPEND, one whose leader changed NOT_LEADER_OR_FOLLOWER."""
-    async def one(topic: str, res: dict) -> None:
-        if res["error_code"] != ErrorCode.none:
-            return
-        plog = replica_manager.logs.get_log(topic, res["index"])
-        required = plog.log_end_offset if plog is not None else 0
-        try:
-            await replica_manager.wait_for_replication(topic, res["index"], required, timeout_ms)
-        except KafkaError as exc:
-            res.update(error_code=exc.error_code, error_message=str(exc), base_offset=-1)
-    await asyncio.gather(*(one(t["name"], r) for t in responses for r in t["partition_responses"]))
+async def _wait_for_acks(replica_manager: ReplicaManager, responses: list[dict], acks: int, timeout_ms: int) -> None:
+    """acks=all: wait (Kafka's ``DelayedProduce``, :meth:`ReplicaManager.wait_for_acks`) until every appended
+    partition's high watermark passes its records; a partition that times out answers REQUEST_TIMED_OUT, one
+    whose ISR fell below ``min.insync.replicas`` NOT_ENOUGH_REPLICAS_AFTER_APPEND, one whose leader changed
+    NOT_LEADER_OR_FOLLOWER."""
+    appended: dict[tuple[str, int], list[dict]] = {}
+    for t in responses:
+        for r in t["partition_responses"]:
+            if r["error_code"] == ErrorCode.none:
+                appended.setdefault((t["name"], r["index"]), []).append(r)
+    for key, exc in (await replica_manager.wait_for_acks(appended, acks, timeout_ms)).items():
+        for r in appended[key]:
+            r.update(error_code=exc.error_code, error_message=str(exc), base_offset=-1)
 
 
 @register(api_key=0, min_version=3, max_version=11)
@@ -146,8 +143,8 @@ async def produce(ctx: RequestContext, request) -> dict | None:
             failed = failed or res["error_code"] != ErrorCode.none
             partitions.append(res)
         responses.append({"name": name or "", "topic_id": topic_id, "partition_responses": partitions})
-    if acks == -1 and replica_manager.replicated:
-        await _wait_for_isr(replica_manager, responses, ms(request.timeout))
+    if acks == -1:
+        await _wait_for_acks(replica_manager, responses, acks, ms(request.timeout))
     if acks == 0:
         if failed:
             raise CloseConnection()

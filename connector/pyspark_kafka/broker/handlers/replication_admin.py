@@ -30,8 +30,8 @@ def _cluster_denied(ctx: RequestContext, operation: AclOperation) -> bool:
 
 def _local_partition_error(broker, topic: str, partition: int) -> tuple[int, str | None]:
     """Single node: UNKNOWN_TOPIC_OR_PARTITION for a partition this broker lacks, else no error."""
-    info = broker.replica_manager.logs.topic(topic)
-    if info is None or not 0 <= partition < info.num_partitions:
+    count = broker.metadata_cache.partition_counts().get(topic)
+    if count is None or not 0 <= partition < count:
         return int(ErrorCode.unknown_topic_or_partition), f"No such partition as {topic}-{partition}"
     return 0, None
 
@@ -53,17 +53,18 @@ async def elect_leaders(ctx: RequestContext, request) -> dict:
                 "replica_election_results": results}
     if election not in (partition_admin.PREFERRED, partition_admin.UNCLEAN):
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_request, "replica_election_results": []}
-    if broker.lifecycle is not None:
+
+    async def forwarded(manager) -> dict:
         try:
-            answer = await broker.lifecycle.forward({"op": "elect_leaders", "election_type": election,
-                                                     "partitions": asked})
-            by_topic = answer["results"]
+            answer = await manager.forward({"op": "elect_leaders", "election_type": election, "partitions": asked})
+            return answer["results"]
         except ConnectionError as exc:
-            by_topic = {n: [{"partition": p, "error_code": int(ErrorCode.not_controller), "error_message": str(exc)}
-                            for p in ps] for n, ps in (asked or {}).items()}
-    else:
+            return {n: [{"partition": p, "error_code": int(ErrorCode.not_controller), "error_message": str(exc)}
+                        for p in ps] for n, ps in (asked or {}).items()}
+
+    async def local(controller) -> dict:  # the single node leads every partition already: no election is needed
         wanted = asked if asked is not None else {
-            n: list(range(t.num_partitions)) for n, t in broker.replica_manager.logs.topics().items()}
+            n: list(range(count)) for n, count in broker.metadata_cache.partition_counts().items()}
         by_topic = {}
         for n, ps in wanted.items():
             out = by_topic.setdefault(n, [])
@@ -74,6 +75,9 @@ async def elect_leaders(ctx: RequestContext, request) -> dict:
                         continue
                     code, message = int(ErrorCode.election_not_needed), "Leader election not needed for topic partition."
                 out.append({"partition": p, "error_code": code, "error_message": message})
+        return by_topic
+
+    by_topic = await broker.forwarding.maybe_forward(local, forwarded)
     results = [{"topic": n, "partition_result": [{"partition_id": r["partition"], "error_code": ErrorCode(r["error_code"]),
                                                   "error_message": r.get("error_message")} for r in rs]}
                for n, rs in by_topic.items()]
@@ -93,16 +97,17 @@ async def alter_partition_reassignments(ctx: RequestContext, request) -> dict:
     topics = [{"name": t.name, "partitions": [{"partition": int(p.partition_index),
                                                "replicas": None if p.replicas is None else [int(r) for r in p.replicas]}
                                               for p in t.partitions]} for t in request.topics]
-    if broker.lifecycle is not None:
+
+    async def forwarded(manager) -> list[dict]:
         try:
-            answer = await broker.lifecycle.forward({"op": "alter_reassignments", "topics": topics,
-                                                     "allow_rf_change": allow})
-            results = answer["topics"]
+            answer = await manager.forward({"op": "alter_reassignments", "topics": topics, "allow_rf_change": allow})
+            return answer["topics"]
         except ConnectionError as exc:
-            results = [{"name": t["name"], "partitions": [{"partition": p["partition"], "error_code":
-                        int(ErrorCode.not_controller), "error_message": str(exc)} for p in t["partitions"]]}
-                       for t in topics]
-    else:
+            return [{"name": t["name"], "partitions": [{"partition": p["partition"], "error_code":
+                     int(ErrorCode.not_controller), "error_message": str(exc)} for p in t["partitions"]]}
+                    for t in topics]
+
+    async def local(controller) -> list[dict]:  # one broker: the only assignment is [this broker], never reassigning
         results = []
         for t in topics:
             out = []
@@ -119,6 +124,9 @@ async def alter_partition_reassignments(ctx: RequestContext, request) -> dict:
                                      "The manual partition assignment includes an empty replica list.")
                 out.append({"partition": p["partition"], "error_code": code, "error_message": message})
             results.append({"name": t["name"], "partitions": out})
+        return results
+
+    results = await broker.forwarding.maybe_forward(local, forwarded)
     responses = [{"name": t["name"], "partitions": [{"partition_index": p["partition"],
                                                      "error_code": ErrorCode(p["error_code"]),
                                                      "error_message": p.get("error_message")} for p in t["partitions"]]}
@@ -134,12 +142,10 @@ async def list_partition_reassignments(ctx: RequestContext, request) -> dict:
     if _cluster_denied(ctx, AclOperation.DESCRIBE):
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": _DENIED,
                 "topics": []}
-    if broker.lifecycle is None:
-        return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "topics": []}
     wanted = None if request.topics is None else {
         t.name: [int(p) for p in t.partition_indexes] for t in request.topics}
-    ongoing = partition_admin.ongoing_reassignments(broker.lifecycle.image, wanted)
-    topics = [{"name": n, "partitions": [{"partition_index": p, "replicas": list(st.replicas),
-                                          "adding_replicas": list(st.adding), "removing_replicas": list(st.removing)}
-                                         for p, st in found]} for n, found in ongoing.items()]
+    ongoing = broker.metadata_cache.ongoing_reassignments(wanted)
+    topics = [{"name": n, "partitions": [{"partition_index": r.index, "replicas": list(r.replicas),
+                                          "adding_replicas": list(r.adding), "removing_replicas": list(r.removing)}
+                                         for r in found]} for n, found in ongoing.items()]
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "topics": topics}

@@ -54,12 +54,12 @@ def _not_owner(ctx: RequestContext, transactional_id: str) -> ErrorCode:
 
 
 async def _replicated(ctx: RequestContext, transactional_id: str, error: int) -> int:
-    """Replicated cluster: after a successful state change of ``transactional_id``, wait until the ISR of its
-    ``__transaction_state`` partition has it (NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE when not)."""
-    lifecycle = ctx.broker.lifecycle
-    if lifecycle is None or error != ErrorCode.none:
+    """After a successful state change of ``transactional_id``, wait until the coordinator's write is complete
+    (in a replicated cluster: the ISR of its ``__transaction_state`` partition has it; NOT_COORDINATOR /
+    COORDINATOR_NOT_AVAILABLE when not). ``error`` when the change failed."""
+    if error != ErrorCode.none:
         return error
-    return await lifecycle.coordinators.txn_write_done(transactional_id)
+    return await ctx.broker.coordinators.txn_write_done(transactional_id)
 
 log = get_logger("pyspark_kafka.broker")
 
@@ -120,11 +120,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
         return {"throttle_time": 0, "results_by_topic_v3_and_below": _partition_results(
             topics, lambda topic, p: ErrorCode.not_coordinator)}
     denied = {t.name for t in topics if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t.name)}
-    if broker.lifecycle is not None:  # replicated: the partition may live on other brokers only
-        def exists(topic, p):
-            return broker.lifecycle.image.partition(topic, p) is not None
-    else:
-        exists = broker.replica_manager.has_partition
+    exists = broker.metadata_cache.contains_partition  # in a cluster: maybe on other brokers only
     missing = {(t.name, p) for t in topics for p in t.partitions if t.name not in denied and not exists(t.name, p)}
     if missing or denied:
         def code(topic, p):
@@ -277,32 +273,13 @@ async def list_transactions(ctx: RequestContext, request) -> dict:
 
 
 
-def _single_node_marker(ctx: RequestContext, topic: str, partition: int, marker) -> ErrorCode:
-    """WriteTxnMarkers on the single node: the marker into the local partition (a ``__consumer_offsets``
-    partition completes the producer's staged offsets there)."""
-    from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
-
-    try:
-        if topic == OFFSETS_TOPIC:
-            ctx.broker.group_coordinator.ensure_loaded().offsets.complete_txn(
-                marker.producer_id, marker.transaction_result, now_ms(), marker.coordinator_epoch,
-                partition=partition)
-        elif not ctx.broker.replica_manager.append_marker(topic, partition, marker.producer_id,
-                                                          marker.producer_epoch, marker.transaction_result,
-                                                          now_ms(), marker.coordinator_epoch):
-            return ErrorCode.unknown_topic_or_partition
-    except KafkaError as exc:
-        return exc.error_code
-    return ErrorCode.none
-
-
 @register(api_key=27, min_version=1, max_version=2)
 async def write_txn_markers(ctx: RequestContext, request) -> dict:
     """WriteTxnMarkers (broker to broker): a COMMIT/ABORT marker into each named partition this broker leads,
     answered once its ISR has it. Per partition: NOT_LEADER_OR_FOLLOWER (the coordinator retries on the new
     leader), UNKNOWN_TOPIC_OR_PARTITION, the log's producer-epoch errors; CLUSTER_AUTHORIZATION_FAILED without
     CLUSTER_ACTION on the cluster (Kafka's ``KafkaApis.handleWriteTxnMarkersRequest``)."""
-    lifecycle = ctx.broker.lifecycle
+    coordinators = ctx.broker.coordinators
     allowed = ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     markers = []
     for m in request.markers:
@@ -312,11 +289,9 @@ async def write_txn_markers(ctx: RequestContext, request) -> dict:
             for p in t.partition_indexes:
                 if not allowed:
                     code = ErrorCode.cluster_authorization_failed
-                elif lifecycle is None:  # the single node leads every partition
-                    code = _single_node_marker(ctx, t.name, p, m)
                 else:
-                    code = await lifecycle.coordinators.apply_marker(t.name, p, m.producer_id, m.producer_epoch,
-                                                                     m.transaction_result, m.coordinator_epoch)
+                    code = await coordinators.apply_marker(t.name, p, m.producer_id, m.producer_epoch,
+                                                           m.transaction_result, m.coordinator_epoch)
                 parts.append({"partition_index": p, "error_code": code})
             topics.append({"name": t.name, "partitions": parts})
         markers.append({"producer_id": m.producer_id, "topics": topics})

@@ -1,4 +1,6 @@
-"""All partition logs of the broker in one data directory (Kafka's ``LogManager``), plus topic metadata.
+"""All partition logs of the broker in one data directory (Kafka's ``LogManager``): their lifecycle (load,
+recovery, create, delete, retention, cleaning, flush, checkpoints) for the topics of its
+:class:`~pyspark_kafka.broker.log.topic_catalog.TopicCatalog` (``catalog``, the topic metadata).
 
 ``DATA_DIR`` layout::
 
@@ -16,26 +18,18 @@ next :meth:`LogManager.load` recognises (by the topic id in ``partition.metadata
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import clock
-from pyspark_kafka.broker.config import (
-    LIST_TOPIC_CONFIGS,
-    TOPIC_CONFIG_NAMES,
-    BrokerConfig,
-    LogConfig,
-    validate_topic_config,
-    validate_topic_name,
-)
+from pyspark_kafka.broker.config import LIST_TOPIC_CONFIGS, BrokerConfig
+from pyspark_kafka.broker.topic_config import LogConfig, topic_config_values, validate_topic_config
 from pyspark_kafka.broker.log.checkpoint import (
     atomic_write,
     fsync_dir,
@@ -46,18 +40,17 @@ from pyspark_kafka.broker.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
-    InvalidTopicError,
     KafkaStorageError,
     PolicyViolationError,
-    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from pyspark_kafka.broker.log.cleaner import LogCleaner
-from pyspark_kafka.broker.log.partition_log import PartitionLog, RecoveryStats
+from pyspark_kafka.broker.log.log_loader import RecoveryStats
+from pyspark_kafka.broker.log.partition_log import PartitionLog
+from pyspark_kafka.broker.log.topic_catalog import TOPICS_FILE, TopicCatalog, TopicInfo  # noqa: F401 - re-exported
 
 log = get_logger(__name__)
 
-TOPICS_FILE = "__topics.json"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
@@ -134,23 +127,8 @@ def prepare_data_dir(path: Path) -> bool:
     return fresh
 
 
-@dataclass(frozen=True)
-class TopicInfo:
-    """A topic: name, id (UUID, as in Kafka's metadata), partition count and its config overrides."""
-
-    name: str
-    topic_id: uuid.UUID
-    num_partitions: int
-    configs: dict[str, str] = field(default_factory=dict)
-
-
-def _collision_key(name: str) -> str:
-    """Kafka's ``Topic.unifyCollisionChars``: ``.`` and ``_`` collide in metric names."""
-    return name.replace(".", "_")
-
-
 class LogManager:
-    """Topic metadata and the :class:`PartitionLog` of every partition under ``data_dir``.
+    """The :class:`PartitionLog` of every partition under ``data_dir``, for the topics of ``catalog``.
 
     ``LogManager(data_dir, BrokerConfig(...))``, then :meth:`load` (creates the directory,
     recovers after a crash). Call :meth:`close` on shutdown (flush, checkpoints, clean-shutdown
@@ -160,8 +138,7 @@ class LogManager:
     def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
         self.data_dir = Path(data_dir)
         self.config = config
-        self._topics: dict[str, TopicInfo] = {}
-        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.catalog = TopicCatalog(self.data_dir)
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_configs: dict[str, LogConfig] = {}
         self.recovery_stats: dict[tuple[str, int], RecoveryStats] = {}
@@ -183,7 +160,7 @@ class LogManager:
         fresh = prepare_data_dir(self.data_dir)
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         self.clean_shutdown = marker.exists()
-        self._set_topics(self._read_topics())
+        self.catalog.load()
         recovery_points = read_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self.cleaner = LogCleaner(read_offset_checkpoint(self.data_dir / CLEANER_OFFSET_CHECKPOINT))
@@ -191,7 +168,7 @@ class LogManager:
         self._remove_stale_dirs()
         capacity = partition_capacity()
         self.offline = {}
-        for info in self._topics.values():
+        for info in self.catalog.topics().values():
             try:
                 self._log_configs[info.name] = LogConfig.from_configs(self.config, info.configs)
             except (InvalidConfigError, ValueError) as e:  # a config a later version refuses
@@ -229,46 +206,11 @@ class LogManager:
         log.info(
             "loaded %d topics, %d partitions from %s in %.0f ms (%s shutdown; re-validated %d segments, "
             "truncated %d bytes)",
-            len(self._topics), len(self._logs), self.data_dir, (time.monotonic() - started) * 1000,
+            len(self.catalog.topics()), len(self._logs), self.data_dir, (time.monotonic() - started) * 1000,
             "new data directory, no" if fresh else "clean" if self.clean_shutdown else "unclean", scanned, truncated,
         )
         self._closed = False
         self.checkpoint()
-
-    def _read_topics(self) -> dict[str, TopicInfo]:
-        path = self.data_dir / TOPICS_FILE
-        if not path.exists():
-            return {}
-        try:
-            doc = json.loads(path.read_text())
-            return {
-                name: TopicInfo(name, uuid.UUID(t["topic_id"]), int(t["partitions"]), dict(t.get("configs", {})))
-                for name, t in doc["topics"].items()
-            }
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise KafkaStorageError(
-                f"cannot read topic metadata {path}: {e}. Restore the file from a backup or move the data "
-                "directory aside; the broker does not start on unreadable metadata, to keep the logs safe"
-            ) from e
-
-    def _set_topics(self, topics: dict[str, TopicInfo]) -> None:
-        self._topics = topics
-        self._by_id = {info.topic_id: info for info in topics.values()}
-
-    def _write_topics(self, topics: dict[str, TopicInfo]) -> None:
-        """Persist ``topics`` (atomically), then make them the current topics."""
-        doc = {
-            "version": 1,
-            "topics": {
-                t.name: {"topic_id": str(t.topic_id), "partitions": t.num_partitions, "configs": t.configs}
-                for t in sorted(topics.values(), key=lambda t: t.name)
-            },
-        }
-        try:
-            atomic_write(self.data_dir / TOPICS_FILE, json.dumps(doc, indent=1).encode())
-        except OSError as e:
-            raise KafkaStorageError(f"cannot write topic metadata in {self.data_dir}: {e}") from e
-        self._set_topics(topics)
 
     def _partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
@@ -276,7 +218,7 @@ class LogManager:
     def _remove_stale_dirs(self) -> None:
         """Remove directories of deleted topics: ``*-delete`` leftovers and partition directories whose
         ``partition.metadata`` names a topic id that no current topic has."""
-        live_ids = {str(t.topic_id) for t in self._topics.values()}
+        live_ids = {str(t.topic_id) for t in self.catalog.topics().values()}
         for entry in os.scandir(self.data_dir):
             if not entry.is_dir():
                 continue
@@ -285,7 +227,7 @@ class LogManager:
                 continue
             topic_id = _read_partition_metadata(Path(entry.path))
             topic, _, partition = entry.name.rpartition("-")
-            info = self._topics.get(topic)
+            info = self.catalog.topic(topic)
             known = info is not None and partition.isdigit() and int(partition) < info.num_partitions
             if topic_id is not None and (topic_id not in live_ids or not known):
                 log.info("removing %s: it belongs to a deleted topic (id %s)", entry.path, topic_id)
@@ -322,14 +264,15 @@ class LogManager:
     # -- topics -----------------------------------------------------------------------------
     def topics(self) -> dict[str, TopicInfo]:
         """All topics by name (a copy)."""
-        return dict(self._topics)
+        return self.catalog.topics()
 
     def topic(self, name: str) -> TopicInfo | None:
-        return self._topics.get(name)
+        """Topic ``name``, or None."""
+        return self.catalog.topic(name)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         """The topic with this id (Fetch v13+ and Metadata v10+ name topics by id), or None."""
-        return self._by_id.get(topic_id)
+        return self.catalog.topic_by_id(topic_id)
 
     def open_partitions(self) -> dict[tuple[str, int], PartitionLog]:
         """The partition logs that are open (the offline ones excluded), by ``(topic, partition)``."""
@@ -356,15 +299,7 @@ class LogManager:
         ``topic_id`` (a replicated cluster: the controller's topic id and assignment) skips the replication
         factor check: this broker then holds its replicas of a topic the controller created.
         """
-        validate_topic_name(name)
-        if name in self._topics:
-            raise TopicExistsError(f"Topic '{name}' already exists.")
-        collides = [t for t in self._topics if _collision_key(t) == _collision_key(name)]
-        if collides:
-            raise InvalidTopicError(
-                f"Topic '{name}' collides with existing topic: {collides[0]} ('.' and '_' are interchangeable in "
-                "Kafka's metric names); pick another name"
-            )
+        self.catalog.check_new_name(name)
         if num_partitions is None or num_partitions == -1:
             num_partitions = self.config.get_int("num.partitions")
         if num_partitions < 1:
@@ -381,7 +316,7 @@ class LogManager:
         info = TopicInfo(name, topic_id or uuid.uuid4(), num_partitions, clean_configs)
         if validate_only:
             return info
-        self._write_topics({**self._topics, name: info})
+        self.catalog.put(info)
         self._log_configs[name] = log_config
         for partition in range(num_partitions):
             self._open_log(info, partition)
@@ -389,20 +324,13 @@ class LogManager:
         log.info("created topic %s (%d partitions, configs %s)", name, num_partitions, clean_configs)
         return info
 
-    def _require(self, name: str) -> TopicInfo:
-        info = self._topics.get(name)
-        if info is None:
-            raise UnknownTopicOrPartitionError(f"This server does not host this topic: {name!r}")
-        return info
-
     def delete_topic(self, name: str) -> TopicInfo:
         """Delete the topic and all its data (metadata first, then the directories); return what it was.
 
         Raises UnknownTopicOrPartitionError.
         """
-        info = self._require(name)
-        remaining = {k: v for k, v in self._topics.items() if k != name}
-        self._write_topics(remaining)
+        info = self.catalog.require(name)
+        self.catalog.remove(name)
         self._log_configs.pop(name, None)
         for partition in range(info.num_partitions):
             partition_log = self._logs.pop((name, partition), None)
@@ -429,7 +357,7 @@ class LogManager:
     def open_partition_log(self, name: str, partition: int) -> PartitionLog:
         """The log of an existing partition of ``name``, opened (created empty) when it is not open.
         Raises UnknownTopicOrPartitionError for an unknown topic or a partition beyond its count."""
-        info = self._require(name)
+        info = self.catalog.require(name)
         if not 0 <= partition < info.num_partitions:
             raise UnknownTopicOrPartitionError(f"topic {name!r} has no partition {partition}")
         return self._logs.get((name, partition)) or self._open_log(info, partition)
@@ -439,7 +367,7 @@ class LogManager:
 
         Raises UnknownTopicOrPartitionError, InvalidPartitionsError.
         """
-        info = self._require(name)
+        info = self.catalog.require(name)
         if new_total == info.num_partitions:
             raise InvalidPartitionsError(f"Topic already has {info.num_partitions} partitions.")
         if new_total < info.num_partitions:
@@ -451,7 +379,7 @@ class LogManager:
         grown = TopicInfo(info.name, info.topic_id, new_total, info.configs)
         if validate_only:
             return grown
-        self._write_topics({**self._topics, name: grown})
+        self.catalog.put(grown)
         for partition in range(info.num_partitions, new_total):
             self._open_log(grown, partition)
         fsync_dir(self.data_dir)
@@ -459,7 +387,7 @@ class LogManager:
 
     def partition_count(self) -> int:
         """Partitions of all topics, open or offline."""
-        return sum(info.num_partitions for info in self._topics.values())
+        return self.catalog.partition_count()
 
     def check_capacity(self, added: int) -> None:
         """Raise PolicyViolationError when ``added`` more partitions would exceed
@@ -480,25 +408,18 @@ class LogManager:
 
         ``overrides`` given (a replicated broker passes its metadata image's, also for topics it hosts no
         replica of) replaces the local topic's; else UnknownTopicOrPartitionError for a topic not here."""
-        configs = self._require(topic).configs if overrides is None else overrides
-        result = []
-        for name in TOPIC_CONFIG_NAMES:
-            if name in configs:
-                result.append((name, configs[name], False))
-            else:
-                result.append((name, self.config.topic_default(name), True))
-        return result
+        return topic_config_values(self.config, self.catalog.require(topic).configs if overrides is None else overrides)
 
     def alter_topic_configs(self, topic: str, configs: dict[str, str], validate_only: bool = False) -> TopicInfo:
         """Replace all of ``topic``'s overrides with ``configs`` (AlterConfigs semantics)."""
-        info = self._require(topic)
+        info = self.catalog.require(topic)
         clean = {k: validate_topic_config(k, v) for k, v in configs.items()}
         return self._set_configs(info, {k: v for k, v in clean.items() if v is not None}, validate_only)
 
     def incremental_alter_topic_configs(self, topic: str, ops: Iterable[tuple[str, int, str | None]],
                                         validate_only: bool = False) -> TopicInfo:
         """Apply ``(name, op, value)`` changes (KIP-339: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT for lists)."""
-        info = self._require(topic)
+        info = self.catalog.require(topic)
         return self._set_configs(info, merge_topic_configs(info.configs, ops, self.config), validate_only)
 
     def _set_configs(self, info: TopicInfo, configs: dict[str, str], validate_only: bool) -> TopicInfo:
@@ -506,7 +427,7 @@ class LogManager:
         updated = TopicInfo(info.name, info.topic_id, info.num_partitions, configs)
         if validate_only:
             return updated
-        self._write_topics({**self._topics, info.name: updated})
+        self.catalog.put(updated)
         self._log_configs[info.name] = log_config
         for partition in range(info.num_partitions):
             partition_log = self._logs.get((info.name, partition))
@@ -517,7 +438,7 @@ class LogManager:
     def refresh_log_configs(self) -> None:
         """Recompute every topic's :class:`LogConfig` after a broker default changed (a dynamic broker config:
         ``log.cleanup.policy``, ``log.retention.ms``, ...); topic overrides keep precedence."""
-        for info in self._topics.values():
+        for info in self.catalog.topics().values():
             try:
                 log_config = LogConfig.from_configs(self.config, info.configs)
             except (InvalidConfigError, ValueError):

@@ -1,6 +1,8 @@
 """The log of one topic partition: ordered segments, offsets, roll, retention, flush and recovery.
 
-Kafka's ``UnifiedLog``/``LocalLog``/``LogLoader`` for a single replica:
+Kafka's ``UnifiedLog``/``LocalLog`` for one replica (loading and recovery, Kafka's ``LogLoader``, are in
+:mod:`~pyspark_kafka.broker.log.log_loader`; the timestamp searches in
+:mod:`~pyspark_kafka.broker.log.timestamp_search`):
 
 - **log end offset (LEO)**: the offset the next appended record gets;
 - **high watermark**: the offset up to which records are committed; with one replica it equals
@@ -27,56 +29,46 @@ import os
 import shutil
 import uuid
 from bisect import bisect_right
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import clock
-from pyspark_kafka.broker.config import LogConfig
+from pyspark_kafka.broker.topic_config import LogConfig
 from pyspark_kafka.broker.log.checkpoint import fsync_dir
 from pyspark_kafka.broker.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
-    KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
 from pyspark_kafka.broker.log.compression import decompress
+from pyspark_kafka.broker.log.log_loader import RecoveryStats, load_segments, rebuild_producer_state
+from pyspark_kafka.broker.log.timestamp_search import first_offset_at_or_after, max_timestamp_offset
 from pyspark_kafka.broker.log.record_batch import (
-    BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
     CONTROL_ABORT,
     CONTROL_COMMIT,
     TIMESTAMP_TYPE_BIT,
-    iter_record_offsets_and_timestamps,
-    iter_record_views,
     parse_header,
     stored_batch,
     validate_batches,
 )
 from pyspark_kafka.broker.log.producer_state import AbortedTxn, ProducerStateManager
 from pyspark_kafka.broker.log.records import control_batch, control_marker
-from pyspark_kafka.broker.log.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-)
+from pyspark_kafka.broker.log.segment import LogSegment
 from pyspark_kafka.broker.log.validator import (
     UNCOMPRESSED_BOUND_FACTOR,
     recompress_batch,
     target_codec,
     validate_client_batch,
 )
+from pyspark_kafka.broker.log.offset_targets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 log = get_logger(__name__)
 
-EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
-LATEST_TIMESTAMP = -1  # ListOffsets: the log end offset
-MAX_TIMESTAMP = -3  # ListOffsets: the record with the largest timestamp (KIP-734)
 
 
 class AppendResult(NamedTuple):
@@ -106,26 +98,6 @@ class FetchSlice(NamedTuple):
             return b""
         with open(self.path, "rb") as f:
             return os.pread(f.fileno(), self.length, self.position)
-
-
-@dataclass
-class RecoveryStats:
-    """What loading a partition log did (for logs and tests)."""
-
-    segments: int = 0  # segments found on disk
-    segments_scanned: int = 0  # segments whose batches were re-validated (CRC) because of a crash
-    bytes_truncated: int = 0  # torn or corrupt bytes cut from the tail
-    segments_deleted: int = 0  # segments after a corrupt one, dropped to keep the log contiguous
-    orphan_files_deleted: int = 0
-    clean_shutdown: bool = False
-
-
-def parse_segment_file_name(name: str) -> tuple[int, str] | None:
-    """``(base_offset, suffix)`` for ``00000000000000000042.log`` style names, else None."""
-    stem, dot, suffix = name.partition(".")
-    if not dot or len(stem) != 20 or not stem.isdigit():
-        return None
-    return int(stem), "." + suffix
 
 
 class PartitionLog:
@@ -183,122 +155,26 @@ class PartitionLog:
         return LogSegment(self.dir, base_offset, self.config.index_interval_bytes, self.config.max_index_size)
 
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
-        stats = self.recovery_stats
-        bases: set[int] = set()
-        index_files: list[tuple[int, Path]] = []
-        for entry in os.scandir(self.dir):
-            if entry.name.endswith((".deleted", ".cleaned", ".swap", ".tmp")):  # unfinished cleaning/deletes
-                os.unlink(entry.path)
-                stats.orphan_files_deleted += 1
-                continue
-            parsed = parse_segment_file_name(entry.name)
-            if parsed is None:
-                continue
-            base, suffix = parsed
-            if suffix == LOG_SUFFIX:
-                bases.add(base)
-            elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                index_files.append((base, Path(entry.path)))
-        for base, path in index_files:
-            if base not in bases:  # an index without its .log
-                path.unlink()
-                stats.orphan_files_deleted += 1
-
-        self.segments = [self._new_segment(base) for base in sorted(bases)]
-        if not self.segments:
-            self.segments = [self._new_segment(max(0, log_start_offset))]
-            clean = True  # nothing to recover
-        stats.segments = len(self.segments)
+        """Open the segments on disk, recovering those at or after ``recovery_point`` unless ``clean``
+        (:func:`~pyspark_kafka.broker.log.log_loader.load_segments`)."""
+        self.segments, self.log_start_offset, self.log_end_offset = load_segments(
+            self.dir, self._new_segment, recovery_point, log_start_offset, clean, self.recovery_stats,
+            f"{self.topic}-{self.partition}")
         self._bases = [s.base_offset for s in self.segments]
-
-        # Closed segments end where the next one begins.
-        for segment, following in zip(self.segments, self.segments[1:]):
-            segment.next_offset = following.base_offset
-
-        if clean:
-            self.segments[-1].load_tail()
-        else:
-            self._recover(recovery_point)
-
-        active = self.segments[-1]
-        self.log_end_offset = active.next_offset
         self.high_watermark = self.log_end_offset
-        start = max(log_start_offset, self.segments[0].base_offset)
-        self.log_start_offset = min(start, self.log_end_offset)
         self.recovery_point = self.log_end_offset
-        if stats.segments_scanned or stats.bytes_truncated:
-            log.info(
-                "recovered %s-%s: re-validated %d of %d segments, truncated %d bytes, dropped %d segments; "
-                "log end offset %d",
-                self.topic, self.partition, stats.segments_scanned, stats.segments, stats.bytes_truncated,
-                stats.segments_deleted, self.log_end_offset,
-            )
 
     def _load_producer_state(self) -> None:
-        """Newest producer snapshot at or below the LEO, then replay the batches after it (Kafka's
-        ``rebuildProducerState``); batches without a producer id only move the position."""
-        state = self.producer_state
-        start = max(state.load_snapshot(self.log_end_offset), self.log_start_offset)
-        if start >= self.log_end_offset:
-            return
-        replayed = 0
-        for i in range(self._segment_index_for(start), len(self.segments)):
-            segment = self.segments[i]
-            found = segment.translate_offset(start)
-            if found is None:
-                continue
-            for position, header in segment.iter_headers(found[0]):
-                if header.last_offset < start:
-                    continue
-                control, coordinator_epoch = None, -1
-                if header.is_control:
-                    control, coordinator_epoch = control_marker(segment.read_batch(position, header.size))
-                state.on_batch(header, control, coordinator_epoch)
-                replayed += 1
-        if replayed:
-            log.info("%s-%s: producer state rebuilt from offset %d (%d batches)", self.topic, self.partition,
-                     start, replayed)
+        """Newest producer snapshot at or below the LEO, then the batches after it
+        (:func:`~pyspark_kafka.broker.log.log_loader.rebuild_producer_state`)."""
+        rebuild_producer_state(self.producer_state, self.segments, self.log_start_offset, self.log_end_offset,
+                               f"{self.topic}-{self.partition}")
 
     def _snapshot_producer_state(self, now_ms: int | None = None) -> None:
         """Drop expired producers (``producer.id.expiration.ms``), then snapshot the state at the LEO."""
         now = now_ms if now_ms is not None else clock.now_ms()
         self.producer_state.remove_expired(now, self.config.producer_id_expiration_ms)
         self.producer_state.take_snapshot(self.log_end_offset)
-
-    def _recover(self, recovery_point: int) -> None:
-        """Re-validate the segments holding offsets at or after ``recovery_point`` (Kafka's ``recoverLog``).
-
-        A segment with a torn or corrupt tail is truncated after its last valid batch and every
-        later segment is deleted (the log must stay contiguous). Recovered segments are fsynced,
-        so the recovery point moves to the new log end offset.
-        """
-        stats = self.recovery_stats
-        first = max(0, bisect_right(self._bases, recovery_point) - 1)
-        i = first
-        while i < len(self.segments):
-            segment = self.segments[i]
-            truncated = segment.recover()
-            stats.segments_scanned += 1
-            stats.bytes_truncated += truncated
-            if truncated and i + 1 < len(self.segments):
-                for dropped in self.segments[i + 1 :]:
-                    log.warning("%s-%s: deleting segment %s after a corrupt batch", self.topic, self.partition,
-                                dropped.log_path.name)
-                    dropped.delete()
-                    stats.segments_deleted += 1
-                del self.segments[i + 1 :]
-                del self._bases[i + 1 :]
-            if i + 1 < len(self.segments) and segment.next_offset > self.segments[i + 1].base_offset:
-                raise KafkaStorageError(
-                    f"segment {segment.log_path} ends at offset {segment.next_offset}, past the base offset of "
-                    f"the next segment {self.segments[i + 1].base_offset}: the log directory is inconsistent"
-                )
-            i += 1
-        for segment in self.segments[first:]:
-            segment.flush()
-        for segment, following in zip(self.segments, self.segments[1:]):
-            if segment.next_offset is None or segment.next_offset < following.base_offset:
-                segment.next_offset = following.base_offset
 
     # -- segments ---------------------------------------------------------------------------
     @property
@@ -610,7 +486,7 @@ class PartitionLog:
         """Aborted transactions with records in ``[fetch_offset, upper_bound)`` (for read_committed fetches)."""
         return self.producer_state.aborted_transactions(fetch_offset, upper_bound)
 
-    # -- timestamps -------------------------------------------------------------------------
+    # -- timestamps (ListOffsets; the searches are in log/timestamp_search.py) -------------------
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp ``>= ts_ms`` (Kafka's ListOffsets).
 
@@ -636,76 +512,12 @@ class PartitionLog:
         if ts_ms < 0:
             raise ValueError(f"timestamp {ts_ms} is not a time: give ms since the epoch, or -1, -2, -3")
         start = self.log_start_offset
-        for segment in self.segments[self._segment_index_for(start) :]:
-            if segment.largest_timestamp < ts_ms:
-                continue
-            entry = segment.time_index.lookup(ts_ms)
-            from_offset = max(entry[1] if entry else segment.base_offset, start)
-            _, position = segment.offset_index.lookup(from_offset)
-            for pos, header in segment.iter_headers(position):
-                if header.max_timestamp < ts_ms or header.last_offset < start:
-                    continue
-                found = self._first_record_at_or_after(segment, pos, header, ts_ms, start)
-                if found is not None:
-                    return found
-            return None
-        return None
-
-    @staticmethod
-    def _record_timestamps(segment: LogSegment, position: int, header):
-        """``(offset, timestamp)`` of each record of the batch at ``position``; a compressed batch
-        is decompressed (bounded like the produce path). None when it cannot be decoded."""
-        batch = segment.read_batch(position, header.size)
-        codec = header.attributes & COMPRESSION_MASK
-        if not codec:
-            return iter_record_offsets_and_timestamps(batch)
-        try:
-            body = decompress(codec, memoryview(batch)[BATCH_HEADER_SIZE:],
-                              UNCOMPRESSED_BOUND_FACTOR * max(header.size, 1 << 20))
-        except KafkaError:
-            return None
-        return ((r.offset, r.timestamp) for r in iter_record_views(header, body))
-
-    @classmethod
-    def _first_record_at_or_after(cls, segment: LogSegment, position: int, header, ts_ms: int,
-                                  start: int) -> tuple[int, int] | None:
-        """The first record of the batch at ``position`` with a timestamp ``>= ts_ms`` and an
-        offset ``>= start`` (Kafka's ``FileRecords.searchForTimestamp`` per batch), None when the
-        batch has none. Every record of a LogAppendTime batch has its maxTimestamp; a batch that
-        cannot be decoded answers its first offset at or after ``start``."""
-        if header.timestamp_type == "LogAppendTime":
-            return max(header.base_offset, start), header.max_timestamp
-        records = cls._record_timestamps(segment, position, header)
-        if records is None:
-            return max(header.base_offset, start), header.max_timestamp
-        for offset, timestamp in records:
-            if timestamp >= ts_ms and offset >= start:
-                return offset, timestamp
-        return None
+        return first_offset_at_or_after(self.segments[self._segment_index_for(start):], ts_ms, start)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the record with the largest timestamp (ListOffsets -3, KIP-734).
-
-        The earliest such record, of compressed and LogAppendTime batches too (Kafka 3.8+ reads
-        the records of the batch that holds it, KAFKA-16310). None for an empty log.
-        """
-        best: tuple[int, int] | None = None  # (timestamp, segment index)
-        for i, segment in enumerate(self.segments):
-            if segment.size and (best is None or segment.largest_timestamp > best[0]):
-                if segment.max_timestamp >= 0:
-                    best = (segment.max_timestamp, i)
-        if best is None:
-            return None
-        timestamp, i = best
-        segment = self.segments[i]
-        found = segment.translate_offset(segment.offset_of_max_timestamp)
-        if found is not None:
-            position, header = found
-            if header.max_timestamp == timestamp and header.last_offset >= self.log_start_offset:
-                found = self._first_record_at_or_after(segment, position, header, timestamp, self.log_start_offset)
-                if found is not None:
-                    return found
-        return max(segment.offset_of_max_timestamp, self.log_start_offset), timestamp
+        """``(offset, timestamp)`` of the record with the largest timestamp (ListOffsets -3, KIP-734; see
+        :func:`~pyspark_kafka.broker.log.timestamp_search.max_timestamp_offset`). None for an empty log."""
+        return max_timestamp_offset(self.segments, self.log_start_offset)
 
     # -- retention --------------------------------------------------------------------------
     def delete_old_segments(self, now_ms: int | None = None) -> int:

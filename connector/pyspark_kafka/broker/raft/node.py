@@ -21,7 +21,7 @@ import signal
 import sys
 
 from pyspark_kafka.broker.errors import NotControllerError
-from pyspark_kafka.broker.raft.metadata_log import RaftMetadataLog
+from pyspark_kafka.broker.raft.raft_client import RaftMetadataLog
 
 
 def _emit(**event) -> None:

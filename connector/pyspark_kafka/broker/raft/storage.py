@@ -28,7 +28,7 @@ from kio.schema.leader_change_message.v0.data import LeaderChangeMessage, Voter
 from kio.serial import entity_reader, entity_writer
 
 from pyspark_kafka.broker import clock
-from pyspark_kafka.broker.config import LogConfig
+from pyspark_kafka.broker.topic_config import LogConfig
 from pyspark_kafka.broker.errors import CorruptRecordError
 from pyspark_kafka.broker.log.checkpoint import atomic_write
 from pyspark_kafka.broker.log.partition_log import PartitionLog

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from pyspark_kafka.broker.errors import ConfigError
+from pyspark_kafka.pkcs12 import Pkcs12Error, certificates_pem, key_and_chain, open_pkcs12
 
 _PROTOCOL_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -38,12 +39,10 @@ def _read(config_name: str, location: str | None) -> bytes:
 
 
 def _pkcs12(config_name: str, data: bytes, password: str | None):
-    from cryptography.hazmat.primitives.serialization import pkcs12
-
     try:
-        return pkcs12.load_pkcs12(data, password.encode() if password else None)
-    except Exception as e:
-        raise ConfigError(f"broker config {config_name}: cannot open the PKCS12 store ({type(e).__name__}); "
+        return open_pkcs12(data, password)
+    except Pkcs12Error as e:
+        raise ConfigError(f"broker config {config_name}: cannot open the PKCS12 store ({e}); "
                           "check its password and ssl.*store.type") from None
 
 
@@ -56,10 +55,10 @@ def keystore(get) -> tuple[bytes, bytes]:
     if kind == "PKCS12":
         p12 = _pkcs12("ssl.keystore.location", _read("ssl.keystore.location", get("ssl.keystore.location")),
                       get("ssl.keystore.password"))
-        if p12.key is None or p12.cert is None:
+        entry = key_and_chain(p12)
+        if entry is None:
             raise ConfigError("broker config ssl.keystore.location: the PKCS12 key store holds no private key entry")
-        key = p12.key
-        chain = b"".join(c.certificate.public_bytes(Encoding.PEM) for c in [p12.cert, *p12.additional_certs])
+        key, chain = entry[0], entry[1].encode()
     elif kind == "PEM":
         inline_key = get("ssl.keystore.key")
         text = None if inline_key is not None else _read("ssl.keystore.location", get("ssl.keystore.location"))
@@ -84,8 +83,6 @@ def keystore(get) -> tuple[bytes, bytes]:
 
 def truststore(get) -> str | None:
     """The trusted CA certificates as PEM text, or None when no trust store is configured."""
-    from cryptography.hazmat.primitives.serialization import Encoding
-
     kind = get("ssl.truststore.type")
     inline = get("ssl.truststore.certificates")
     location = get("ssl.truststore.location")
@@ -99,10 +96,10 @@ def truststore(get) -> str | None:
     if kind == "PKCS12":
         p12 = _pkcs12("ssl.truststore.location", _read("ssl.truststore.location", location),
                       get("ssl.truststore.password"))
-        certs = ([p12.cert] if p12.cert is not None else []) + list(p12.additional_certs)
+        certs = certificates_pem(p12)
         if not certs:
             raise ConfigError("broker config ssl.truststore.location: the PKCS12 trust store holds no certificate")
-        return "".join(c.certificate.public_bytes(Encoding.PEM).decode() for c in certs)
+        return "".join(certs)
     raise ConfigError(f"broker config ssl.truststore.type={kind}: this broker reads PEM and PKCS12 trust stores; "
                       "convert a JKS store with keytool -importkeystore -deststoretype PKCS12")
 

@@ -37,11 +37,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
-import enum
 import random
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -54,55 +52,18 @@ from pyspark_kafka.broker.errors import CorruptRecordError, ErrorCode, NotContro
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.raft.config import QuorumConfig
 from pyspark_kafka.broker.raft.quorum_state import ElectionState, QuorumStateStore
+from pyspark_kafka.broker.raft.raft_apis import RaftApis, ReplicaProgress, Role, _now_ms, metadata_partition
 from pyspark_kafka.broker.raft.storage import METADATA_PARTITION, METADATA_TOPIC, MetadataLogStorage
-from pyspark_kafka.broker.raft.transport import (
-    BEGIN_QUORUM_EPOCH, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, END_QUORUM_EPOCH, FETCH, VOTE, RaftChannel, RaftServer,
-)
+from pyspark_kafka.broker.raft.transport import RaftChannel, RaftServer
 
 log = get_logger(__name__)
 
 FETCH_MAX_WAIT_MS = 500  # Kafka's KafkaRaftClient fetch max wait
 FETCH_MAX_BYTES = 8 * 1024 * 1024  # Kafka's KafkaRaftClient MAX_FETCH_SIZE_BYTES
-CHECK_QUORUM_FACTOR = 1.5
-CONTROLLER_LISTENER = "CONTROLLER"  # the listener name DescribeQuorum v2 gives the voters' endpoints
-NO_DIRECTORY_ID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: no KIP-853 directory ids here  # Kafka: the leader resigns after 1.5 x fetch timeout without a majority fetching
+CHECK_QUORUM_FACTOR = 1.5  # Kafka: the leader resigns after 1.5 x fetch timeout without a majority fetching
 
 
-class Role(enum.Enum):
-    """A replica's state in its epoch (Kafka's ``UnattachedState``/``CandidateState``/``LeaderState``/``FollowerState``)."""
-
-    UNATTACHED = "Unattached"
-    CANDIDATE = "Candidate"
-    LEADER = "Leader"
-    FOLLOWER = "Follower"
-
-
-@dataclass
-class ReplicaProgress:
-    """What the leader knows of one replica: log end offset and times (ms since the epoch, -1 unknown)."""
-
-    end_offset: int = -1
-    last_fetch_ms: int = -1
-    last_caught_up_ms: int = -1
-    last_fetch_mono: float = float("-inf")
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _partition(response: Any) -> Any:
-    """The single ``__cluster_metadata``-0 partition of a Raft response (ValueError when absent)."""
-    topics = getattr(response, "topics", None)
-    if topics is None:
-        topics = response.responses
-    for topic in topics:
-        for p in topic.partitions:
-            return p
-    raise ValueError("the response names no partition")
-
-
-class RaftMetadataLog:
+class RaftMetadataLog(RaftApis):
     """The replicated metadata log of one node (voter or observer); see the module docstring.
 
     ``RaftMetadataLog(data_dir, config)``: ``config`` uses Kafka's names (``node.id``,
@@ -425,7 +386,7 @@ class RaftMetadataLog:
             if isinstance(result, BaseException):
                 continue
             try:
-                leader = _partition(result).current_leader
+                leader = metadata_partition(result).current_leader
             except ValueError:
                 continue
             if leader.leader_id == voter and leader.leader_epoch >= self.epoch:
@@ -440,7 +401,7 @@ class RaftMetadataLog:
         try:
             response = await self._channel(voter, "fetch").request(self._fetch_request(max_wait_ms=0),
                                                                    self.config.request_timeout_ms / 1000)
-            p = _partition(response)
+            p = metadata_partition(response)
             leader = p.current_leader
             if self._version == version and leader.leader_id >= 0 and leader.leader_epoch >= self.epoch:
                 self._become_follower(leader.leader_epoch, leader.leader_id)
@@ -463,7 +424,7 @@ class RaftMetadataLog:
     def _on_fetch_response(self, response: Any) -> None:
         """Follower/observer: apply a Fetch response from the leader (KafkaRaftClient.handleFetchResponse)."""
         try:
-            p = _partition(response)
+            p = metadata_partition(response)
         except ValueError:
             return
         leader = p.current_leader
@@ -527,7 +488,7 @@ class RaftMetadataLog:
                     if task.exception() is not None:
                         continue
                     try:
-                        p = _partition(task.result())
+                        p = metadata_partition(task.result())
                     except ValueError:
                         continue
                     if self._observe_epoch(p.leader_epoch, p.leader_id) or self._version != version:
@@ -588,7 +549,7 @@ class RaftMetadataLog:
             if isinstance(result, BaseException):
                 continue
             try:
-                p = _partition(result)
+                p = metadata_partition(result)
             except ValueError:
                 continue
             if self._observe_epoch(p.leader_epoch, p.leader_id):
@@ -602,167 +563,3 @@ class RaftMetadataLog:
                               preferred_successors=tuple(others)),)),))
         await asyncio.gather(*(self._channel(v, "control").request(request, min(
             0.5, self.config.request_timeout_ms / 1000)) for v in others), return_exceptions=True)
-
-    # -- serving the Raft APIs -----------------------------------------------------------------
-    async def handle(self, api_key: int, version: int, request: Any) -> dict:
-        """Answer one Raft request (the controller listener's dispatch); returns the response body dict."""
-        if api_key == FETCH:
-            return await self._handle_fetch(request)
-        if api_key == DESCRIBE_CLUSTER:
-            return self._handle_describe_cluster(request)
-        p = _partition(request) if request.topics and request.topics[0].partitions else None
-        topic_ok = p is not None and request.topics[0].topic_name == METADATA_TOPIC and p.partition_index == 0
-        if api_key == DESCRIBE_QUORUM:
-            return self._handle_describe(topic_ok)
-        if not topic_ok:
-            return self._partition_answer(ErrorCode.unknown_topic_or_partition, api_key)
-        if api_key == VOTE:
-            return self._handle_vote(p)
-        if api_key == BEGIN_QUORUM_EPOCH:
-            return self._handle_begin(p)
-        if api_key == END_QUORUM_EPOCH:
-            return self._handle_end(p)
-        raise ValueError(f"api key {api_key} is not a Raft API")
-
-    def _partition_answer(self, error: int, api_key: int, **extra) -> dict:
-        partition = {"partition_index": METADATA_PARTITION, "error_code": error, "error_message": None,
-                     "leader_id": self.leader_id, "leader_epoch": self.epoch, **extra}
-        if api_key == VOTE:
-            partition.setdefault("vote_granted", False)
-        answer = {"error_code": ErrorCode.none, "error_message": None,
-                  "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}]}
-        if api_key == DESCRIBE_QUORUM:  # v2 (KIP-853): the voters' controller endpoints
-            answer["nodes"] = [{"node_id": v, "listeners": [{"name": CONTROLLER_LISTENER, "host": h, "port": p}]}
-                               for v, (h, p) in sorted(self.voters.items())]
-        return answer
-
-    def _handle_vote(self, p: Any) -> dict:
-        candidate, epoch = p.replica_id, p.replica_epoch
-        if candidate not in self.voters or not self.is_voter():
-            return self._partition_answer(ErrorCode.inconsistent_voter_set, VOTE)
-        if epoch < self.epoch:
-            return self._partition_answer(ErrorCode.none, VOTE, vote_granted=False)
-        if epoch > self.epoch:
-            self._transition(Role.UNATTACHED, epoch, -1, -1)
-            self._reset_election_timer()
-        granted = False
-        if self.role is Role.UNATTACHED and self.voted_id in (-1, candidate):
-            up_to_date = (p.last_offset_epoch, p.last_offset) >= (self.storage.last_epoch, self.storage.end_offset)
-            if up_to_date:
-                granted = True
-                if self.voted_id != candidate:
-                    self._transition(Role.UNATTACHED, self.epoch, -1, candidate)
-                self._reset_election_timer()
-        elif self.role is Role.CANDIDATE and candidate == self.node_id:
-            granted = True
-        return self._partition_answer(ErrorCode.none, VOTE, vote_granted=granted)
-
-    def _handle_begin(self, p: Any) -> dict:
-        if p.leader_id not in self.voters:
-            return self._partition_answer(ErrorCode.inconsistent_voter_set, BEGIN_QUORUM_EPOCH)
-        if p.leader_epoch < self.epoch:
-            return self._partition_answer(ErrorCode.fenced_leader_epoch, BEGIN_QUORUM_EPOCH)
-        if p.leader_epoch > self.epoch or self.role is not Role.FOLLOWER or self.leader_id != p.leader_id:
-            if not (p.leader_epoch == self.epoch and self.role is Role.LEADER):
-                self._become_follower(p.leader_epoch, p.leader_id)
-        return self._partition_answer(ErrorCode.none, BEGIN_QUORUM_EPOCH)
-
-    def _handle_end(self, p: Any) -> dict:
-        if p.leader_epoch < self.epoch:
-            return self._partition_answer(ErrorCode.fenced_leader_epoch, END_QUORUM_EPOCH)
-        if p.leader_epoch > self.epoch:
-            self._transition(Role.UNATTACHED, p.leader_epoch, -1, -1)
-        elif self.role is Role.FOLLOWER and self.leader_id == p.leader_id:
-            self._transition(Role.UNATTACHED, self.epoch, -1, self.voted_id)
-        elif self.role is not Role.UNATTACHED:  # a candidate or another leader of this epoch: nothing to do
-            return self._partition_answer(ErrorCode.none, END_QUORUM_EPOCH)
-        # Kafka: the preferred successors stand first; the others wait a little longer.
-        successors = list(p.preferred_successors)
-        position = successors.index(self.node_id) if self.node_id in successors else len(successors)
-        self._reset_election_timer(0.05 * position + random.uniform(0, 0.05))
-        return self._partition_answer(ErrorCode.none, END_QUORUM_EPOCH)
-
-    def _handle_describe_cluster(self, request: Any) -> dict:
-        """DescribeCluster v1 on the controller listener (KIP-919): the voters as controller endpoints and
-        the active controller; brokers (endpoint type 1) are asked of a broker: MISMATCHED_ENDPOINT_TYPE (114)."""
-        controllers = request.endpoint_type == 2
-        return {"throttle_time": 0, "error_code": ErrorCode.none if controllers else ErrorCode.mismatched_endpoint_type,
-                "error_message": None if controllers else "the controller listener only describes controllers "
-                                                           "(endpoint type 2): ask a broker for brokers",
-                "endpoint_type": request.endpoint_type, "cluster_id": self.cluster_id,
-                "controller_id": self.leader_id if controllers else -1,
-                "brokers": [{"broker_id": v, "host": h, "port": p} for v, (h, p) in sorted(self.voters.items())]
-                if controllers else []}
-
-    def _handle_describe(self, topic_ok: bool) -> dict:
-        if not topic_ok:
-            return self._partition_answer(ErrorCode.unknown_topic_or_partition, DESCRIBE_QUORUM, high_watermark=-1,
-                                          current_voters=[], observers=[])
-        if self.role is not Role.LEADER:
-            return self._partition_answer(ErrorCode.not_leader_or_follower, DESCRIBE_QUORUM, high_watermark=-1,
-                                          current_voters=[], observers=[])
-        now = _now_ms()
-
-        def state(node: int, r: ReplicaProgress) -> dict:
-            return {"replica_id": node, "replica_directory_id": NO_DIRECTORY_ID, "log_end_offset": r.end_offset,
-                    "last_fetch_timestamp": r.last_fetch_ms, "last_caught_up_timestamp": r.last_caught_up_ms}
-
-        voters = [state(self.node_id, ReplicaProgress(self.storage.end_offset, now, now))]
-        voters += [state(v, r) for v, r in sorted(self._replicas.items())]
-        return self._partition_answer(ErrorCode.none, DESCRIBE_QUORUM, high_watermark=self.high_watermark,
-                                      current_voters=voters,
-                                      observers=[state(o, r) for o, r in sorted(self._observers.items())])
-
-    async def _handle_fetch(self, request: Any) -> dict:
-        topic = request.topics[0] if request.topics else None
-        p = topic.partitions[0] if topic is not None and topic.partitions else None
-        if p is None or topic.topic != METADATA_TOPIC or p.partition != METADATA_PARTITION:
-            return self._fetch_answer(ErrorCode.unknown_topic_or_partition)
-        if self.role is not Role.LEADER:
-            return self._fetch_answer(ErrorCode.not_leader_or_follower)
-        if p.current_leader_epoch > self.epoch:
-            return self._fetch_answer(ErrorCode.unknown_leader_epoch)
-        if 0 <= p.current_leader_epoch < self.epoch:
-            return self._fetch_answer(ErrorCode.fenced_leader_epoch)
-        offset, replica = p.fetch_offset, request.replica_id
-        if offset > 0:
-            epoch, end = self.storage.end_offset_for_epoch(p.last_fetched_epoch)
-            if epoch != p.last_fetched_epoch or offset > end:
-                return self._fetch_answer(ErrorCode.none, diverging_epoch={"epoch": epoch, "end_offset": end})
-        if offset < 0 or offset > self.storage.end_offset:
-            return self._fetch_answer(ErrorCode.offset_out_of_range)
-        version = self._version
-        if replica >= 0:
-            self._record_fetch(replica, offset)
-        # Long poll until something is appended or committed, at most max_wait (capped at the fetch timeout).
-        wait_s = min(request.max_wait.total_seconds(), self.config.fetch_timeout_ms / 1000)
-        if offset == self.storage.end_offset and wait_s > 0:
-            event = self._progress_event
-            try:
-                await asyncio.wait_for(event.wait(), wait_s)
-            except asyncio.TimeoutError:
-                pass
-            if self._version != version:
-                return self._fetch_answer(ErrorCode.not_leader_or_follower if self.role is not Role.LEADER
-                                          else ErrorCode.fenced_leader_epoch)
-        end = self.storage.end_offset if replica >= 0 else self.high_watermark
-        records = self.storage.read(offset, p.partition_max_bytes) if offset < end else b""
-        return self._fetch_answer(ErrorCode.none, records=records)
-
-    def _record_fetch(self, replica: int, offset: int) -> None:
-        now_ms, now = _now_ms(), time.monotonic()
-        table = self._replicas if replica in self.voters else self._observers
-        progress = table.setdefault(replica, ReplicaProgress())
-        progress.end_offset, progress.last_fetch_ms, progress.last_fetch_mono = offset, now_ms, now
-        if offset >= self.storage.end_offset:
-            progress.last_caught_up_ms = now_ms
-        if replica in self.voters:
-            self._update_high_watermark()
-
-    def _fetch_answer(self, error: int, records: bytes = b"", **extra) -> dict:
-        partition = {"partition_index": METADATA_PARTITION, "error_code": error,
-                     "high_watermark": self.high_watermark, "last_stable_offset": self.high_watermark,
-                     "log_start_offset": 0, "current_leader": {"leader_id": self.leader_id, "leader_epoch": self.epoch},
-                     "aborted_transactions": None, "records": records, **extra}
-        return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
-                "responses": [{"topic": METADATA_TOPIC, "partitions": [partition]}]}

@@ -1,0 +1,89 @@
+"""Requests the controller owns: handled here on the single node, forwarded to the active controller in a
+replicated cluster (Kafka's ``ForwardingManager`` and ``KafkaApis.maybeForwardToController``, KIP-590).
+
+A handler of a controller-owned request (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, and the topic auto-creation of
+Metadata) writes its two halves, ``local(controller)`` (what the single node does with its own topic
+catalogue, ``controller.catalog``) and ``forwarded(manager)`` (what a broker of a cluster asks the
+controller), and calls
+``await broker.forwarding.maybe_forward(local, forwarded)``; which one runs is decided here, once,
+by the kind of seam the broker was given, never by the handler:
+
+- :class:`LocalController` (the single node: it is its own controller, like a ZooKeeper-era broker
+  whose ``forwardingManager`` is empty and whose ``ZkAdminManager`` changes the metadata) runs
+  ``local(self)``;
+- :class:`ForwardingManager` (a broker of a replicated cluster) runs ``forwarded(self)``, whose
+  :meth:`~ForwardingManager.forward`, :meth:`~ForwardingManager.call` and
+  :meth:`~ForwardingManager.forward_by_topic` send the request to the active controller through the
+  :class:`~pyspark_kafka.broker.cluster.broker_lifecycle.BrokerLifecycle`'s channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable, Iterable, TypeVar
+
+from pyspark_kafka.broker.errors import ErrorCode
+
+T = TypeVar("T")
+TOPIC_WAIT_S = 5.0  # how long a forwarded CreateTopics waits for the new topics in this broker's metadata
+
+
+class LocalController:
+    """``LocalController(catalog)``: the single node's controller seam; every controller-owned request is
+    handled locally, on ``catalog`` (the :class:`~pyspark_kafka.broker.log.manager.LogManager`'s topic
+    catalogue: create and delete topics, add partitions, alter and describe topic configs)."""
+
+    def __init__(self, catalog) -> None:
+        self.catalog = catalog
+
+    async def maybe_forward(self, local: Callable[["LocalController"], Awaitable[T]],
+                            forwarded: Callable[["ForwardingManager"], Awaitable[T]]) -> T:
+        """Run ``local(self)`` (the single node owns its metadata) and return its answer."""
+        return await local(self)
+
+
+class ForwardingManager:
+    """``ForwardingManager(lifecycle)``: a replicated cluster's broker forwards controller-owned requests.
+
+    ``lifecycle`` is the broker's :class:`~pyspark_kafka.broker.cluster.broker_lifecycle.BrokerLifecycle`
+    (its channel to the active controller and its metadata image). Requests are the controller channel's
+    dicts (``{"op": "create_topics", ...}``, see :mod:`~pyspark_kafka.broker.controller.quorum_controller`).
+    """
+
+    def __init__(self, lifecycle) -> None:
+        self.lifecycle = lifecycle
+
+    async def maybe_forward(self, local: Callable[[LocalController], Awaitable[T]],
+                            forwarded: Callable[["ForwardingManager"], Awaitable[T]]) -> T:
+        """Run ``forwarded(self)`` (the controller owns the metadata) and return its answer."""
+        return await forwarded(self)
+
+    async def call(self, request: dict, timeout_s: float = 10) -> dict:
+        """Send ``request`` to the active controller and return its answer (no wait for the metadata);
+        ConnectionError when no controller answers within ``timeout_s`` s."""
+        return await self.lifecycle.call(request, timeout_s)
+
+    async def forward(self, request: dict) -> dict:
+        """Send ``request`` to the active controller; once answered, wait (at most 5 s) until this broker's
+        metadata has the change, so the client's next request sees it. ConnectionError when no controller
+        answers."""
+        return await self.lifecycle.forward(request)
+
+    async def forward_by_topic(self, request: dict, names: Iterable[str]) -> dict[str, dict]:
+        """:meth:`forward` a topic admin ``request``; the controller's per-topic answers by name, or
+        NOT_CONTROLLER for each of ``names`` when no controller answers."""
+        try:
+            answer = await self.forward(request)
+            return {r["name"]: r for r in answer["topics"]}
+        except ConnectionError as exc:
+            return {n: {"error_code": int(ErrorCode.not_controller), "error_message": str(exc)} for n in names}
+
+    async def wait_for_topics(self, names: Iterable[str], timeout_s: float = TOPIC_WAIT_S) -> None:
+        """Wait until this broker's metadata image has every topic of ``names`` (at most ``timeout_s`` s)."""
+        names = list(names)
+        image = self.lifecycle.image
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while any(n not in image.topics for n in names) and loop.time() < deadline:
+            await asyncio.sleep(0.02)

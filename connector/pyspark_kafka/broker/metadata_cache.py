@@ -1,0 +1,216 @@
+"""What the broker knows of the cluster: topics, partitions, leaders, replicas, ISR, live brokers
+(Kafka's ``MetadataCache`` trait, with its ZooKeeper-era and KRaft implementations).
+
+Handlers ask a :class:`MetadataCache` and never which mode the broker runs in:
+
+- :class:`LocalMetadataCache` (the single node, like Kafka's ``ZkMetadataCache`` on a one-broker
+  cluster): the topic catalogue of this broker's
+  :class:`~pyspark_kafka.broker.log.manager.LogManager`; this broker leads every partition and is its
+  only replica and in-sync replica, at leader epoch 0, and is the only live broker (advertised on the
+  listener the request came in on).
+- :class:`KRaftMetadataCache` (a broker of a replicated cluster): the broker's
+  :class:`~pyspark_kafka.broker.controller.image.ClusterImage`, built from the metadata log; leaders,
+  leader epochs, replicas and ISR as the controller decided them, the unfenced brokers as live, and the
+  replicas on other brokers as offline replicas.
+
+Both answer with the same plain values (:class:`TopicMetadata`, :class:`PartitionMetadata`,
+:class:`BrokerEndpoint`); neither raises for an unknown topic (None or empty answers).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+NO_LEADER = -1  # Kafka's LeaderAndIsr.NO_LEADER: the partition is offline (LEADER_NOT_AVAILABLE)
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    """A live broker as Metadata and DescribeCluster list it: node id, advertised host and port."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    """One partition: its index, leader (``NO_LEADER`` when offline), leader epoch, replicas, in-sync
+    replicas and the replicas on brokers that are not live (node ids)."""
+
+    index: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """One topic: name, id, its partitions in index order and its config overrides."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionMetadata, ...]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def num_partitions(self) -> int:
+        """How many partitions the topic has."""
+        return len(self.partitions)
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """An ongoing partition reassignment: the partition, its replicas, those being added and removed."""
+
+    index: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+class MetadataCache:
+    """The questions handlers ask about the cluster's metadata (Kafka's ``MetadataCache``)."""
+
+    def topic_names(self) -> list[str]:
+        """Every topic's name, sorted (internal topics too)."""
+        raise NotImplementedError
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        """Topic ``name`` with its partitions; None when no such topic exists."""
+        raise NotImplementedError
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with ``topic_id``; None when unknown (Kafka's ``getTopicName``)."""
+        raise NotImplementedError
+
+    def contains_topic(self, name: str) -> bool:
+        """Whether topic ``name`` exists (Kafka's ``contains(topic)``)."""
+        return self.topic(name) is not None
+
+    def contains_partition(self, topic: str, partition: int) -> bool:
+        """Whether ``topic``/``partition`` exists (Kafka's ``contains(TopicPartition)``)."""
+        raise NotImplementedError
+
+    def partition_counts(self) -> dict[str, int]:
+        """``{topic: number of partitions}`` for every topic."""
+        raise NotImplementedError
+
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        """The config overrides of topic ``name``; None when no such topic exists."""
+        raise NotImplementedError
+
+    def alive_brokers(self, listener: str | None) -> list[BrokerEndpoint]:
+        """The live brokers, advertised on ``listener`` (a listener name; None: the first one)
+        (Kafka's ``getAliveBrokerNodes(listenerName)``)."""
+        raise NotImplementedError
+
+    def ongoing_reassignments(self, wanted: dict[str, list[int]] | None) -> dict[str, list[Reassignment]]:
+        """ListPartitionReassignments: ``{topic: [Reassignment]}`` of the ongoing reassignments among
+        ``wanted`` (``{topic: [partition]}``; None: all); unknown topics and partitions are left out."""
+        return {}
+
+
+class LocalMetadataCache(MetadataCache):
+    """The single node's metadata: ``LocalMetadataCache(logs, node_id, advertised)``.
+
+    ``logs`` is the broker's :class:`~pyspark_kafka.broker.log.manager.LogManager` (its topic
+    catalogue), ``node_id`` this broker's ``node.id``, ``advertised(listener) -> (host, port)`` the
+    broker's advertised address on a listener.
+    """
+
+    def __init__(self, logs, node_id: int, advertised: Callable[[str | None], tuple[str, int]]) -> None:
+        self.logs = logs
+        self.node_id = node_id
+        self.advertised = advertised
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.logs.topics())
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        info = self.logs.topic(name)
+        if info is None:
+            return None
+        me = (self.node_id,)
+        return TopicMetadata(name, info.topic_id, tuple(PartitionMetadata(p, self.node_id, 0, me, me)
+                                                        for p in range(info.num_partitions)), info.configs)
+
+    def contains_topic(self, name: str) -> bool:
+        return self.logs.topic(name) is not None
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        info = self.logs.topic_by_id(topic_id)
+        return None if info is None else info.name
+
+    def contains_partition(self, topic: str, partition: int) -> bool:
+        return self.logs.get_log(topic, partition) is not None
+
+    def partition_counts(self) -> dict[str, int]:
+        return {n: t.num_partitions for n, t in self.logs.topics().items()}
+
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        info = self.logs.topic(name)
+        return None if info is None else info.configs
+
+    def alive_brokers(self, listener: str | None) -> list[BrokerEndpoint]:
+        return [BrokerEndpoint(self.node_id, *self.advertised(listener))]
+
+
+class KRaftMetadataCache(MetadataCache):
+    """A replicated cluster's metadata: ``KRaftMetadataCache(image_of)``, ``image_of()`` returning the
+    broker's current :class:`~pyspark_kafka.broker.controller.image.ClusterImage` (the broker
+    lifecycle's, which the metadata log keeps up to date).
+
+    Live brokers are the unfenced registrations, advertised with their registered host and port (one
+    listener per broker in the cluster). Partition leaders may be ``NO_LEADER``; a replica on a broker
+    that is not live is an offline replica.
+    """
+
+    def __init__(self, image_of: Callable[[], object]) -> None:
+        self.image_of = image_of
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.image_of().topics)
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        image = self.image_of()
+        t = image.topics.get(name)
+        if t is None:
+            return None
+        live = {b.id for b in image.live_brokers()}
+        partitions = tuple(
+            PartitionMetadata(p, st.leader, st.leader_epoch, tuple(st.replicas), tuple(st.isr),
+                              tuple(r for r in st.replicas if r not in live))
+            for p, st in sorted(t.partitions.items()))
+        return TopicMetadata(name, uuid.UUID(t.topic_id), partitions, t.configs)
+
+    def contains_topic(self, name: str) -> bool:
+        return name in self.image_of().topics
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        wanted = str(topic_id)
+        return next((t.name for t in self.image_of().topics.values() if t.topic_id == wanted), None)
+
+    def contains_partition(self, topic: str, partition: int) -> bool:
+        return self.image_of().partition(topic, partition) is not None
+
+    def partition_counts(self) -> dict[str, int]:
+        return {n: len(t.partitions) for n, t in self.image_of().topics.items()}
+
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        t = self.image_of().topics.get(name)
+        return None if t is None else t.configs
+
+    def alive_brokers(self, listener: str | None) -> list[BrokerEndpoint]:
+        return [BrokerEndpoint(b.id, b.host, b.port) for b in self.image_of().live_brokers()]
+
+    def ongoing_reassignments(self, wanted: dict[str, list[int]] | None) -> dict[str, list[Reassignment]]:
+        from pyspark_kafka.broker.controller.partition_admin import ongoing_reassignments
+
+        return {n: [Reassignment(p, tuple(st.replicas), tuple(st.adding), tuple(st.removing)) for p, st in found]
+                for n, found in ongoing_reassignments(self.image_of(), wanted).items()}
