@@ -240,7 +240,8 @@ def run(quick: bool) -> list[dict]:
         if started is None:
             import broker_bench
 
-            SKIPPED["Apache Kafka rows"] = broker_bench.SKIPPED.get("apache-kafka anchor", "Apache Kafka cannot run here")
+            SKIPPED["Apache Kafka rows"] = broker_bench.SKIPPED.get("apache-kafka anchor",
+                                                                    "Apache Kafka cannot run here")
         else:
             label, cluster = started
             out += measure(count, count, flights, bootstrap=cluster.bootstrap_servers, broker=label)

@@ -70,8 +70,8 @@ def launcher(python: str, directory: str | None = None) -> str | None:
     source with that interpreter and the zip first on ``PYTHONPATH``, where
     ``spark.python.daemon.module`` does not reach: the planner workers (forked from
     ``pyspark.daemon``) and the source runner that each new streaming query starts as a fresh
-    process (about 0.6 s of CPU compiling pyspark's modules, docs/benchmark-analysis.md). Written once per interpreter into
-    ``directory`` (default ``<tempdir>/pyspark-kafka-<uid>``, mode 0700), atomically. None on a
+    process (about 0.6 s of CPU compiling pyspark's modules, docs/benchmark-analysis.md). Written
+    once per interpreter into ``directory`` (default ``<tempdir>/pyspark-kafka-<uid>``, mode 0700), atomically. None on a
     platform without ``/bin/sh`` (Windows) or when the directory cannot be written.
     """
     import hashlib
