@@ -127,6 +127,34 @@ def kafka_classpath(version: str | None = None) -> str:
     return os.pathsep.join(str(p) for p in kafka_libs(version))
 
 
+CONFIG_COMMAND_MAINS = ("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand")
+"""Main class of ``kafka-configs.sh``: in ``kafka-tools`` from Kafka 4.4 (KAFKA-14595 moved it out of the core
+jar), ``kafka.admin.ConfigCommand`` in ``kafka_2.13`` before."""
+
+
+def kafka_main_class(candidates: tuple[str, ...], version: str | None = None) -> str:
+    """The first of ``candidates`` (fully qualified class names) that Apache Kafka ``version``'s jars hold, for a tool
+    whose main class moved between versions (e.g. :data:`CONFIG_COMMAND_MAINS`). Raises :class:`MavenUnavailable`,
+    or LookupError naming the version when no jar holds any of them."""
+    import zipfile
+
+    entries = {c.replace(".", "/") + ".class": c for c in candidates}
+    found = set()
+    for jar in kafka_libs(version):
+        if jar.name.startswith("kafka"):
+            with zipfile.ZipFile(jar) as z:
+                found.update(n for n in z.namelist() if n in entries)
+    for entry, name in entries.items():
+        if entry in found:
+            return name
+    raise LookupError(f"none of {', '.join(candidates)} is in Apache Kafka {version or kafka_version()}'s jars")
+
+
+def config_command_main(version: str | None = None) -> str:
+    """Main class of ``kafka-configs.sh`` for Apache Kafka ``version`` (see :data:`CONFIG_COMMAND_MAINS`)."""
+    return kafka_main_class(CONFIG_COMMAND_MAINS, version)
+
+
 SPARK_KAFKA_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 SPARK_KAFKA_JARS = ("spark-sql-kafka-0-10_2.13-", "spark-token-provider-kafka-0-10_2.13-", "kafka-clients-",
                     "commons-pool2-")
