@@ -9,7 +9,8 @@ partitions; Kafka's ACL authorizer with ``allow.everyone.if.no.acl.found=true``,
 run), see :data:`BROKER_CONFIG`:
 
 - ``broker``: ``pyspark-kafka broker`` (one node);
-- ``cluster``: ``pyspark-kafka cluster`` (3 brokers, one controller; replication factor 3, ``min.insync.replicas=2``);
+- ``cluster``: ``pyspark-kafka cluster`` (3 brokers, one controller; ``default.replication.factor=3`` as librdkafka's
+  3-broker test clusters, ``min.insync.replicas=2``);
 - ``kafka``: Apache Kafka (one combined node, ``KAFKA_VERSION`` or the testing default, from Maven Central's jars,
   :class:`pyspark_kafka.testing.apache_kafka.ApacheKafka`).
 
@@ -152,7 +153,7 @@ class Target:
         elif self.kind == "cluster":
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "pyspark_kafka", "cluster", "--brokers", "3", "--data-dir",
-                 str(self.folder / "data"), *configs, "--config", "min.insync.replicas=2"],
+                 str(self.folder / "data"), *configs, "--config", "default.replication.factor=3", "--config", "min.insync.replicas=2"],
                 stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
             line = self._proc.stdout.readline()  # "pyspark-kafka cluster: 3 brokers at H:P,H:P,H:P, ..."
             m = re.search(r"brokers at (\S+),", line)
@@ -284,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka-version", default=None, help="Apache Kafka for tools and the kafka target")
     parser.add_argument("--parallel", type=int, default=2, help="test numbers run at once (default 2)")
     parser.add_argument("--timeout", type=float, default=300.0, help="bound per test number, seconds (300)")
-    parser.add_argument("--timeout-multiplier", type=float, default=2.0, help="the suite's test.timeout.multiplier")
+    parser.add_argument("--timeout-multiplier", type=float, default=3.0, help="the suite's test.timeout.multiplier (3)")
     parser.add_argument("--out", help="results JSON file")
     parser.add_argument("--compare", nargs="+", metavar="RESULTS", help="compare results files instead of running")
     args = parser.parse_args(argv)
