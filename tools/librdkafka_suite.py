@@ -51,11 +51,12 @@ BROKER_CONFIG = {
     "num.partitions": "4",
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
-    "super.users": "User:ANONYMOUS",
     "group.initial.rebalance.delay.ms": "0",
 }
 """Settings every target gets (Kafka's names): librdkafka's default scenario (``tests/scenarios/default.json``) and
-the authorizer its test clusters run with."""
+the authorizer its test clusters run with. No ``super.users``: the suite's clients are ``User:ANONYMOUS`` on
+PLAINTEXT, and its ACL tests (0109, 0115, 0119) deny ``User:*`` and expect the denial; brokers and controllers get
+their cluster permissions from ``allow.everyone.if.no.acl.found``."""
 TOOLS = {
     "kafka-topics.sh": "org.apache.kafka.tools.TopicCommand",
     "kafka-acls.sh": "org.apache.kafka.tools.AclCommand",
