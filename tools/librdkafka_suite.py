@@ -9,8 +9,9 @@ partitions; Kafka's ACL authorizer with ``allow.everyone.if.no.acl.found=true``,
 run), see :data:`BROKER_CONFIG`:
 
 - ``broker``: ``pyspark-kafka broker`` (one node);
-- ``cluster``: ``pyspark-kafka cluster`` (3 brokers, one controller; ``default.replication.factor=3`` as librdkafka's
-  3-broker test clusters, ``min.insync.replicas=2``);
+- ``cluster``: ``pyspark-kafka cluster`` (3 brokers, one controller; ``default.replication.factor=3`` and Kafka's
+  default ``min.insync.replicas=1``, as librdkafka's 3-broker test clusters: some tests create topics with
+  replication factor 1 and produce with ``acks=all``);
 - ``kafka``: Apache Kafka (one combined node, ``KAFKA_VERSION`` or the testing default, from Maven Central's jars,
   :class:`pyspark_kafka.testing.apache_kafka.ApacheKafka`).
 
@@ -154,7 +155,7 @@ class Target:
         elif self.kind == "cluster":
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "pyspark_kafka", "cluster", "--brokers", "3", "--data-dir",
-                 str(self.folder / "data"), *configs, "--config", "default.replication.factor=3", "--config", "min.insync.replicas=2"],
+                 str(self.folder / "data"), *configs, "--config", "default.replication.factor=3"],
                 stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
             line = self._proc.stdout.readline()  # "pyspark-kafka cluster: 3 brokers at H:P,H:P,H:P, ..."
             m = re.search(r"brokers at (\S+),", line)
