@@ -21,9 +21,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-DEFAULT_KAFKA_VERSION = "4.3.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
 """Default Apache Kafka version: the newest 4.x whose broker *and* tools jars Maven Central serves
-here (``kafka_2.13`` 4.4.0 is served, ``kafka-tools`` 4.4.0 is not). ``KAFKA_VERSION`` overrides."""
+(``kafka_2.13`` and ``kafka-tools`` 4.4.0 both resolve since 2026-11-26; before, only the broker's
+did and the default was 4.3.1). ``KAFKA_VERSION`` overrides (``KAFKA_VERSION=4.3.1`` still runs)."""
 KAFKA_VERSION_ENV = "KAFKA_VERSION"
 CACHE_ENV = "PYSPARK_KAFKA_CACHE"
 RESOLVE_TIMEOUT_S = 900
@@ -62,7 +63,7 @@ def require_tools(*tools: str) -> None:
 def resolve(name: str, artifacts: list[str]) -> list[Path]:
     """Resolve ``artifacts`` (``group:artifact:version`` strings) with their runtime dependencies.
 
-    ``name`` names the cache folder (one per jar set and version, e.g. ``kafka-4.3.1``).
+    ``name`` names the cache folder (one per jar set and version, e.g. ``kafka-4.4.0``).
     Returns the sorted jar paths. Raises :class:`MavenUnavailable` when ``mvn`` is missing or
     resolution fails (the message carries the tail of Maven's output).
     """
