@@ -16,6 +16,7 @@ import time
 import pytest
 
 from support.kafka_tools import ToolServer, kafka4_classpath
+from support.waiting import wait_until
 
 BACKENDS = ("embedded", "apache-kafka")
 # only these backends: the others are not started for tests that would skip (a 3-node Apache Kafka start is ~11 s)
@@ -171,8 +172,10 @@ def test_transactions_list_shows_a_committed_transaction(tool):
     producer.begin_transaction()
     producer.produce(topic, b"v")
     producer.commit_transaction(30)
-    listed = tool(TRANSACTIONS, "list")
-    assert re.search(rf"^{txn_id}\s+\d+\s+\d+\s+CompleteCommit\s*$", listed, re.M), listed
+    # with transaction.version 2 (Kafka 4.4's default) the commit returns at PrepareCommit and the coordinator
+    # writes the markers after: the listing reaches CompleteCommit shortly after, bounded
+    wait_until(lambda: re.search(rf"^{txn_id}\s+\d+\s+\d+\s+CompleteCommit\s*$", tool(TRANSACTIONS, "list"), re.M),
+               f"{txn_id} listed as CompleteCommit", timeout_s=30, interval_s=0.5)
     described = tool(TRANSACTIONS, "describe", "--transactional-id", txn_id)
     assert re.search(r"CompleteCommit", described), described
 
