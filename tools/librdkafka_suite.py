@@ -280,6 +280,7 @@ def compare(paths: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line (see the module docstring); returns the exit code (0, or 2 for bad arguments)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--librdkafka", help="librdkafka source folder, built (tests/test-runner)")
     parser.add_argument("--target", choices=("broker", "cluster", "kafka"))
