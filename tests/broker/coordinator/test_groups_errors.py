@@ -262,26 +262,3 @@ def test_offset_value_round_trip(value):
 ])
 def test_offset_expiry_rule(value, now, retention, empty_since, expired):
     assert is_expired(value, now, retention, empty_since) is expired
-
-
-def test_initial_rebalance_waits_for_the_timer_even_without_delay(tmp_path):
-    """Kafka's ``prepareRebalance``: an Empty group's first join phase ends only through the initial-delay timer, also
-    with ``group.initial.rebalance.delay.ms=0``, so members joining together share the first generation (librdkafka's
-    0118 expects its two consumers in one generation; a first member answered at once got every partition and a
-    rebalance followed)."""
-    async def scenario():
-        broker = Broker(tmp_path, config={"group.initial.rebalance.delay.ms": "0"})
-        broker.replica_manager.logs.load()
-        coordinator = broker.group_coordinator.ensure_loaded()
-
-        def join(member_id: str):
-            return coordinator.join_group("together", member_id, None, "c", "/127.0.0.1", 6000, 10_000, "consumer",
-                                          [("range", b"m")], require_known_member_id=False)
-
-        first, second = await asyncio.wait_for(asyncio.gather(join(""), join("")), 5)
-        assert (first.error_code, second.error_code) == (0, 0)
-        assert first.generation_id == second.generation_id == 1
-        assert len(first.members or second.members) == 2
-        broker.replica_manager.logs.close()
-
-    asyncio.run(scenario())
