@@ -55,7 +55,11 @@ def test_spark_connector_bench_runs_both_connectors_on_tiny_data():
         rows = spark_connector_bench.measure(2000, 2000, 300, repetitions=1)
     except common.Skipped as e:
         pytest.skip(str(e))
-    assert len(rows) == 8
+    # five read/write rows, the write's CPU per record, three flights rows and the flights' CPU per record
+    assert len(rows) == 10
+    assert sum(1 for r in rows if r["metric"].startswith(("write vs Spark's connector: CPU per record",
+                                                          "flights job stream (300 flights), source pykafka vs "
+                                                          "kafka: CPU per record"))) == 2
     ref = rows[0]["reference"]
     assert ref["spark"] in rows[0]["anchor_label"] and ref["spark"] in rows[0]["note"]
     if ref["spark"] != ref["installed_pyspark"]:
