@@ -57,11 +57,9 @@ from kio.serial.readers import read_int16
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.coordinator.group_records import (  # noqa: F401 (re-exported: the store's vocabulary)
-    OFFSETS_TOPIC,
     GroupRecord,
     Member,
     OffsetAndMetadata,
-    TopicPartition,
     consumer_group_key,
     consumer_group_value,
     group_key,
@@ -74,7 +72,12 @@ from pyspark_kafka.broker.coordinator.group_records import (  # noqa: F401 (re-e
     parse_key,
     parse_offset_value,
 )
-from pyspark_kafka.broker.coordinator.internal_topics import Cursor, partition_for
+from pyspark_kafka.broker.coordinator.internal_topics import (  # noqa: F401 (TopicPartition re-exported)
+    OFFSETS_TOPIC,
+    Cursor,
+    TopicPartition,
+    partition_for,
+)
 from pyspark_kafka.broker.coordinator.partition_writer import PartitionWriter
 from pyspark_kafka.broker.errors import (
     CoordinatorNotAvailableError,
