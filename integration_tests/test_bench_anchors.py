@@ -67,7 +67,7 @@ def test_spark_connector_bench_runs_both_connectors_on_tiny_data():
 
 @pytest.mark.slow
 def test_broker_bench_has_apache_kafka_beside_the_mock_cluster(tmp_path):
-    """Produce and fetch against ours, the mock cluster and Apache Kafka 4.3.1, tiny sizes."""
+    """Produce and fetch against ours, the mock cluster and Apache Kafka (the default version), tiny sizes."""
     broker_bench.SKIPPED.clear()
     rows = broker_bench.throughput(True, str(tmp_path), total_bytes=200_000, fetch_bytes=100_000)
     if "apache-kafka anchor" in broker_bench.SKIPPED:

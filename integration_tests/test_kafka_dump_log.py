@@ -32,6 +32,9 @@ RECORDS_PER_CODEC = 200
 CODECS = ("none", "gzip", "zstd")
 GROUP = "dump-log-group"
 TXN_ID = "dump-log-txn"
+TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
+              "PrepareEpochFence")
+"""Kafka's ``TransactionState`` names in id order (``transactionStatus`` in ``__transaction_state``)."""
 
 
 def _tool_class(version: str) -> str:
@@ -164,10 +167,12 @@ def test_kafka_decodes_the_group_and_transaction_logs(written, dump_log):
     assert committed == ends
     txn_logs = sorted(data.glob("__transaction_state-*/*.log"))
     out = dump_log("--files", ",".join(map(str, txn_logs)), "--transaction-log-decoder")
-    states = [int(s) for s in re.findall(
-        r'key: \{"type":"0","data":\{"transactionalId":"%s"\}\} payload: .*?"transactionStatus":(\d+)' % TXN_ID, out)]
-    # Kafka's TransactionState ids: 0 Empty, 1 Ongoing, 2 PrepareCommit, 3 PrepareAbort,
-    # 4 CompleteCommit, 5 CompleteAbort
+    # Kafka's TransactionState ids: 0 Empty, 1 Ongoing, 2 PrepareCommit, 3 PrepareAbort, 4 CompleteCommit,
+    # 5 CompleteAbort; the decoder prints the id up to 4.3 and the state's name from 4.4
+    ids = {name: i for i, name in enumerate(TXN_STATES)}
+    states = [int(s) if s.isdigit() else ids[s.strip('"')] for s in re.findall(
+        r'key: \{"type":"0","data":\{"transactionalId":"%s"\}\} payload: .*?"transactionStatus":(\d+|"\w+")' % TXN_ID,
+        out)]
     assert states[0] == 0 and {2, 4, 3, 5} <= set(states), states
 
 

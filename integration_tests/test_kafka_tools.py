@@ -16,6 +16,7 @@ import time
 import pytest
 
 from support.kafka_tools import ToolServer, kafka4_classpath
+from support.waiting import wait_until
 
 BACKENDS = ("embedded", "apache-kafka")
 # only these backends: the others are not started for tests that would skip (a 3-node Apache Kafka start is ~11 s)
@@ -27,7 +28,6 @@ CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
-CONFIGS = "kafka.admin.ConfigCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
 
@@ -172,31 +172,42 @@ def test_transactions_list_shows_a_committed_transaction(tool):
     producer.begin_transaction()
     producer.produce(topic, b"v")
     producer.commit_transaction(30)
-    listed = tool(TRANSACTIONS, "list")
-    assert re.search(rf"^{txn_id}\s+\d+\s+\d+\s+CompleteCommit\s*$", listed, re.M), listed
+    # with transaction.version 2 (Kafka 4.4's default) the commit returns at PrepareCommit and the coordinator
+    # writes the markers after: the listing reaches CompleteCommit shortly after, bounded
+    wait_until(lambda: re.search(rf"^{txn_id}\s+\d+\s+\d+\s+CompleteCommit\s*$", tool(TRANSACTIONS, "list"), re.M),
+               f"{txn_id} listed as CompleteCommit", timeout_s=30, interval_s=0.5)
     described = tool(TRANSACTIONS, "describe", "--transactional-id", txn_id)
     assert re.search(r"CompleteCommit", described), described
 
 
+def _configs() -> str:
+    """kafka-configs.sh's main class for the Kafka under test (it moved to the tools module in 4.4)."""
+    from pyspark_kafka.testing import maven
+
+    return maven.config_command_main()
+
+
 def test_configs_describe_shows_a_topic_override(tool):
+    configs = _configs()
     topic = tool.cluster.create_topic(1, config={"retention.ms": "3600000"}, prefix="tools")
-    out = tool(CONFIGS, "--describe", "--entity-type", "topics", "--entity-name", topic)
+    out = tool(configs, "--describe", "--entity-type", "topics", "--entity-name", topic)
     assert f"Dynamic configs for topic {topic} are:" in out
     assert re.search(r"retention\.ms=3600000 sensitive=false", out), out
 
 
 def test_configs_alter_then_describe_shows_the_new_values(tool):
+    configs = _configs()
     topic = tool.cluster.create_topic(1, config={"retention.ms": "3600000"}, prefix="tools")
-    altered = tool(CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", topic,
+    altered = tool(configs, "--alter", "--entity-type", "topics", "--entity-name", topic,
                    "--add-config", "retention.ms=7200000,max.message.bytes=2000000")
     assert f"Completed updating config for topic {topic}." in altered, altered
-    out = tool(CONFIGS, "--describe", "--entity-type", "topics", "--entity-name", topic)
+    out = tool(configs, "--describe", "--entity-type", "topics", "--entity-name", topic)
     assert re.search(r"retention\.ms=7200000 sensitive=false", out), out
     assert re.search(r"max\.message\.bytes=2000000 sensitive=false", out), out
-    tool(CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", topic, "--delete-config", "retention.ms")
-    out = tool(CONFIGS, "--describe", "--entity-type", "topics", "--entity-name", topic)
+    tool(configs, "--alter", "--entity-type", "topics", "--entity-name", topic, "--delete-config", "retention.ms")
+    out = tool(configs, "--describe", "--entity-type", "topics", "--entity-name", topic)
     assert "retention.ms=" not in out and "max.message.bytes=2000000" in out, out
-    refused = tool(CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", topic,
+    refused = tool(configs, "--alter", "--entity-type", "topics", "--entity-name", topic,
                    "--add-config", "retention.ms=soon", ok=False)
     assert "InvalidConfigurationException" in refused, refused
 

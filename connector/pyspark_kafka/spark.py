@@ -17,9 +17,21 @@ PANDAS_NOTICE = "PySpark does not yet fully support pandas"
 
 
 def ensure_worker_python() -> None:
-    """Set ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` to this interpreter unless already set."""
+    """Set ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` to this interpreter unless already set.
+
+    ``PYSPARK_DRIVER_PYTHON`` becomes :func:`pyspark_kafka.worker_daemon.launcher` of this
+    interpreter: Spark runs the driver-side Python processes of a Python data source with it (the
+    planner workers, and the source runner each new streaming query starts as a fresh process),
+    and through the launcher they import the installed pyspark's bytecode instead of compiling
+    ``pyspark.zip`` again (about 0.6 s of CPU per new streaming query, docs/benchmark-analysis.md).
+    These processes run on the driver's machine whatever the master. Values set by the user are
+    kept as they are.
+    """
+    if "PYSPARK_DRIVER_PYTHON" not in os.environ:
+        from pyspark_kafka.worker_daemon import launcher
+
+        os.environ["PYSPARK_DRIVER_PYTHON"] = launcher(sys.executable) or sys.executable
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 def quiet_pandas_notice() -> None:

@@ -43,6 +43,61 @@ def without_bundled_zip(path: Sequence[str]) -> list[str]:
     return [entry for entry in path if not bundled_pyspark_zip(entry)]
 
 
+_LAUNCHER = """#!/bin/sh
+# Written by pyspark_kafka.worker_daemon.launcher: runs {python} with PYTHONPATH minus the
+# installed pyspark package's own pyspark.zip (<pkg>/python/lib/pyspark.zip beside <pkg>/__init__.py),
+# so that it imports pyspark's compiled bytecode instead of compiling the zip's modules again.
+set -f
+kept=
+IFS=:
+for entry in $PYTHONPATH; do
+  case "$entry" in
+    */pyspark/python/lib/pyspark.zip) [ -f "${{entry%/python/lib/pyspark.zip}}/__init__.py" ] && continue ;;
+  esac
+  kept="${{kept:+$kept:}}$entry"
+done
+unset IFS
+if [ -n "$kept" ]; then PYTHONPATH=$kept; export PYTHONPATH; else unset PYTHONPATH; fi
+exec {quoted} "$@"
+"""
+
+
+def launcher(python: str, directory: str | None = None) -> str | None:
+    """Path of an executable ``/bin/sh`` script that runs ``python`` (all arguments passed on) without
+    the installed pyspark's own ``pyspark.zip`` on ``PYTHONPATH`` (the rule of :func:`bundled_pyspark_zip`).
+
+    For ``PYSPARK_DRIVER_PYTHON``: Spark starts the driver-side Python processes of a Python data
+    source with that interpreter and the zip first on ``PYTHONPATH``, where
+    ``spark.python.daemon.module`` does not reach: the planner workers (forked from
+    ``pyspark.daemon``) and the source runner that each new streaming query starts as a fresh
+    process (about 0.6 s of CPU compiling pyspark's modules, docs/benchmark-analysis.md). Written
+    once per interpreter into ``directory`` (default ``<tempdir>/pyspark-kafka-<uid>``, mode 0700), atomically. None on a
+    platform without ``/bin/sh`` (Windows) or when the directory cannot be written.
+    """
+    import hashlib
+    import shlex
+    import tempfile
+
+    if os.name != "posix" or not os.path.exists("/bin/sh"):
+        return None
+    directory = directory or os.path.join(tempfile.gettempdir(), f"pyspark-kafka-{os.getuid()}")
+    text = _LAUNCHER.format(python=python, quoted=shlex.quote(python))
+    path = os.path.join(directory, f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}")
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        if os.stat(directory).st_uid != os.getuid():
+            return None  # someone else's directory: do not run scripts from it
+        if not os.path.isfile(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(tmp, 0o700)
+            os.replace(tmp, path)
+    except OSError:
+        return None
+    return path
+
+
 def main() -> None:
     """Drop the installed pyspark's own zip from ``sys.path``, then run ``pyspark.daemon`` as ``__main__``
     (its arguments, e.g. the worker module, are left in ``sys.argv``)."""

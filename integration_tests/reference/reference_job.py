@@ -7,7 +7,9 @@ Run by :mod:`integration_tests.reference.test_reference_batch` with the interpre
 driver process: a SparkSession with ``spark.jars`` cannot join the suite's shared session. The
 jars come from the cache (nothing is downloaded at query time).
 
-``CASES.json`` is a list of ``{"name", "kind", "options", ...}``:
+``CASES.json`` is a list of ``{"name", "kind", "options", ...}`` (``"formats": ["pykafka"]`` runs a case
+through those formats only, e.g. a ``readPath=consumer`` variant compared with its base case's
+``kafka`` outcome):
 
 - ``rows``: the batch read's rows (every column, binary as hex, timestamp as epoch µs), sorted;
 - ``partitions``: ``df.rdd.getNumPartitions()`` of the batch read;
@@ -309,7 +311,8 @@ def main() -> None:
     # Spark runs jobs of several threads at once; most of a case is waiting (Kafka round trips,
     # Python workers), so a few threads shorten the job without changing any result.
     with ThreadPoolExecutor(args.threads) as pool:
-        for name, fmt, result in pool.map(lambda pair: run(*pair), [(c, f) for c in cases for f in FORMATS]):
+        pairs = [(c, f) for c in cases for f in c.get("formats", FORMATS)]
+        for name, fmt, result in pool.map(lambda pair: run(*pair), pairs):
             out.setdefault(name, {})[fmt] = result
     import pyspark_kafka
 

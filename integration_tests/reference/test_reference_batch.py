@@ -195,6 +195,32 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
     ]
 
 
+CONSUMER = "@consumer"
+"""Suffix of a case's ``readPath=consumer`` variant: the job runs it through pykafka only, and it is
+compared with its base case's ``kafka`` outcome (the base case itself reads with the default path,
+``auto``, which is the columnar path on these backends)."""
+CONSUMER_ROWS = ("subscribe", "offsets_json", "ending_offsets_by_timestamp", "read_committed")
+"""Batch cases also run with ``readPath=consumer``: every column with headers, tombstones and null keys;
+offset and timestamp bounds; aborted transactions (a few seconds of the suite's budget)."""
+
+
+def with_consumer_variants(all_cases: list[dict], names) -> list[dict]:
+    """``all_cases`` plus, for each case named in ``names``, its :data:`CONSUMER` variant (pykafka
+    only, ``readPath=consumer``)."""
+    extra = [{**c, "name": c["name"] + CONSUMER, "formats": ["pykafka"],
+              "options": {**c["options"], "readPath": "consumer"}} for c in all_cases if c["name"] in names]
+    return all_cases + extra
+
+
+def sides(result: dict, name: str) -> dict:
+    """``{"kafka": ..., "pykafka": ...}`` outcomes of case ``name``; a :data:`CONSUMER` variant
+    takes Spark's from its base case."""
+    got = result["cases"][name]
+    if name.endswith(CONSUMER):
+        return {"kafka": result["cases"][name.removesuffix(CONSUMER)]["kafka"], "pykafka": got["pykafka"]}
+    return got
+
+
 def reference_or_skip(kafka_cluster):
     """The :class:`~pyspark_kafka.testing.reference.ReferenceSpark` to run the job with, or a skip
     (a backend other than :data:`BACKENDS`; no java, mvn or PyPI)."""
@@ -221,8 +247,9 @@ def run_job(ref, all_cases: list[dict], workdir: Path) -> dict:
     import pyspark_kafka
 
     connector = str(Path(pyspark_kafka.__file__).resolve().parent.parent)  # this checkout's pykafka
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([connector, str(JOB.parent.parent.parent)]),
-           "PYSPARK_PYTHON": ref.python, "PYSPARK_DRIVER_PYTHON": ref.python}
+    # PYSPARK_DRIVER_PYTHON is left to the job's get_spark (the launcher of its interpreter, as for a user)
+    env = {**{k: v for k, v in os.environ.items() if k != "PYSPARK_DRIVER_PYTHON"},
+           "PYTHONPATH": os.pathsep.join([connector, str(JOB.parent.parent.parent)]), "PYSPARK_PYTHON": ref.python}
     cmd = [ref.python, str(JOB), "--cases", str(path), "--jars", ",".join(str(j) for j in ref.jars),
            "--workdir", str(workdir)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env)
@@ -247,7 +274,9 @@ def reference_run(kafka_cluster, workdir_factory, write_data, make_cases) -> tup
 @pytest.fixture(scope="module")
 def reference(kafka_cluster, tmp_path_factory):
     """``(cases by name, job output, cluster)`` of the one reference job of this backend."""
-    by_name, result = reference_run(kafka_cluster, lambda: tmp_path_factory.mktemp("reference"), _write_data, cases)
+    by_name, result = reference_run(kafka_cluster, lambda: tmp_path_factory.mktemp("reference"), _write_data,
+                                    lambda bootstrap, topics: with_consumer_variants(cases(bootstrap, topics),
+                                                                                     CONSUMER_ROWS))
     return by_name, result, kafka_cluster
 
 
@@ -258,12 +287,13 @@ def _outcome(side: dict) -> str:
 
 
 def _case_names(kind: str) -> list[str]:
-    return [c["name"] for c in cases("", {"a": "a", "b": "b", "t": "t", "pattern": "",
-                                          "writes": {n: {} for n in WRITE_CASES}})
-            if c["kind"] in kind]
+    all_cases = with_consumer_variants(cases("", {"a": "a", "b": "b", "t": "t", "pattern": "",
+                                                  "writes": {n: {} for n in WRITE_CASES}}), CONSUMER_ROWS)
+    return [c["name"] for c in all_cases if c["kind"] in kind]
 
 
 def _pinned_or_equal(name: str, kafka, pykafka) -> None:
+    name = name.removesuffix(CONSUMER)
     if name in PINNED:
         expected_kafka, expected_pykafka, reason = PINNED[name]
         assert (kafka, pykafka) == (expected_kafka, expected_pykafka), f"pinned difference changed ({reason})"
@@ -274,7 +304,7 @@ def _pinned_or_equal(name: str, kafka, pykafka) -> None:
 @pytest.mark.parametrize("name", _case_names(("rows", "partitions")))
 def test_read_same_rows_and_partitions(reference, name):
     _, result, _ = reference
-    got = result["cases"][name]
+    got = sides(result, name)
     assert "ok" in got["kafka"], f"Spark's connector failed: {got['kafka']}"
     assert "ok" in got["pykafka"], f"pykafka failed: {got['pykafka']}"
     if isinstance(got["kafka"]["ok"], list):

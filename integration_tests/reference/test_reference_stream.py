@@ -15,7 +15,14 @@ import json
 import pytest
 
 from integration_tests.helpers import WAIT_S, produce, transactions
-from integration_tests.reference.test_reference_batch import BASE_MS, TOPIC_CONFIG, reference_run
+from integration_tests.reference.test_reference_batch import (
+    BASE_MS,
+    CONSUMER,
+    TOPIC_CONFIG,
+    reference_run,
+    sides,
+    with_consumer_variants,
+)
 
 pytestmark = pytest.mark.slow
 COUNTS = (9, 4, 1)
@@ -25,6 +32,10 @@ DELETED_BEFORE = 4
 FORMATS = ("kafka", "pykafka")
 NEW_TOPIC_RECORDS = [{"partition": 0, "value": "n0"}, {"partition": 0, "value": "n1"}, {"partition": 1, "value": "n2"}]
 """Produced to the topic of ``stream_subscribe_missing_topic`` once the job has created it (2 partitions)."""
+CONSUMER_STREAMS = ("stream_max_offsets_7", "stream_read_committed_max_offsets", "stream_deleted_start_no_fail",
+                    "stream_error_deleted_start")
+"""Streaming cases also run with ``readPath=consumer`` (see :data:`test_reference_batch.CONSUMER`): prorated
+micro-batches, aborted transactions, data loss skipped and reported."""
 RESTART_CASES = ("stream_restart_more_records", "stream_restart_new_partition")
 """Cases run twice from one checkpoint, each connector on its own 2-partition topic (3 records each)."""
 
@@ -117,26 +128,28 @@ def cases(bootstrap: str, topics: dict) -> list[dict]:
 @pytest.fixture(scope="module")
 def reference(kafka_cluster, tmp_path_factory):
     """``(cases by name, job output)`` of the streaming reference job of this backend."""
-    return reference_run(kafka_cluster, lambda: tmp_path_factory.mktemp("reference-stream"), _write_data, cases)
+    return reference_run(kafka_cluster, lambda: tmp_path_factory.mktemp("reference-stream"), _write_data,
+                         lambda bootstrap, topics: with_consumer_variants(cases(bootstrap, topics), CONSUMER_STREAMS))
 
 
 def _case_names(expect: str | None, kind: str = "stream") -> list[str]:
     topics = {"s": "s", "d": "d", "t": "t", "pattern": "", "restarts": {n: {} for n in RESTART_CASES},
               "new_topic": {}}
-    return [c["name"] for c in cases("", topics) if c.get("expect") == expect and c["kind"] == kind]
+    all_cases = with_consumer_variants(cases("", topics), CONSUMER_STREAMS)
+    return [c["name"] for c in all_cases if c.get("expect") == expect and c["kind"] == kind]
 
 
 @pytest.mark.parametrize("name", _case_names(None))
 def test_stream_same_batches_and_offsets(reference, name):
     _, result = reference
-    got = result["cases"][name]
+    got = sides(result, name)
     print(name, json.dumps(got))
     assert "ok" in got["kafka"], f"Spark's connector failed: {got['kafka']}"
     assert "ok" in got["pykafka"], f"pykafka failed: {got['pykafka']}"
     assert any(records for _, records in got["kafka"]["ok"]["batches"]) or name == "stream_default_latest", \
         "the case reads nothing: it proves nothing"
-    if name in PINNED:
-        expected_kafka, expected_pykafka, reason = PINNED[name]
+    if name.removesuffix(CONSUMER) in PINNED:
+        expected_kafka, expected_pykafka, reason = PINNED[name.removesuffix(CONSUMER)]
         assert (_summary(got["kafka"]), _summary(got["pykafka"])) == (expected_kafka, expected_pykafka), \
             f"pinned difference changed ({reason})"
     else:
@@ -146,7 +159,7 @@ def test_stream_same_batches_and_offsets(reference, name):
 @pytest.mark.parametrize("name", _case_names("error"))
 def test_stream_fails_in_both(reference, name):
     all_cases, result = reference
-    got = result["cases"][name]
+    got = sides(result, name)
     print(name, json.dumps(got))
     for fmt in ("kafka", "pykafka"):
         assert "error" in got[fmt], f"{fmt} did not fail: {got[fmt]}"

@@ -45,3 +45,44 @@ def test_spark_workers_import_the_installed_pyspark_not_the_zip(spark):
     [(pyspark_file, zips)] = spark.sparkContext.parallelize([0], 1).map(probe).collect()
     assert ".zip" not in pyspark_file and os.path.isfile(pyspark_file), pyspark_file
     assert not any(os.path.basename(z) == "pyspark.zip" for z in zips), zips
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the launcher is a /bin/sh script")
+def test_launcher_runs_python_without_the_installed_pyspark_zip(tmp_path):
+    import subprocess
+    import sys
+
+    from pyspark_kafka.worker_daemon import launcher
+
+    own_zip = _touch(tmp_path / "site/pyspark/python/lib/pyspark.zip")
+    _touch(tmp_path / "site/pyspark/__init__.py")
+    other_zip = _touch(tmp_path / "spark-4.3.0/python/lib/pyspark.zip")  # a distribution's zip: kept
+    path = launcher(sys.executable, str(tmp_path / "launchers"))
+    assert path is not None and os.access(path, os.X_OK)
+    assert launcher(sys.executable, str(tmp_path / "launchers")) == path  # written once per interpreter
+    probe = "import os, sys; print(os.environ.get('PYTHONPATH')); print(sys.argv[1:]); sys.exit(3)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([own_zip, "/a b*", other_zip])}
+    done = subprocess.run([path, "-c", probe, "x y", "*"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr  # arguments and exit status pass through
+    assert done.stdout.splitlines() == [os.pathsep.join(["/a b*", other_zip]), "['x y', '*']"]
+    env["PYTHONPATH"] = own_zip
+    done = subprocess.run([path, "-c", "import os; print(os.environ.get('PYTHONPATH'))"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "None"
+
+
+def test_driver_side_python_processes_start_through_the_launcher(monkeypatch):
+    import sys
+
+    from pyspark_kafka.spark import ensure_worker_python
+
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    ensure_worker_python()
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    driver = os.environ["PYSPARK_DRIVER_PYTHON"]
+    if os.name == "posix":
+        assert driver != sys.executable and f"exec {sys.executable} " in open(driver).read()
+    monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", "/opt/my/python")  # the user's choice is kept
+    ensure_worker_python()
+    assert os.environ["PYSPARK_DRIVER_PYTHON"] == "/opt/my/python"

@@ -40,7 +40,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 
-from pyspark_kafka.clients import ClientPool, config_key
+from pyspark_kafka.clients import ClientPool
 
 FETCH_VERSIONS = (4, 12)
 """Fetch versions used, inclusive: v4 is the first with isolation levels and aborted transactions
@@ -476,7 +476,7 @@ def pooled_fetch_client(config: FetchConfig) -> Iterator[FetchClient]:
     """Borrow a :class:`FetchClient` for ``config`` from this process's pool (like
     :func:`pyspark_kafka.clients.pooled_consumer`): back to the pool on normal exit, closed when
     the block raises or is abandoned."""
-    key = config_key(dataclasses.asdict(config))
+    key = ("fetch", config)  # a frozen dataclass: compared field by field, no per-task conversion
     client = FETCH_CLIENTS.take(key) or FetchClient(config)
     ok = False
     try:

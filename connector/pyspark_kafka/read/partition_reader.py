@@ -10,8 +10,10 @@ Executors never commit to Kafka (``enable.auto.commit=false``).
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
+import os
 import time
 from contextlib import contextmanager
 from itertools import chain
@@ -155,7 +157,10 @@ def _data_bytes(column: pa.Array) -> int:
     return data.size if data is not None else 0
 
 
+@functools.lru_cache(maxsize=2)
 def _arrow_schema(include_headers: bool) -> pa.Schema:
+    """The Arrow schema of the Kafka source (built once per worker process: a task of a small
+    micro-batch spent a fifth of its CPU rebuilding it)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
@@ -199,10 +204,31 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
             yield from read_range_columnar(part, config, _arrow_schema(part.include_headers),
                                            lambda at, low, high: _out_of_range_resume(part, at, low, high),
                                            BATCH_ROWS)
-        return
-    with pooled_consumer(part.conf) as consumer, no_cyclic_gc():
-        yield from _read_range(consumer, part)
-        consumer.unassign()
+    else:
+        with pooled_consumer(part.conf) as consumer, no_cyclic_gc():
+            yield from _read_range(consumer, part)
+            consumer.unassign()
+    freeze_worker_heap()
+
+
+_HEAP_FROZEN: list[bool] = []
+
+
+def freeze_worker_heap() -> None:
+    """Once per process: collect, then move every object alive (the imported modules: pyspark,
+    pyarrow, numba, kio; pooled clients) out of the cyclic garbage collector's reach (``gc.freeze``).
+
+    Spark's Python worker daemon runs a full ``gc.collect()`` after every task of a reused worker
+    (``pyspark/daemon.py``, when ``SPARK_REUSE_WORKER`` is set); its cost grows with the objects
+    alive in the worker, which numba and kio make many (about 40–90 ms per task here), and it ran
+    on every task of every micro-batch. Frozen objects are still freed by reference counting; only
+    cycles among them would stay (none are made after the imports). Does nothing outside a reused
+    Spark worker (``SPARK_REUSE_WORKER`` unset), e.g. in a test process.
+    """
+    if not _HEAP_FROZEN and os.environ.get("SPARK_REUSE_WORKER"):
+        _HEAP_FROZEN.append(True)
+        gc.collect()
+        gc.freeze()
 
 
 def _read_range(consumer, part: KafkaInputPartition, clock=time.monotonic) -> Iterator[pa.RecordBatch]:

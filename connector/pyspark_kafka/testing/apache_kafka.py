@@ -4,7 +4,7 @@
 (``bin/kafka-storage.sh format`` then ``bin/kafka-server-start.sh``: a main class run with every
 jar of ``libs/`` on the classpath), in KRaft mode, each node a combined broker and controller:
 
-- jars: :func:`pyspark_kafka.testing.maven.kafka_classpath` (``KAFKA_VERSION`` or 4.3.1;
+- jars: :func:`pyspark_kafka.testing.maven.kafka_classpath` (``KAFKA_VERSION`` or 4.4.0;
   resolved once into ``~/.cache/pyspark-kafka/maven``);
 - storage: ``kafka.tools.StorageTool format -t <cluster id> -c server.properties`` (the class
   ``kafka-storage.sh`` runs, in ``kafka_2.13`` for 3.9.x and 4.x);

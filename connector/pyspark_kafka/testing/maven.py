@@ -21,9 +21,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-DEFAULT_KAFKA_VERSION = "4.3.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
 """Default Apache Kafka version: the newest 4.x whose broker *and* tools jars Maven Central serves
-here (``kafka_2.13`` 4.4.0 is served, ``kafka-tools`` 4.4.0 is not). ``KAFKA_VERSION`` overrides."""
+(``kafka_2.13`` and ``kafka-tools`` 4.4.0 both resolve since 2026-11-26; before, only the broker's
+did and the default was 4.3.1). ``KAFKA_VERSION`` overrides (``KAFKA_VERSION=4.3.1`` still runs)."""
 KAFKA_VERSION_ENV = "KAFKA_VERSION"
 CACHE_ENV = "PYSPARK_KAFKA_CACHE"
 RESOLVE_TIMEOUT_S = 900
@@ -62,7 +63,7 @@ def require_tools(*tools: str) -> None:
 def resolve(name: str, artifacts: list[str]) -> list[Path]:
     """Resolve ``artifacts`` (``group:artifact:version`` strings) with their runtime dependencies.
 
-    ``name`` names the cache folder (one per jar set and version, e.g. ``kafka-4.3.1``).
+    ``name`` names the cache folder (one per jar set and version, e.g. ``kafka-4.4.0``).
     Returns the sorted jar paths. Raises :class:`MavenUnavailable` when ``mvn`` is missing or
     resolution fails (the message carries the tail of Maven's output).
     """
@@ -125,6 +126,34 @@ def kafka_classpath(version: str | None = None) -> str:
     """:func:`kafka_libs` joined with ``os.pathsep`` for ``java -cp``. Raises :class:`MavenUnavailable`."""
     require_tools("java")
     return os.pathsep.join(str(p) for p in kafka_libs(version))
+
+
+CONFIG_COMMAND_MAINS = ("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand")
+"""Main class of ``kafka-configs.sh``: in ``kafka-tools`` from Kafka 4.4 (KAFKA-14595 moved it out of the core
+jar), ``kafka.admin.ConfigCommand`` in ``kafka_2.13`` before."""
+
+
+def kafka_main_class(candidates: tuple[str, ...], version: str | None = None) -> str:
+    """The first of ``candidates`` (fully qualified class names) that Apache Kafka ``version``'s jars hold, for a tool
+    whose main class moved between versions (e.g. :data:`CONFIG_COMMAND_MAINS`). Raises :class:`MavenUnavailable`,
+    or LookupError naming the version when no jar holds any of them."""
+    import zipfile
+
+    entries = {c.replace(".", "/") + ".class": c for c in candidates}
+    found = set()
+    for jar in kafka_libs(version):
+        if jar.name.startswith("kafka"):
+            with zipfile.ZipFile(jar) as z:
+                found.update(n for n in z.namelist() if n in entries)
+    for entry, name in entries.items():
+        if entry in found:
+            return name
+    raise LookupError(f"none of {', '.join(candidates)} is in Apache Kafka {version or kafka_version()}'s jars")
+
+
+def config_command_main(version: str | None = None) -> str:
+    """Main class of ``kafka-configs.sh`` for Apache Kafka ``version`` (see :data:`CONFIG_COMMAND_MAINS`)."""
+    return kafka_main_class(CONFIG_COMMAND_MAINS, version)
 
 
 SPARK_KAFKA_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"

@@ -119,3 +119,19 @@ def test_a_failed_metadata_write_sends_the_group_back_to_rebalance():
         assert "g" not in groups(writer).groups  # nothing of the failed generation was persisted
 
     asyncio.run(scenario())
+
+
+def test_initial_rebalance_waits_for_the_timer_even_without_delay():
+    """Kafka's ``prepareRebalance``: an Empty group's first join phase ends only through the initial-delay timer, also
+    with ``group.initial.rebalance.delay.ms=0``, so members joining together share the first generation (librdkafka's
+    0118 expects its two consumers in one generation; a first member answered at once got every partition and a
+    rebalance followed)."""
+    async def scenario():
+        coordinator = groups(group_initial_rebalance_delay_ms="0")
+        first, second = await asyncio.wait_for(asyncio.gather(join(coordinator, "together"),
+                                                              join(coordinator, "together")), 5)
+        assert (first.error_code, second.error_code) == (0, 0)
+        assert first.generation_id == second.generation_id == 1
+        assert len(first.members or second.members) == 2
+
+    asyncio.run(scenario())

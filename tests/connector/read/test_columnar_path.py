@@ -199,3 +199,26 @@ def test_compacted_gaps_read_the_same_and_a_range_ending_on_gaps_completes(boots
     started = time.monotonic()
     assert _assert_same(bootstrap, topic, 0, 36, headers=False) is None
     assert time.monotonic() - started < 10
+
+
+def test_a_reused_spark_worker_freezes_its_heap_once_after_its_first_read(monkeypatch):
+    """Spark's daemon runs gc.collect() after every task of a reused worker: after the first read
+    the worker's objects (imports, pooled clients) are frozen so that collection stays cheap."""
+    import gc
+
+    from pyspark_kafka.read import partition_reader
+
+    monkeypatch.setattr(partition_reader, "_HEAP_FROZEN", [])
+    monkeypatch.delenv("SPARK_REUSE_WORKER", raising=False)
+    before = gc.get_freeze_count()
+    partition_reader.freeze_worker_heap()  # not a reused Spark worker (e.g. this test process): nothing
+    assert gc.get_freeze_count() == before and partition_reader._HEAP_FROZEN == []
+    monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
+    try:
+        partition_reader.freeze_worker_heap()
+        frozen = gc.get_freeze_count()
+        assert frozen > before
+        partition_reader.freeze_worker_heap()  # once per process
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

@@ -27,7 +27,9 @@ Rules kept from Kafka:
   removed (not while it waits for a JoinGroup/SyncGroup answer), and the group rebalances; the
   join phase ends at the latest after the largest ``rebalance.timeout.ms`` of the members (the
   client's ``max.poll.interval.ms``), removing dynamic members that did not rejoin. The first
-  join of an Empty group waits ``group.initial.rebalance.delay.ms`` for more members.
+  join of an Empty group waits ``group.initial.rebalance.delay.ms`` for more members, and ends by that
+  timer only (Kafka's ``prepareRebalance``): with a delay of 0, members joining together still share
+  the first generation.
 - **Static membership** (``group.instance.id``, KIP-345): a known instance rejoining with a new
   member id takes over the old id's place and assignment without a rebalance when the group is
   Stable; the old member id then gets FENCED_INSTANCE_ID.
@@ -406,7 +408,7 @@ class ClassicGroupCoordinator:
             group.join_timer.cancel()
         delay = self.config.get_int("group.initial.rebalance.delay.ms")
         timeout = group.rebalance_timeout_ms()
-        if initial and delay > 0:
+        if initial:  # Kafka's prepareRebalance: an Empty group's first join ends by the timer only, even at delay 0
             group.initial_delay_pending = True
             group.new_member_added = False
             self._initial_delay(group, min(delay, timeout), timeout - min(delay, timeout))

@@ -519,12 +519,13 @@ async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dic
             duplicates = sorted({n for n in names if names.count(n) > 1})
             if duplicates:
                 raise InvalidRequestError(f"Error due to duplicate config keys : {', '.join(duplicates)}")
+            _config_check(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
             node = str(ctx.broker.node_id)
             if res.resource_type == BROKER_RESOURCE and res.resource_name not in ("", node):
-                # Kafka's ConfigAdminManager.preprocess: checked before the authorization
+                # checked once authorized, as Kafka 4.4 (4.3 checked it first: INVALID_REQUEST to a principal
+                # without ALTER_CONFIGS on the cluster, where 4.4 answers CLUSTER_AUTHORIZATION_FAILED)
                 raise InvalidRequestError(f"Unexpected broker id, expected {node} or empty string, but received "
                                           f"{res.resource_name}")
-            _config_check(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
             if res.resource_type in (BROKER_RESOURCE, GROUP_RESOURCE):
                 await _alter_dynamic(ctx, res, incremental, request.validate_only)
                 responses.append({"error_code": error_code, "error_message": message,
