@@ -5,9 +5,10 @@ Options, schema and offset JSON are those of Spark's built-in Kafka source (see
 
 - :mod:`~pyspark_kafka.read.options`: option parsing and validation,
   :func:`kafka_schema` / :func:`read_schema`;
-- :mod:`~pyspark_kafka.read.consumer_group`: consumer-group options, rules,
-  group offsets and membership (``commitOffsets``, ``startingOffsets=group``,
-  ``groupMembership``);
+- :mod:`~pyspark_kafka.read.consumer_group`: consumer-group options, rules and
+  group offsets (``commitOffsets``, ``startingOffsets=group``, ``groupMembership``);
+- :mod:`~pyspark_kafka.read.stream_group`: a streaming query's reader as a group
+  member (:class:`StreamGroup`) and its SIGTERM handler;
 - :mod:`~pyspark_kafka.read.offset_reader`: driver side, :class:`OffsetReader`
   (one confluent-kafka AdminClient) lists the subscribed topic-partitions and
   resolves earliest / latest / by-timestamp offsets;

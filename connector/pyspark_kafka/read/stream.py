@@ -3,7 +3,7 @@
 ``spark.readStream.format("pykafka")``: offsets, admission control
 (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` + ``maxTriggerDelay``,
 ``Trigger.AvailableNow``) and the consumer-group hooks
-(:class:`pyspark_kafka.read.consumer_group.StreamGroup`).
+(:class:`pyspark_kafka.read.stream_group.StreamGroup`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 from pyspark_kafka import offsets as O
 from pyspark_kafka.clients import check_consumer_config
 from pyspark_kafka.errors import OptionError
-from pyspark_kafka.read.consumer_group import StreamGroup
+from pyspark_kafka.read.stream_group import StreamGroup
 from pyspark_kafka.read.offset_reader import OffsetReader
 from pyspark_kafka.read.options import check_schema, parse_reader_options, unique_group_id
 from pyspark_kafka.read.partition_reader import KafkaInputPartition, executor_conf, read_partition
@@ -43,7 +43,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     join from their earliest offset. Raises OptionError for bad options (at
     query start) and DataLossError for missing offsets when ``failOnDataLoss``.
 
-    Consumer groups (:class:`pyspark_kafka.read.consumer_group.StreamGroup`): with
+    Consumer groups (:class:`pyspark_kafka.read.stream_group.StreamGroup`): with
     ``commitOffsets`` the offsets Spark has finished (``start`` of
     :meth:`latestOffset`, ``end`` of :meth:`commit`) are committed to
     ``kafka.group.id``; with ``groupMembership`` the offsets name only the

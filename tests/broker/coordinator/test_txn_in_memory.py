@@ -9,7 +9,8 @@ import asyncio
 
 import pytest
 
-from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata
+from pyspark_kafka.broker.coordinator.internal_topics import OFFSETS_TOPIC
+from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata
 from pyspark_kafka.broker.coordinator.partition_writer import InMemoryPartitionWriter
 from pyspark_kafka.broker.coordinator.txn import TxnState
 from pyspark_kafka.broker.errors import (

@@ -13,7 +13,7 @@ from support.topics import create_topic
 from support.waiting import wait_until
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.topic_config import LogConfig
-from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
+from pyspark_kafka.broker.coordinator.internal_topics import OFFSETS_TOPIC
 from pyspark_kafka.broker.log.records import encode_batch
 from pyspark_kafka.broker.log.cleaner import LogCleaner, cleanable_range, delete_horizon, iter_records
 from pyspark_kafka.broker.log.record_batch import TRANSACTIONAL_BIT

@@ -17,9 +17,9 @@ import textwrap
 
 CHILD = textwrap.dedent("""
     import os, signal, sys, time
-    from pyspark_kafka.read import consumer_group
-    consumer_group.CLOSE_DEADLINE_S = int(sys.argv[1])
-    signal.signal(signal.SIGTERM, consumer_group.exit_once_on_sigterm)
+    from pyspark_kafka.read import stream_group
+    stream_group.CLOSE_DEADLINE_S = int(sys.argv[1])
+    signal.signal(signal.SIGTERM, stream_group.exit_once_on_sigterm)
     try:
         print("ready", flush=True)
         deadline = time.monotonic() + 60

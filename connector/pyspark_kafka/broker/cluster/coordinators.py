@@ -29,8 +29,8 @@ import time
 
 from pyspark_kafka.broker.cluster.peer_client import PeerClient
 from pyspark_kafka.broker.coordinator.internal_topics import partition_for
-from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
-from pyspark_kafka.broker.coordinator.txn import STATE_SEGMENT_BYTES, TRANSACTION_STATE_TOPIC
+from pyspark_kafka.broker.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from pyspark_kafka.broker.coordinator.txn import STATE_SEGMENT_BYTES
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError
 from pyspark_kafka.broker.log_escape import get_logger
 

@@ -152,20 +152,8 @@ class QuorumController:
                 return {"error_code": 0, "records": [r.decode() for r in records]}
             async with self._lock:
                 await self._activate()
-                if op == "register":
-                    return await self._register(request)
-                if op == "heartbeat":
-                    return await self._heartbeat(request)
-                if op == "shutdown":
-                    return await self._shutdown(request)
-                if op == "create_topics":
-                    return await self._create_topics(request)
-                if op == "alter_partition":
-                    return await self._alter_partition(request)
-                if op == "allocate_producer_ids":
-                    return await self._allocate_producer_ids(request)
-                if op in self._ADMIN_OPS:
-                    return await getattr(self, self._ADMIN_OPS[op])(request)
+                if op in self._OPS:
+                    return await getattr(self, self._OPS[op])(request)
         except NotControllerError as exc:
             leader, _ = self.log.leader()
             return {"error_code": int(exc.error_code), "error_message": str(exc),
@@ -399,9 +387,13 @@ class QuorumController:
 
     # --- admin changes of topics and partitions (controller/partition_admin.py) ------------------
 
-    _ADMIN_OPS = {"elect_leaders": "_elect_leaders", "alter_reassignments": "_alter_reassignments",
-                  "create_partitions": "_create_partitions", "delete_topics": "_delete_topics",
-                  "alter_topic_configs": "_alter_topic_configs", "alter_dynamic_configs": "_alter_dynamic_configs"}
+    #: the ops that change the metadata (run under the lock, once this controller is active): op -> method name
+    _OPS = {"register": "_register", "heartbeat": "_heartbeat", "shutdown": "_shutdown",
+            "create_topics": "_create_topics", "alter_partition": "_alter_partition",
+            "allocate_producer_ids": "_allocate_producer_ids",
+            "elect_leaders": "_elect_leaders", "alter_reassignments": "_alter_reassignments",
+            "create_partitions": "_create_partitions", "delete_topics": "_delete_topics",
+            "alter_topic_configs": "_alter_topic_configs", "alter_dynamic_configs": "_alter_dynamic_configs"}
 
     async def _alter_dynamic_configs(self, req: dict) -> dict:
         """AlterConfigs / IncrementalAlterConfigs of a broker or group resource, forwarded by the broker that validated

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-TopicPartition = tuple[str, int]
+from pyspark_kafka.broker.coordinator.internal_topics import TopicPartition
+
 Assignment = dict[str, set[TopicPartition]]
 
 UNIFORM = "uniform"

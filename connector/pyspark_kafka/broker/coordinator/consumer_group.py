@@ -80,14 +80,14 @@ from pyspark_kafka.broker.coordinator.consumer_group_model import (  # noqa: F40
     HeartbeatResult,
     MemberState,
 )
-from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC, OffsetStore, TopicPartition
+from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS, TopicPartition
+from pyspark_kafka.broker.coordinator.offsets import OffsetStore
 from pyspark_kafka.broker.coordinator.topic_view import TopicView
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.log_escape import get_logger
 
 log = get_logger(__name__)
 
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 #: a group id is an int16-length string in the ``__consumer_offsets`` record keys
 MAX_GROUP_ID_BYTES = 32767
 _RE2_OPTIONS = re2.Options()

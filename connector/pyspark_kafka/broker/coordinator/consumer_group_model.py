@@ -9,7 +9,7 @@ import asyncio
 import enum
 from dataclasses import dataclass, field
 
-from pyspark_kafka.broker.coordinator.group_records import TopicPartition
+from pyspark_kafka.broker.coordinator.internal_topics import TopicPartition
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2

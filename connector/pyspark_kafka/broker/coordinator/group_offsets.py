@@ -28,7 +28,8 @@ from pyspark_kafka.broker.coordinator.classic_group import (
     subscribed_topics,
 )
 from pyspark_kafka.broker.coordinator.consumer_group import ConsumerGroupCoordinator
-from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata, OffsetStore, TopicPartition
+from pyspark_kafka.broker.coordinator.internal_topics import TopicPartition
+from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata, OffsetStore
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.log_escape import get_logger
 

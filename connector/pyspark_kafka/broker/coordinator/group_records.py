@@ -49,9 +49,7 @@ from kio.serial.writers import (
     write_nullable_legacy_string,
 )
 
-from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields
-
-OFFSETS_TOPIC = "__consumer_offsets"
+from pyspark_kafka.broker.coordinator.internal_topics import Cursor, TopicPartition, encode_fields
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -123,8 +121,6 @@ class GroupRecord:
     state_timestamp_ms: int
     members: tuple[Member, ...] = ()
 
-
-TopicPartition = tuple[str, int]
 
 
 # --- record keys and values (pure functions) -------------------------------------------------

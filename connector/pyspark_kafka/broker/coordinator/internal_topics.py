@@ -20,6 +20,8 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 """The transaction coordinator's internal topic (Kafka's ``Topic.TRANSACTION_STATE_TOPIC_NAME``)."""
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 """Every internal topic: written only by the coordinators, never by a client (Kafka's ``Topic.INTERNAL_TOPICS``)."""
+TopicPartition = tuple[str, int]
+"""A ``(topic, partition)`` pair, as the coordinators and assignors key their state (Kafka's ``TopicPartition``)."""
 
 
 def java_string_hash(text: str) -> int:

@@ -57,11 +57,9 @@ from kio.serial.readers import read_int16
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.coordinator.group_records import (  # noqa: F401 (re-exported: the store's vocabulary)
-    OFFSETS_TOPIC,
     GroupRecord,
     Member,
     OffsetAndMetadata,
-    TopicPartition,
     consumer_group_key,
     consumer_group_value,
     group_key,
@@ -74,7 +72,12 @@ from pyspark_kafka.broker.coordinator.group_records import (  # noqa: F401 (re-e
     parse_key,
     parse_offset_value,
 )
-from pyspark_kafka.broker.coordinator.internal_topics import Cursor, partition_for
+from pyspark_kafka.broker.coordinator.internal_topics import (  # noqa: F401 (TopicPartition re-exported)
+    OFFSETS_TOPIC,
+    Cursor,
+    TopicPartition,
+    partition_for,
+)
 from pyspark_kafka.broker.coordinator.partition_writer import PartitionWriter
 from pyspark_kafka.broker.errors import (
     CoordinatorNotAvailableError,
@@ -376,21 +379,22 @@ class OffsetStore:
 
     def store_group(self, group_id: str, group: GroupRecord | None, now_ms: int) -> None:
         """Persist the group's metadata (None: a tombstone, the group is gone)."""
-        value = None if group is None else group_value(group)
-        self._append(group_id, encode_batch([(group_key(group_id), value)], now_ms), now_ms)
-        if group is None:
-            self.loaded_groups.pop(group_id, None)
-        else:
-            self.loaded_groups[group_id] = group
+        self._store(group_id, group_key(group_id), None if group is None else group_value(group),
+                    self.loaded_groups, group, now_ms)
 
     def store_consumer_group(self, group_id: str, state: dict | None, now_ms: int) -> None:
         """Persist a KIP-848 group's state (None: a tombstone, the group is gone)."""
-        value = None if state is None else consumer_group_value(state)
-        self._append(group_id, encode_batch([(consumer_group_key(group_id), value)], now_ms), now_ms)
-        if state is None:
-            self.consumer_groups.pop(group_id, None)
+        self._store(group_id, consumer_group_key(group_id), None if state is None else consumer_group_value(state),
+                    self.consumer_groups, state, now_ms)
+
+    def _store(self, group_id: str, key: bytes, value: bytes | None, cache: dict, entry, now_ms: int) -> None:
+        """Append one record (``value`` None: a tombstone) for ``group_id``, then cache ``entry`` in ``cache``
+        (None: drop the group from it)."""
+        self._append(group_id, encode_batch([(key, value)], now_ms), now_ms)
+        if entry is None:
+            cache.pop(group_id, None)
         else:
-            self.consumer_groups[group_id] = state
+            cache[group_id] = entry
 
     def delete_group(self, group_id: str, now_ms: int) -> None:
         """Tombstones for all of the group's offsets and its metadata, in one batch."""

@@ -49,8 +49,14 @@ from kio.serial.writers import write_int8, write_int16, write_int32, write_int64
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.config import BrokerConfig
-from pyspark_kafka.broker.coordinator.internal_topics import Cursor, encode_fields, partition_for
-from pyspark_kafka.broker.coordinator.offsets import OFFSETS_TOPIC
+from pyspark_kafka.broker.coordinator.internal_topics import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    Cursor,
+    TopicPartition,
+    encode_fields,
+    partition_for,
+)
 from pyspark_kafka.broker.coordinator.partition_writer import PartitionWriter
 from pyspark_kafka.broker.log.checkpoint import atomic_write
 from pyspark_kafka.broker.errors import (
@@ -67,15 +73,12 @@ from pyspark_kafka.broker.log.records import encode_batch
 
 log = get_logger(__name__)
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 MAX_EPOCH = 32767 - 1  # Kafka bumps to a new producer id before the epoch reaches Short.MAX_VALUE
 PRODUCER_ID_BLOCK_SIZE = 1000
 PRODUCER_ID_BLOCK_FILE = "producer-id-block"
 KEY_VERSION = 0
 VALUE_VERSION = 0
 STATE_SEGMENT_BYTES = 104857600  # Kafka's transaction.state.log.segment.bytes default
-
-TopicPartition = tuple[str, int]
 
 
 class TxnState(enum.IntEnum):

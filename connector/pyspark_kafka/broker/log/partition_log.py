@@ -367,11 +367,7 @@ class PartitionLog:
             segment = self.roll(now)
         segment.append(pieces, headers)
         self.log_end_offset = headers[-1].next_offset
-        for header, control in zip(headers, controls):
-            if control is None:
-                self.producer_state.on_batch(header)
-            else:
-                self.producer_state.on_batch(header, *control)
+        self._track_producers(headers, controls)
         self._maybe_flush(now)
         return self.log_end_offset
 
@@ -410,13 +406,18 @@ class PartitionLog:
         self.log_end_offset = offset
         if not self.replicated:
             self.high_watermark = offset
-        for header, control in zip(assigned, controls):
+        self._track_producers(assigned, controls)
+        self._maybe_flush(now)
+        return AppendResult(first_offset, last_offset, append_time, self.log_start_offset, offset - first_offset)
+
+    def _track_producers(self, headers: list, controls: list) -> None:
+        """Feed the appended batches to the producer state: ``controls[i]`` is None for a data batch, else the
+        control marker's fields (:func:`control_marker`) of the control batch ``headers[i]``."""
+        for header, control in zip(headers, controls):
             if control is None:
                 self.producer_state.on_batch(header)
             else:
                 self.producer_state.on_batch(header, *control)
-        self._maybe_flush(now)
-        return AppendResult(first_offset, last_offset, append_time, self.log_start_offset, offset - first_offset)
 
     # -- flush ------------------------------------------------------------------------------
     def _maybe_flush(self, now: int) -> None:
