@@ -5,8 +5,8 @@ setup.cfg). xdist hands files out in collection order, so a long file collected 
 scenarios take about 5 minutes) would run alone at the end while the other worker idles. Putting the
 long files first is the classic longest-processing-time-first schedule: the short files fill the gaps.
 
-:data:`FILE_SECONDS` holds the measured seconds of the longest files (one whole run, serial, on the
-2-core machine); files not listed keep their collection order after them. Refresh it from a JUnit
+:data:`FILE_SECONDS` holds the measured seconds of the longest files (one whole run on two xdist
+workers on the 2-core machine, 2026-11-26); files not listed keep their collection order after them. Refresh it from a JUnit
 report when the balance drifts: ``python tests/support/suite_schedule.py report.xml``.
 """
 
@@ -17,28 +17,32 @@ import sys
 import xml.etree.ElementTree as ET
 
 FILE_SECONDS: dict[str, int] = {
-    "integration_tests/test_failover.py": 290,
-    "tests/connector/sinks/test_sink_kill.py": 166,
-    "integration_tests/test_conformance.py": 129,
-    "integration_tests/test_differential.py": 124,
-    "integration_tests/reference/test_reference_batch.py": 123,
-    "tests/broker/cluster/test_embedded_cluster.py": 94,
-    "integration_tests/test_spark_distributed.py": 92,
-    "integration_tests/reference/test_reference_stream.py": 84,
-    "tests/connector/write/test_writer_eos_kill.py": 81,
-    "integration_tests/test_e2e_exactly_once.py": 65,
-    "integration_tests/test_spark_connect.py": 62,
-    "integration_tests/test_secured_spark.py": 60,
-    "integration_tests/test_cooperative_rebalance.py": 58,
-    "tests/test_flights_pipeline.py": 56,
-    "tests/broker/cluster/test_cluster_admin.py": 53,
-    "integration_tests/test_two_broker_kill.py": 52,
-    "integration_tests/test_bench_anchors.py": 52,
-    "tests/connector/read/test_groups_spark.py": 31,
-    "tests/broker/cluster/test_controller_failover.py": 30,
-    "tests/connector/read/test_reader_stream.py": 29,
+    "integration_tests/test_failover.py": 334,
+    "tests/connector/sinks/test_sink_kill.py": 237,
+    "integration_tests/reference/test_reference_stream.py": 199,
+    "integration_tests/reference/test_reference_batch.py": 190,
+    "integration_tests/test_differential.py": 166,
+    "integration_tests/test_conformance.py": 152,
+    "tests/broker/cluster/test_embedded_cluster.py": 101,
+    "tests/connector/write/test_writer_eos_kill.py": 98,
+    "integration_tests/test_secured_spark.py": 95,
+    "integration_tests/test_spark_distributed.py": 85,
+    "integration_tests/test_e2e_exactly_once.py": 73,
+    "tests/test_flights_pipeline.py": 70,
+    "integration_tests/test_bench_anchors.py": 68,
+    "integration_tests/test_cooperative_rebalance.py": 65,
+    "integration_tests/test_two_broker_kill.py": 55,
+    "tests/broker/cluster/test_cluster_admin.py": 50,
+    "tests/connector/write/test_writer_kafka.py": 49,
+    "integration_tests/test_spark_connect.py": 39,
+    "integration_tests/reference/test_reference_env.py": 36,
+    "tests/connector/sinks/test_sink_sql.py": 36,
+    "integration_tests/test_e2e_reader.py": 36,
+    "integration_tests/test_e2e_writer.py": 35,
+    "tests/broker/cluster/test_controller_failover.py": 32,
+    "tests/test_cli.py": 31,
 }
-"""Seconds per test file (path from the repository root) in one serial whole-suite run."""
+"""Seconds per test file (path from the repository root) in one whole-suite run on two workers."""
 
 
 def longest_files_first(items: list) -> None:
