@@ -279,7 +279,7 @@ def _lookup_latencies_us(directory: str, counts: list[int], lookups: int) -> dic
     """Fill one partition log in steps up to each of ``counts`` records; at each step the median
     latency (µs) of ``lookups`` reads of random offsets, measured :data:`REPETITIONS` times.
     """
-    from pyspark_kafka.broker.config import LogConfig
+    from pyspark_kafka.broker.topic_config import LogConfig
     from pyspark_kafka.broker.log.partition_log import PartitionLog
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
