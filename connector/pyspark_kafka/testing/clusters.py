@@ -38,6 +38,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from pyspark_kafka.sockets import recv_exactly
+
 APACHE_KAFKA_IMAGE = "apache/kafka:3.9.1"
 """Default image of the ``apache-kafka`` backend (KRaft, single node); ``KAFKA_IMAGE`` overrides."""
 CONTAINER_START_TIMEOUT_S = 180
@@ -87,8 +89,8 @@ def send_request(bootstrap: str, request, response_type, timeout_s: float = 10.0
     body = buf.getvalue()
     with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
         sock.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-        frame = _recv_exactly(sock, size)
+        size = struct.unpack(">i", recv_exactly(sock, 4, "during ApiVersions"))[0]
+        frame = recv_exactly(sock, size, "during ApiVersions")
     _, used = entity_reader(ResponseHeader)(frame, 0)
     response, _ = entity_reader(response_type)(frame, used)
     return response
@@ -109,15 +111,6 @@ def api_versions(bootstrap: str, timeout_s: float = 10.0) -> dict[int, tuple[int
     return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks, left = [], n
-    while left:
-        chunk = sock.recv(left)
-        if not chunk:
-            raise OSError("the broker closed the connection during ApiVersions")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def missing_apis(served: dict[int, tuple[int, int]], needed: tuple[int, ...]) -> list[str]:

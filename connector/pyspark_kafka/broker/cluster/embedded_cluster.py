@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+from pyspark_kafka.sockets import recv_exactly
+
 CONTROLLER_ID = 3000  # the first controller's node id (Kafka's examples); the others follow: 3001, 3002
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -87,21 +89,12 @@ def metadata(bootstrap: str, topics: list[str] | None = None, timeout_s: float =
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
         sock.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        frame = _recv(sock, size)
+        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+        frame = recv_exactly(sock, size)
     _, used = entity_reader(ResponseHeader)(frame, 0)
     return entity_reader(MetadataResponse)(frame, used)[0]
 
 
-def _recv(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            raise OSError("the broker closed the connection")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
 
 
 _CLUSTER_JSON_LOCK = threading.Lock()
@@ -379,8 +372,8 @@ class EmbeddedCluster:
             with socket.create_connection((self.host, self.ports[node_id]), timeout=timeout_s) as sock:
                 sock.settimeout(timeout_s)
                 sock.sendall(struct.pack(">i", len(body)) + body)
-                size = struct.unpack(">i", _recv(sock, 4))[0]
-                return json.loads(_recv(sock, size))
+                size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+                return json.loads(recv_exactly(sock, size))
         except (OSError, ValueError):
             return None
 
