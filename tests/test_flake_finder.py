@@ -39,7 +39,7 @@ def test_odd_runs_fail():
 
 
 def test_always_passes():
-    assert True
+    assert COUNTER.parent.is_dir()
 
 
 @pytest.mark.skip(reason="never runs")
@@ -73,7 +73,9 @@ def test_failure_rate_and_distinct_failures_of_a_flaky_test(ff, tmp_path, capsys
 
 
 def test_the_hog_is_killed_and_the_total_timeout_stops_the_runs(ff, tmp_path, monkeypatch):
-    (tmp_path / "test_slow.py").write_text("import time\n\ndef test_waits():\n    time.sleep(60)\n")
+    # the sample blocks on a FIFO nobody writes (no sleep): only the tool's total timeout ends it
+    os.mkfifo(tmp_path / "never")
+    (tmp_path / "test_slow.py").write_text(f"def test_blocks():\n    open({str(tmp_path / 'never')!r}).read()\n")
     hogs = []
     real = ff.Hog
 
