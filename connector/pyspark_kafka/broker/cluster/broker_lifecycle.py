@@ -11,6 +11,9 @@ the ``ReplicaManager.applyDelta`` that makes replicas leaders or followers).
   partition naming this broker as a replica is created locally (the controller's topic id) and made leader
   (leader epoch stamped in new batches, an entry in the leader-epoch cache) or follower (the
   :class:`~pyspark_kafka.broker.cluster.replica_fetcher.ReplicaFetcher` truncates and fetches from the leader).
+- ACLs (Kafka's ``AclPublisher`` feeding ``StandardAuthorizer``): the broker's authorizer uses the image's ACLs
+  (``acl`` / ``remove_acl`` records, written by the controller for forwarded CreateAcls / DeleteAcls), never
+  ``acls.json``; each record applied is used by the next authorization decision.
 - Checks the ISR of the partitions it leads every ``replica.lag.time.max.ms`` / 2 and sends AlterPartition
   (``alter_partition``) for shrinks and expansions.
 - On a clean stop, a controlled shutdown (``shutdown``): the controller moves its leaderships at once.
@@ -101,6 +104,8 @@ class BrokerLifecycle:
             self.channel = ControllerRouter(channels, self.metadata_log.leader)
             self.controller_id = -1
         self.replica_manager = broker.replica_manager
+        if broker.authorizer is not None:
+            self._use_metadata_acls(broker.authorizer)
         # OffsetCommit for a partition led by another broker: it exists when the cluster's metadata has it
         broker.group_coordinator.partition_exists = lambda topic, index: self.image.partition(topic, index) is not None
         self.fetcher = ReplicaFetcher(self.replica_manager, self.config, self._address_of)
@@ -121,6 +126,17 @@ class BrokerLifecycle:
         # the group and transaction coordinators follow the leadership of their internal partitions
         self.coordinators = ClusterCoordinators(self)
         self.coordinators.install()
+
+    def _use_metadata_acls(self, authorizer) -> None:
+        """The authorizer decides from this broker's metadata image; ACLs a single-node ``acls.json`` holds in
+        this data directory are not used (logged once, naming the file and what to do)."""
+        ignored, path = authorizer.bindings, getattr(authorizer.store, "path", None)
+        authorizer.use_metadata(self.image.acls)
+        if ignored:
+            log.warning("broker %d: the %d ACLs in %s are not used in a cluster (ACLs are the controller's metadata "
+                        "records, replicated to every broker): re-create them with CreateAcls (kafka-acls.sh) "
+                        "through any broker, then remove the file", self.node_id, len(ignored),
+                        path)
 
     def _address_of(self, node: int):
         b = self.image.brokers.get(node)
@@ -234,6 +250,8 @@ class BrokerLifecycle:
             elif kind == "dynamic_config":  # dynamic broker / group configs (Kafka's ConfigRecord)
                 self.broker.dynamic_configs.apply_record(record["resource"], record["name"], record["configs"],
                                                          self.node_id)
+            elif kind in ("acl", "remove_acl") and self.broker.authorizer is not None:
+                self.broker.authorizer.acls_changed()  # Kafka's StandardAuthorizer.addAcl / removeAcl
             elif kind == "broker" and record["id"] != self.node_id:
                 # a restarted broker: its address may have changed; followers reconnect through address_of
                 pass

@@ -20,6 +20,11 @@ fields under a ``type``):
   "group"), after AlterConfigs / IncrementalAlterConfigs; the brokers it concerns apply it.
 - ``{"type": "remove_topic", "name", "topic_id"}``: a deleted topic (Kafka's ``RemoveTopicRecord``); every broker
   deletes its local logs of it.
+- ``{"type": "acl", "id", "resource_type", "resource_name", "pattern_type", "principal", "host", "operation",
+  "permission_type"}``: an ACL binding under its id (a UUID string), codes as on the wire (Kafka's
+  ``AccessControlEntryRecord``); ``{"type": "remove_acl", "id"}``: its removal (Kafka's
+  ``RemoveAccessControlEntryRecord``). Written by :mod:`~pyspark_kafka.broker.controller.acl_control`; every
+  broker's authorizer uses the image's ACLs.
 - ``{"type": "producer_ids", "broker", "next"}``: a block of producer ids handed to a broker ends before ``next``
   (Kafka's ``ProducerIdsRecord``).
 
@@ -30,6 +35,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+
+from pyspark_kafka.broker.security.acls import AclBinding
 
 NO_LEADER = -1
 
@@ -45,6 +52,19 @@ def decode(raw: bytes) -> dict:
     if not isinstance(record, dict) or "type" not in record:
         raise ValueError(f"not a metadata record: {raw[:80]!r}")
     return record
+
+
+def acl_record(acl_id: str, b: AclBinding) -> dict:
+    """The ``acl`` record of binding ``b`` under ``acl_id`` (Kafka's ``AccessControlEntryRecord`` fields)."""
+    return {"type": "acl", "id": acl_id, "resource_type": int(b.resource_type), "resource_name": b.resource_name,
+            "pattern_type": int(b.pattern_type), "principal": b.principal, "host": b.host,
+            "operation": int(b.operation), "permission_type": int(b.permission)}
+
+
+def binding_of(record: dict) -> AclBinding:
+    """The binding an ``acl`` record carries (unknown codes become UNKNOWN, as Kafka's ``fromCode``)."""
+    return AclBinding.from_wire(record["resource_type"], record["resource_name"], record["pattern_type"],
+                                record["principal"], record["host"], record["operation"], record["permission_type"])
 
 
 @dataclass(frozen=True)
@@ -111,6 +131,8 @@ class ClusterImage:
         #: (resource "broker" / "group", name) -> configs: dynamic broker configs (name a node id, "" the cluster
         #: default) and group configs (Kafka's ConfigRecord of BROKER / GROUP resources)
         self.dynamic_configs: dict[tuple[str, str], dict[str, str]] = {}
+        #: acl id -> binding (Kafka's ``AclsImage``); the same dict object for the image's life (authorizers read it)
+        self.acls: dict[str, AclBinding] = {}
         self.next_producer_id = 0  # the first producer id no block has handed out
         self.offset = -1
 
@@ -139,6 +161,10 @@ class ClusterImage:
                 t.configs = dict(record["configs"])
         elif kind == "dynamic_config":
             self.dynamic_configs[(record["resource"], record["name"])] = dict(record["configs"])
+        elif kind == "acl":
+            self.acls[record["id"]] = binding_of(record)
+        elif kind == "remove_acl":
+            self.acls.pop(record["id"], None)
         elif kind == "producer_ids":
             self.next_producer_id = max(self.next_producer_id, record["next"])
         elif kind == "remove_topic":

@@ -30,7 +30,8 @@ applying the committed records (also after a restart: replay), exactly as the br
   INVALID_REQUEST, none of them writing a record; a change that changes nothing writes no record either. An ISR
   change that brings the last adding replica of a reassignment in completes it (KIP-455).
 - Admin changes (``elect_leaders``, ``alter_reassignments``, ``create_partitions``, ``delete_topics``,
-  ``alter_topic_configs``), forwarded by
+  ``alter_topic_configs``; ``create_acls`` / ``delete_acls`` with the rules of
+  :mod:`~pyspark_kafka.broker.controller.acl_control`), forwarded by
   brokers: rules in :mod:`~pyspark_kafka.broker.controller.partition_admin`; each answer carries the ``offset`` of
   its last record. ``auto.leader.rebalance.enable``: a periodic PREFERRED election of every partition.
 """
@@ -45,7 +46,7 @@ from dataclasses import replace
 
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.topic_config import validate_topic_config, validate_topic_name
-from pyspark_kafka.broker.controller import partition_admin
+from pyspark_kafka.broker.controller import acl_control, partition_admin
 from pyspark_kafka.broker.controller.assignment import assign_replicas
 from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, decode, encode
 from pyspark_kafka.broker.controller.single_voter_log import MetadataLog
@@ -393,7 +394,25 @@ class QuorumController:
             "allocate_producer_ids": "_allocate_producer_ids",
             "elect_leaders": "_elect_leaders", "alter_reassignments": "_alter_reassignments",
             "create_partitions": "_create_partitions", "delete_topics": "_delete_topics",
-            "alter_topic_configs": "_alter_topic_configs", "alter_dynamic_configs": "_alter_dynamic_configs"}
+            "alter_topic_configs": "_alter_topic_configs", "alter_dynamic_configs": "_alter_dynamic_configs",
+            "create_acls": "_create_acls", "delete_acls": "_delete_acls"}
+
+    async def _create_acls(self, req: dict) -> dict:
+        """CreateAcls, forwarded (``creations``: 7-field binding lists): rules in
+        :mod:`~pyspark_kafka.broker.controller.acl_control`; per creation an error code and message."""
+        results, records = acl_control.create_acls(self.image, req["creations"])
+        offset = await self._append(records)
+        for r in records:
+            log.info("ACL %s created: %s", r["id"], {k: v for k, v in r.items() if k not in ("type", "id")})
+        return {"error_code": 0, "results": results, "offset": offset}
+
+    async def _delete_acls(self, req: dict) -> dict:
+        """DeleteAcls, forwarded (``filters``: 7-field filter lists): per filter the matching ACLs."""
+        results, records = acl_control.delete_acls(self.image, req["filters"])
+        offset = await self._append(records)
+        if records:
+            log.info("ACLs deleted: %s", [r["id"] for r in records])
+        return {"error_code": 0, "results": results, "offset": offset}
 
     async def _alter_dynamic_configs(self, req: dict) -> dict:
         """AlterConfigs / IncrementalAlterConfigs of a broker or group resource, forwarded by the broker that validated

@@ -1,8 +1,13 @@
 """ACL administration: DescribeAcls (29), CreateAcls (30), DeleteAcls (31), v1-v3 as Kafka 4.3.1 (KIP-896
 removed v0).
 
-The ACLs live in the broker's :class:`~pyspark_kafka.broker.security.authorizer.StandardAuthorizer`
-(durable in ``acls.json``). As Kafka's ``AclApis``:
+The ACLs live in the broker's :class:`~pyspark_kafka.broker.security.authorizer.StandardAuthorizer`:
+on the single node durable in ``acls.json``; on a broker of a replicated cluster they are its metadata
+image's, and CreateAcls / DeleteAcls are forwarded to the active controller (``broker.forwarding``, Kafka
+4's ``KafkaApis`` forwards both), which validates them with the same rules, writes ``acl`` / ``remove_acl``
+records (:mod:`~pyspark_kafka.broker.controller.acl_control`, Kafka's ``AclControlManager``) and answers;
+the receiving broker answers once its own image has the records (at most 5 s), every other broker applies
+them as its metadata arrives. DescribeAcls answers from this broker's ACLs. As Kafka's ``AclApis``:
 
 - no authorizer (``authorizer.class.name`` empty): SECURITY_DISABLED (54) "No Authorizer is configured.";
 - DescribeAcls needs DESCRIBE on the cluster, CreateAcls and DeleteAcls ALTER on the cluster, else
@@ -19,7 +24,7 @@ from __future__ import annotations
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.security.acls import (CLUSTER_NAME, AclBinding, AclFilter, AclOperation, ResourceType,
-                                                validate_binding, validate_filter)
+                                                creation_results, deletion_results, validate_filter)
 
 NO_AUTHORIZER = "No Authorizer is configured."
 CLUSTER_DENIED = "Cluster authorization failed."
@@ -41,24 +46,37 @@ async def create_acls(ctx: RequestContext, request) -> dict:
     if refused is not None:
         return {"throttle_time": 0, "results": [{"error_code": refused[0], "error_message": refused[1]}
                                                 for _ in request.creations]}
-    results, valid = [], []
-    for c in request.creations:
-        binding = AclBinding.from_wire(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
-                                       c.operation, c.permission_type)
+    bindings = [AclBinding.from_wire(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+                                     c.operation, c.permission_type) for c in request.creations]
+
+    async def forwarded(manager) -> list[dict]:
         try:
-            validate_binding(binding)
-        except KafkaError as exc:
-            results.append({"error_code": exc.error_code, "error_message": str(exc)})
-            continue
-        valid.append(binding)
-        results.append({"error_code": ErrorCode.none, "error_message": None})
+            answer = await manager.forward({"op": "create_acls", "creations": [b.to_json() for b in bindings]})
+        except ConnectionError as exc:
+            return [{"error_code": ErrorCode.not_controller, "error_message": str(exc)} for _ in bindings]
+        return _answered(answer, [{"error_code": answer["error_code"], "error_message": answer.get("error_message")}
+                                  for _ in bindings])
+
+    results = await ctx.broker.forwarding.maybe_forward(lambda _: _create_locally(ctx, bindings), forwarded)
+    return {"throttle_time": 0, "results": results}
+
+
+def _answered(answer: dict, failed: list[dict]) -> list[dict]:
+    """The controller's per-item ``results``, or ``failed`` when it refused the whole request."""
+    return answer["results"] if answer.get("error_code") == 0 else failed
+
+
+async def _create_locally(ctx: RequestContext, bindings: list[AclBinding]) -> list[dict]:
+    """The single node: validate each binding, then one durable write of the valid ones to ``acls.json``."""
+    results = creation_results(bindings)
+    valid = [b for b, r in zip(bindings, results) if r["error_code"] == 0]
     if valid:
         try:
             ctx.broker.authorizer.create(valid)
         except KafkaError as exc:
             results = [r if r["error_code"] else {"error_code": exc.error_code, "error_message": str(exc)}
                        for r in results]
-    return {"throttle_time": 0, "results": results}
+    return results
 
 
 def _described(bindings) -> list[dict]:
@@ -82,7 +100,7 @@ async def describe_acls(ctx: RequestContext, request) -> dict:
         validate_filter(acl_filter)
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.error_code, "error_message": str(exc), "resources": []}
-    matching = [b for b in ctx.broker.authorizer.store.bindings if acl_filter.matches(b)]
+    matching = [b for b in ctx.broker.authorizer.bindings if acl_filter.matches(b)]
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "resources": _described(matching)}
 
 
@@ -99,23 +117,30 @@ async def delete_acls(ctx: RequestContext, request) -> dict:
     if refused is not None:
         return {"throttle_time": 0, "filter_results": [
             {"error_code": refused[0], "error_message": refused[1], "matching_acls": []} for _ in request.filters]}
-    bindings = ctx.broker.authorizer.store.bindings
-    results, doomed = [], set()
-    for f in request.filters:
-        acl_filter = AclFilter.from_wire(f)
+    filters = [AclFilter.from_wire(f) for f in request.filters]
+
+    async def forwarded(manager) -> list[dict]:
         try:
-            validate_filter(acl_filter)
-        except KafkaError as exc:
-            results.append({"error_code": exc.error_code, "error_message": str(exc), "matching_acls": []})
-            continue
-        matching = sorted(b for b in bindings if acl_filter.matches(b))
-        doomed.update(matching)
-        results.append({"error_code": ErrorCode.none, "error_message": None,
-                        "matching_acls": [_matching_acl(b) for b in matching]})
+            answer = await manager.forward({"op": "delete_acls", "filters": [f.to_json() for f in filters]})
+        except ConnectionError as exc:
+            return [{"error_code": ErrorCode.not_controller, "error_message": str(exc), "matching_acls": []}
+                    for _ in filters]
+        failed = [{"error_code": answer["error_code"], "error_message": answer.get("error_message"),
+                   "matching_acls": []} for _ in filters]
+        return [{**r, "matching_acls": [_matching_acl(AclBinding.from_wire(*m)) for m in r["matching_acls"]]}
+                for r in _answered(answer, failed)]
+
+    results = await ctx.broker.forwarding.maybe_forward(lambda _: _delete_locally(ctx, filters), forwarded)
+    return {"throttle_time": 0, "filter_results": results}
+
+
+async def _delete_locally(ctx: RequestContext, filters: list[AclFilter]) -> list[dict]:
+    """The single node: per filter the matching bindings, then one durable write removing them all."""
+    results, doomed = deletion_results(filters, {b: b for b in ctx.broker.authorizer.bindings})
     if doomed:
         try:
-            ctx.broker.authorizer.delete(doomed)
+            ctx.broker.authorizer.delete(set(doomed))
         except KafkaError as exc:
-            results = [{"error_code": exc.error_code, "error_message": str(exc), "matching_acls": []}
-                       for _ in request.filters]
-    return {"throttle_time": 0, "filter_results": results}
+            return [{"error_code": exc.error_code, "error_message": str(exc), "matching_acls": []} for _ in filters]
+    return [{"error_code": r["error_code"], "error_message": r["error_message"],
+             "matching_acls": [_matching_acl(b) for b in r["matching"]]} for r in results]

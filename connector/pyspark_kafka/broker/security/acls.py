@@ -12,8 +12,11 @@
   and every PREFIXED pattern the name starts with; KIP-290).
 - :func:`validate_binding` / :func:`validate_filter`: what Kafka refuses with INVALID_REQUEST
   (``AclControlManager.validateNewAcl``, ``AclApis``).
-- :class:`AclStore`: the bindings in ``<data dir>/acls.json``, every change rewritten atomically
-  (temporary file, fsync, rename, fsync of the directory), so a SIGKILL leaves the old or the new set.
+- :class:`AclStore`: the single node's bindings in ``<data dir>/acls.json``, every change rewritten
+  atomically (temporary file, fsync, rename, fsync of the directory), so a SIGKILL leaves the old or the new set.
+- :class:`MetadataAcls`: a cluster broker's bindings, those of its metadata image (``acl`` records written by
+  the controller, :mod:`~pyspark_kafka.broker.controller.acl_control`; Kafka's ``StandardAuthorizer`` loading
+  ``AccessControlEntryRecord``s, KIP-500/KIP-631). They change only through the metadata log.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from pyspark_kafka.broker.errors import InvalidRequestError, KafkaStorageError
+from pyspark_kafka.broker.errors import InvalidRequestError, KafkaError, KafkaStorageError
 from pyspark_kafka.fsutil import atomic_write
 
 FILE_NAME = "acls.json"
@@ -115,6 +118,7 @@ class AclBinding:
                    host, _code(AclOperation, operation), _code(Permission, permission))
 
     def to_json(self) -> list:
+        """The 7 fields as a JSON list (codes as ints); ``AclBinding.from_wire(*lst)`` reads it back."""
         return [int(self.resource_type), self.resource_name, int(self.pattern_type), self.principal, self.host,
                 int(self.operation), int(self.permission)]
 
@@ -137,6 +141,18 @@ class AclFilter:
         return cls(_code(ResourceType, f.resource_type_filter), f.resource_name_filter,
                    _code(PatternType, f.pattern_type_filter), f.principal_filter, f.host_filter,
                    _code(AclOperation, f.operation), _code(Permission, f.permission_type))
+
+    @classmethod
+    def from_json(cls, fields: list) -> "AclFilter":
+        """A filter from :meth:`to_json`'s list (as the controller channel carries it)."""
+        rt, name, pt, principal, host, op, perm = fields
+        return cls(_code(ResourceType, rt), name, _code(PatternType, pt), principal, host, _code(AclOperation, op),
+                   _code(Permission, perm))
+
+    def to_json(self) -> list:
+        """The 7 fields as a JSON list (codes as ints, None for a null string filter)."""
+        return [int(self.resource_type), self.resource_name, int(self.pattern_type), self.principal, self.host,
+                int(self.operation), int(self.permission)]
 
     def matches(self, b: AclBinding) -> bool:
         """Kafka's ``AclBindingFilter.matches``: the pattern filter and the entry filter both match."""
@@ -193,6 +209,40 @@ def validate_filter(f: AclFilter) -> None:
                                   "permission type must be known codes (ANY to match everything)")
 
 
+def creation_results(bindings: list[AclBinding]) -> list[dict]:
+    """Per binding of a CreateAcls request, in order: ``{"error_code", "error_message"}``, INVALID_REQUEST
+    with :func:`validate_binding`'s message, or NONE (0) for one to create. Used by the single node and by
+    the cluster's controller alike, so both answer the same."""
+    results = []
+    for b in bindings:
+        try:
+            validate_binding(b)
+        except KafkaError as exc:
+            results.append({"error_code": int(exc.error_code), "error_message": str(exc)})
+            continue
+        results.append({"error_code": 0, "error_message": None})
+    return results
+
+
+def deletion_results(filters: list[AclFilter], acls: dict) -> tuple[list[dict], dict]:
+    """``(results, matched)`` of a DeleteAcls request over ``acls`` (``{key: AclBinding}``, the key an ACL id
+    or the binding itself): per filter in order ``{"error_code", "error_message", "matching": [AclBinding,
+    sorted, each once]}`` (INVALID_REQUEST for a filter :func:`validate_filter` refuses), and the keys of every
+    matched ACL (an insertion-ordered dict used as a set: one removal however many filters match it)."""
+    results, matched = [], {}
+    for f in filters:
+        try:
+            validate_filter(f)
+        except KafkaError as exc:
+            results.append({"error_code": int(exc.error_code), "error_message": str(exc), "matching": []})
+            continue
+        hits = sorted(((b, str(key)), key) for key, b in acls.items() if f.matches(b))
+        matched.update((key, None) for _, key in hits)
+        results.append({"error_code": 0, "error_message": None,
+                        "matching": list(dict.fromkeys(b for (b, _), _ in hits))})
+    return results, matched
+
+
 class AclStore:
     """``AclStore(data_dir)``: the set of :class:`AclBinding` in ``acls.json`` (a JSON list of
     7-element lists: type, name, pattern type, principal, host, operation, permission codes).
@@ -224,3 +274,24 @@ class AclStore:
             except OSError as e:
                 raise KafkaStorageError(f"cannot write the ACL store {self.path}: {e.strerror or e}") from None
             self.bindings = frozenset(new)
+
+
+class MetadataAcls:
+    """``MetadataAcls(acls)``: the ACLs of a cluster broker's metadata image, ``acls`` the image's live
+    ``{acl id: AclBinding}`` mapping (applied from ``acl`` / ``remove_acl`` records in offset order).
+
+    Read-only here: :meth:`apply` raises InvalidRequestError, since a cluster's ACLs change only through the
+    controller (CreateAcls / DeleteAcls are forwarded to it).
+    """
+
+    def __init__(self, acls: dict[str, AclBinding]):
+        self.acls = acls
+
+    @property
+    def bindings(self) -> frozenset[AclBinding]:
+        """Every binding of the image (one binding under two ids counts once)."""
+        return frozenset(self.acls.values())
+
+    def apply(self, add: set[AclBinding], remove: set[AclBinding]) -> None:
+        raise InvalidRequestError("a cluster broker's ACLs change only through the controller's metadata log: "
+                                  "send CreateAcls / DeleteAcls to any broker, it forwards them")

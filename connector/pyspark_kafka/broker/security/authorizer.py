@@ -31,7 +31,7 @@ from collections import defaultdict
 from pyspark_kafka.broker.errors import ConfigError
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.security.acls import (WILDCARD, WILDCARD_PRINCIPAL, AclBinding, AclOperation, AclStore,
-                                                PatternType, Permission, ResourceType)
+                                                MetadataAcls, PatternType, Permission, ResourceType)
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -76,18 +76,37 @@ def authorizer_from_config(config, data_dir) -> "StandardAuthorizer | None":
 
 
 class StandardAuthorizer:
-    """``StandardAuthorizer(store: AclStore, super_users: frozenset[str], allow_everyone: bool)``.
+    """``StandardAuthorizer(store: AclStore | MetadataAcls, super_users: frozenset[str], allow_everyone: bool)``.
 
     Decisions take a principal string (``User:alice``), the client's IP (``127.0.0.1``), an
-    :class:`AclOperation`, a :class:`ResourceType` and a resource name. ACLs change through
-    :meth:`create` / :meth:`delete` (durable in the store before they take effect).
+    :class:`AclOperation`, a :class:`ResourceType` and a resource name. On the single node ACLs change
+    through :meth:`create` / :meth:`delete` (durable in ``acls.json`` before they take effect); on a
+    cluster broker (:meth:`use_metadata`) they are the metadata image's, and :meth:`acls_changed` is
+    called as each ``acl`` / ``remove_acl`` record is applied: the next decision uses them (Kafka's
+    ``StandardAuthorizer.addAcl`` / ``removeAcl`` called by the broker's ``AclPublisher``).
     """
 
-    def __init__(self, store: AclStore, super_users: frozenset[str], allow_everyone: bool):
+    def __init__(self, store: AclStore | MetadataAcls, super_users: frozenset[str], allow_everyone: bool):
         self.store = store
         self.super_users = super_users
         self.allow_everyone = allow_everyone
         self._index()
+
+    @property
+    def bindings(self) -> frozenset[AclBinding]:
+        """Every ACL binding in use (DescribeAcls, DeleteAcls on the single node)."""
+        return self.store.bindings
+
+    def use_metadata(self, acls: dict[str, AclBinding]) -> None:
+        """Take the ACLs from a cluster broker's metadata image (``acls``: its live ``{id: binding}``
+        mapping) instead of ``acls.json``, which is then not read again."""
+        self.store = MetadataAcls(acls)
+        self._index()
+
+    def acls_changed(self) -> None:
+        """The ACL source changed (a metadata record was applied): re-index before the next decision
+        (a replay of many records re-indexes once)."""
+        self._stale = True
 
     def _index(self) -> None:
         literal: dict[tuple[ResourceType, str], list[AclBinding]] = defaultdict(list)
@@ -98,10 +117,13 @@ class StandardAuthorizer:
             else:
                 prefixed[b.resource_type].append(b)
         self._literal, self._prefixed = dict(literal), dict(prefixed)
+        self._stale = False
 
     # --- decisions ------------------------------------------------------------------------
 
     def _applicable(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
+        if self._stale:
+            self._index()
         acls = self._literal.get((resource_type, name), []) + self._literal.get((resource_type, WILDCARD), [])
         return acls + [b for b in self._prefixed.get(resource_type, ()) if name.startswith(b.resource_name)]
 
@@ -143,7 +165,7 @@ class StandardAuthorizer:
         if self.authorize(principal, host, operation, resource_type, "hardcode"):
             return True
         deny_literal, deny_prefix, allow = set(), set(), []
-        for b in self.store.bindings:
+        for b in self.bindings:
             if b.resource_type != resource_type or (b.host != WILDCARD and b.host != host):
                 continue
             if b.principal != principal and b.principal != WILDCARD_PRINCIPAL:
@@ -180,7 +202,8 @@ class StandardAuthorizer:
     # --- changes --------------------------------------------------------------------------
 
     def create(self, bindings: list[AclBinding]) -> None:
-        """Add ``bindings`` (already validated; existing ones are kept once) durably, then use them."""
+        """Add ``bindings`` (already validated; existing ones are kept once) durably, then use them
+        (the single node; a cluster broker's store raises InvalidRequestError)."""
         self.store.apply(set(bindings), set())
         self._index()
 
