@@ -2,8 +2,8 @@
 replicated cluster (Kafka's ``ForwardingManager`` and ``KafkaApis.maybeForwardToController``, KIP-590).
 
 A handler of a controller-owned request (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, and the topic auto-creation of
-Metadata) writes its two halves, ``local(controller)`` (what the single node does with its own topic
+IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, CreateAcls, DeleteAcls, and the
+topic auto-creation of Metadata) writes its two halves, ``local(controller)`` (what the single node does with its own topic
 catalogue, ``controller.catalog``) and ``forwarded(manager)`` (what a broker of a cluster asks the
 controller), and calls
 ``await broker.forwarding.maybe_forward(local, forwarded)``; which one runs is decided here, once,
