@@ -20,6 +20,16 @@ def create_topic(bootstrap: str, name: str, partitions: int = 3, config: dict | 
     return name
 
 
+def spread_topic(cluster, name: str) -> None:
+    """On a 3-broker ``EmbeddedCluster``: ``name`` with 3 partitions of RF 1, partition ``n`` led by broker ``n``
+    (so a request for each partition is answered by a different broker); waits (bounded) for the leaders."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(name, 3, replica_assignment=[[0], [1], [2]])])[name].result(30)
+    cluster.wait_for(lambda: [cluster.leader(name, p) for p in range(3)] == [0, 1, 2], 20, "a leader per broker")
+
+
 def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list:
     """Every record of ``topic`` (all partitions, log start to high watermark), via confluent-kafka."""
     from confluent_kafka import Consumer, TopicPartition

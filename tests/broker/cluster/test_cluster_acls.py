@@ -12,7 +12,6 @@ process is stopped by pid by the ``with`` block.
 from __future__ import annotations
 
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
 from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
@@ -22,6 +21,7 @@ import pytest
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.cluster import EmbeddedCluster
 from pyspark_kafka.broker.security.authorizer import STANDARD_AUTHORIZER
+from support.topics import spread_topic
 from support.wire import WireClient
 
 AUTHORIZED = {"authorizer.class.name": STANDARD_AUTHORIZER, "allow.everyone.if.no.acl.found": "true"}
@@ -35,13 +35,6 @@ DESCRIBE, WRITE, ALLOW, DENY = 8, 4, 3, 2
 def cluster(tmp_path_factory):
     with EmbeddedCluster(3, data_dir=tmp_path_factory.mktemp("acls") / "cluster", config=FAST) as c:
         yield c
-
-
-def _spread_topic(cluster, name: str) -> None:
-    """``name`` with 3 partitions of RF 1, partition ``n`` led by broker ``n``."""
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    admin.create_topics([NewTopic(name, 3, replica_assignment=[[0], [1], [2]])])[name].result(30)
-    cluster.wait_for(lambda: [cluster.leader(name, p) for p in range(3)] == [0, 1, 2], 20, "a leader per broker")
 
 
 def _request(address: str, request):
@@ -100,7 +93,7 @@ def _denied_write(topic: str) -> tuple[AclCreation, AclCreation]:
 
 def test_an_acl_created_on_one_broker_is_enforced_by_every_broker_and_deleted_through_another(cluster):
     topic = "acl-spread"
-    _spread_topic(cluster, topic)
+    spread_topic(cluster, topic)
     assert _produce_errors(cluster, topic) == {0: None, 1: None, 2: None}  # no ACL yet: allowed to everyone
     a, b, c = (cluster.address(n) for n in range(3))
     assert _create(a, *_denied_write(topic)) == [(0, None), (0, None)]
@@ -123,7 +116,7 @@ def test_an_acl_created_on_one_broker_is_enforced_by_every_broker_and_deleted_th
 
 def test_a_broker_down_while_an_acl_was_created_enforces_it_after_its_restart(cluster):
     topic = "acl-restart"
-    _spread_topic(cluster, topic)
+    spread_topic(cluster, topic)
     cluster.kill(2)
     try:
         assert _create(cluster.address(0), *_denied_write(topic)) == [(0, None), (0, None)]

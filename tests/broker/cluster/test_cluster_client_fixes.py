@@ -21,7 +21,7 @@ import zlib
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest
@@ -31,6 +31,7 @@ from pyspark_kafka.broker.cluster import EmbeddedCluster
 from pyspark_kafka.broker.log.record_batch import build_batch
 from support.batches import encode_record
 from support.malformed import produce_request
+from support.topics import spread_topic
 from support.wire import WireClient
 
 FAST = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "200", "replica.fetch.backoff.ms": "100"}
@@ -42,15 +43,8 @@ def cluster(tmp_path_factory):
         yield c
 
 
-def _spread_topic(cluster, name: str) -> None:
-    """``name`` with 3 partitions of RF 1, one led by each broker."""
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    admin.create_topics([NewTopic(name, 3, replica_assignment=[[0], [1], [2]])])[name].result(30)
-    cluster.wait_for(lambda: [cluster.leader(name, p) for p in range(3)] == [0, 1, 2], 20, "a leader per broker")
-
-
 def test_offsets_commit_for_partitions_led_by_other_brokers(cluster):
-    _spread_topic(cluster, "commits")
+    spread_topic(cluster, "commits")
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "fix-commits",
                          "enable.auto.commit": False})
     try:
@@ -78,7 +72,7 @@ def _describe_on(cluster, node: int, topic: str) -> dict[str, tuple[str, bool]]:
 
 
 def test_a_topic_config_change_reaches_every_broker(cluster):
-    _spread_topic(cluster, "compacting")
+    spread_topic(cluster, "compacting")
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     resource = ConfigResource("topic", "compacting", incremental_configs=[
         ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
@@ -130,7 +124,7 @@ def test_join_group_not_coordinator_answers_encode_in_every_version(cluster):
 def test_a_gzip_flagged_zlib_batch_is_refused_by_a_cluster_leader_and_real_gzip_is_stored(cluster):
     """Issue 28 item 4 on the cluster: the leader (broker 1 here) refuses a zlib stream flagged gzip
     (CORRUPT_MESSAGE); librdkafka's own gzip batches are stored."""
-    _spread_topic(cluster, "gzipped")
+    spread_topic(cluster, "gzipped")
     now = int(time.time() * 1000)
     records = encode_record(0, 0, b"k", b"v")
     with WireClient(cluster.address(1)) as client:
@@ -176,7 +170,7 @@ def test_dynamic_broker_and_group_configs_reach_the_brokers_through_the_metadata
     """Issue 28 item 7 (librdkafka 0081) on the cluster: a cluster-default broker config (resource "") reaches every
     broker (a topic without override then compacts on each leader), a per-broker one only its broker, a group config
     every broker (whichever coordinates the group)."""
-    _spread_topic(cluster, "dyn-default")
+    spread_topic(cluster, "dyn-default")
     assert _alter_on(cluster, 0, 4, "", [("log.cleanup.policy", 0, "compact")]) == (0, None)
     assert _alter_on(cluster, 1, 4, "1", [("background.threads", 0, "9")]) == (0, None)
     assert _alter_on(cluster, 2, 32, "dyn-group", [("consumer.session.timeout.ms", 0, "50000")]) == (0, None)
