@@ -178,3 +178,37 @@ def test_acls_survive_a_controller_failover(tmp_path):
         assert _create(b, _creation("acl-failover", WRITE, DENY)) == [(0, None)]  # known: nothing written
         assert _delete(b, _topic_filter()) == [(0, None, [("acl-failover", WRITE, DENY)])]
         cluster.wait_for(lambda: _described(a) == [], 10, "broker 0 to drop the ACL")
+
+
+def test_the_controllers_acl_rules_write_one_record_per_change():
+    """``acl_control`` on an image (no processes): a binding twice in one request and one already in the image are
+    written once; ACLs matched by two filters get one ``remove_acl``; replaying the records rebuilds the ACLs
+    (what a restarted broker or a new controller does)."""
+    from pyspark_kafka.broker.controller import acl_control
+    from pyspark_kafka.broker.controller.image import ClusterImage, decode, encode
+
+    image, log = ClusterImage(), []
+
+    def commit(records):
+        for r in records:
+            log.append(encode(r))
+            image.apply(len(log) - 1, decode(log[-1]))
+
+    deny = [TOPIC_T, "t", LITERAL, "User:*", "*", WRITE, DENY]
+    allow = [TOPIC_T, "t", LITERAL, "User:*", "*", DESCRIBE, ALLOW]
+    results, records = acl_control.create_acls(image, [deny, deny, [ANY, *deny[1:]]])
+    assert [r["error_code"] for r in results] == [0, 0, ErrorCode.invalid_request] and len(records) == 1
+    commit(records)
+    results, records = acl_control.create_acls(image, [deny, allow])
+    assert [r["error_code"] for r in results] == [0, 0] and [r["operation"] for r in records] == [DESCRIBE]
+    commit(records)
+    replayed = ClusterImage()
+    for offset, raw in enumerate(log):
+        replayed.apply(offset, decode(raw))
+    assert replayed.acls == image.acls and len(image.acls) == 2
+    results, records = acl_control.delete_acls(image, [[TOPIC_T, "t", ANY, None, None, WRITE, ANY],
+                                                       [TOPIC_T, None, ANY, None, None, ANY, ANY]])
+    assert [r["matching_acls"] for r in results] == [[deny], sorted([deny, allow])]
+    assert sorted(r["id"] for r in records) == sorted(image.acls)  # the ACL both filters match: removed once
+    commit(records)
+    assert image.acls == {}
