@@ -210,9 +210,11 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def apache_kafka(nodes: int = 1) -> Iterator[Cluster]:
+def apache_kafka(nodes: int = 1, controllers: int = 0) -> Iterator[Cluster]:
     """Apache Kafka from Maven Central's jars (:class:`~pyspark_kafka.testing.apache_kafka.ApacheKafka`),
-    ``nodes`` combined KRaft nodes, named ``apache-kafka`` (1) or ``apache-kafka-cluster`` (3).
+    ``nodes`` combined KRaft nodes, named ``apache-kafka`` (1) or ``apache-kafka-cluster`` (3); with
+    ``controllers=N``, ``nodes`` broker-only nodes beside N dedicated controllers, named
+    ``apache-kafka-dedicated-controller`` (the fault tests ask for it by name, not one of :data:`BACKENDS`).
 
     When the jars cannot be had (:class:`~pyspark_kafka.testing.maven.MavenUnavailable`: no
     java, no mvn, Maven Central unreachable, version not served) a single node falls back to
@@ -223,19 +225,21 @@ def apache_kafka(nodes: int = 1) -> Iterator[Cluster]:
     from pyspark_kafka.testing.apache_kafka import ApacheKafka
     from pyspark_kafka.testing.maven import MavenUnavailable
 
-    name = "apache-kafka" if nodes == 1 else "apache-kafka-cluster"
-    kafka = ApacheKafka(nodes=nodes, config={"log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
-                                             "log.cleaner.backoff.ms": str(RETENTION_CHECK_MS)})
+    name = ("apache-kafka-dedicated-controller" if controllers else
+            "apache-kafka" if nodes == 1 else "apache-kafka-cluster")
+    kafka = ApacheKafka(nodes=nodes, controllers=controllers,
+                        config={"log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
+                                "log.cleaner.backoff.ms": str(RETENTION_CHECK_MS)})
     try:
         kafka.start()
     except MavenUnavailable as e:
         docker = docker_unavailable_reason()
-        if nodes == 1 and docker is None:
+        if nodes == 1 and not controllers and docker is None:
             with apache_kafka_container() as cluster:
                 yield cluster
             return
         raise BackendUnavailable(f"Apache Kafka {kafka.version} from Maven Central: {e}"
-                                 + (f"; and {docker}" if nodes == 1 else "")) from e
+                                 + (f"; and {docker}" if nodes == 1 and not controllers else "")) from e
     try:
         bootstrap = kafka.bootstrap_servers
         yield Cluster(name, bootstrap, api_versions(bootstrap), kafka=kafka, replication_factor=min(nodes, 3))
@@ -335,4 +339,6 @@ def start(backend: str, tmp_dir=None) -> contextlib.AbstractContextManager[Clust
         return from_env()
     if backend == "embedded-cluster":
         return embedded_replicated(3, tmp_dir)
+    if backend == "apache-kafka-dedicated-controller":
+        return apache_kafka(3, controllers=1)
     raise ValueError(f"unknown Kafka backend {backend!r}, not one of {', '.join(BACKENDS)}")
