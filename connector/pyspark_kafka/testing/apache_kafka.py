@@ -634,9 +634,10 @@ def _quote(cmd: list[str]) -> str:
     return " ".join(shlex.quote(c) for c in cmd)
 
 
-if __name__ == "__main__":  # python -m pyspark_kafka.testing.apache_kafka [nodes]: start, print, wait for Ctrl-C
-    with ApacheKafka(nodes=int(sys.argv[1]) if len(sys.argv) > 1 else 1) as _kafka:
-        print(_kafka.bootstrap_servers, _kafka.pids, flush=True)
+if __name__ == "__main__":  # python -m pyspark_kafka.testing.apache_kafka [nodes [controllers]]: start, print, wait
+    _args = [int(a) for a in sys.argv[1:3]]
+    with ApacheKafka(nodes=_args[0] if _args else 1, controllers=_args[1] if len(_args) > 1 else 0) as _kafka:
+        print(_kafka.bootstrap_servers, _kafka.pids, _kafka.controller_pids, flush=True)
         try:
             signal.pause()
         except KeyboardInterrupt:
