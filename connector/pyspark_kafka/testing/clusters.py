@@ -15,6 +15,10 @@ with the reason it cannot run here:
   replication factor 3, ``min.insync.replicas=2``);
 - ``env``: an existing cluster named by ``KAFKA_BOOTSTRAP_SERVERS`` (nothing is started).
 
+Two more names are started only when a test asks for them: ``embedded-cluster`` (the replicated
+embedded cluster) and ``apache-kafka-dedicated-controller`` (three broker-only Apache Kafka nodes
+beside one controller-only node, ``ApacheKafka(nodes=3, controllers=1)``).
+
 Example::
 
     with start("apache-kafka", tmp_dir) as cluster:
@@ -323,7 +327,8 @@ def embedded_replicated(nodes: int = 3, tmp_dir=None) -> Iterator[Cluster]:
 
 
 def start(backend: str, tmp_dir=None) -> contextlib.AbstractContextManager[Cluster]:
-    """The context manager of ``backend`` (one of :data:`BACKENDS`): ``with start(...) as cluster``.
+    """The context manager of ``backend`` (one of :data:`BACKENDS`, or ``embedded-cluster`` /
+    ``apache-kafka-dedicated-controller``): ``with start(...) as cluster``.
 
     ``tmp_dir`` is the data directory of ``embedded`` (None: a temporary one, removed on exit);
     the other backends ignore it. Entering raises :class:`BackendUnavailable` when the backend
