@@ -409,17 +409,19 @@ class ApacheKafka:
 
     def stop(self) -> None:
         """Stop every node (SIGTERM to all, SIGKILL to those still running after
-        :data:`STOP_TIMEOUT_S`) and remove the temporary folder."""
-        running = [n.process for n in self._all() if n.process is not None and n.process.poll() is None]
-        for p in running:
-            p.terminate()
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for p in running:
-            try:
-                p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(STOP_TIMEOUT_S)
+        :data:`STOP_TIMEOUT_S`; brokers before dedicated controllers, whose quorum a broker's
+        controlled shutdown needs) and remove the temporary folder."""
+        for group in (self._nodes, self._controllers):
+            running = [n.process for n in group.values() if n.process is not None and n.process.poll() is None]
+            for p in running:
+                p.terminate()
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            for p in running:
+                try:
+                    p.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(STOP_TIMEOUT_S)
         for n in self._all():
             if n.process is not None and n.process.stdout is not None:
                 n.process.stdout.close()
