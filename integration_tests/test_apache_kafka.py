@@ -71,3 +71,43 @@ def test_cluster_ids_never_read_as_an_option():
 
     ids = [random_cluster_id() for _ in range(5000)]
     assert all(len(i) == 22 and not i.startswith("-") for i in ids) and len(set(ids)) == 5000
+
+
+@pytest.mark.slow
+def test_dedicated_controller_cluster_keeps_its_quorum_when_brokers_die():
+    """``controllers=1``: three broker-only nodes and one controller-only node (id 3000). Metadata
+    lists the three brokers and never the controller; two brokers killed together come back (the
+    quorum is not theirs), and a node restarted from a thread that then ends keeps running (Linux's
+    PR_SET_PDEATHSIG follows the creating thread: before the launcher thread it was SIGKILLed)."""
+    import threading
+
+    from confluent_kafka.admin import AdminClient
+
+    kafka = _start_or_skip(ApacheKafka(nodes=3, controllers=1))
+    try:
+        assert kafka.node_ids == [1, 2, 3] and kafka.controller_ids == [3000]
+        assert kafka.controller_pids[3000] is not None
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+        assert sorted(admin.list_topics(timeout=10).brokers) == [1, 2, 3]
+        kafka.kill(1)
+        kafka.kill(2)
+        assert kafka.pids[1] is None and kafka.pids[2] is None
+        restarts = [threading.Thread(target=kafka.restart, args=(n,)) for n in (1, 2)]
+        for t in restarts:
+            t.start()
+        for t in restarts:
+            t.join()
+        assert sorted(AdminClient({"bootstrap.servers": kafka.address(1)}).list_topics(timeout=10).brokers) == [1, 2, 3]
+        assert all(kafka.pids.values()), kafka.pids  # still running after the restarting threads ended
+    finally:
+        kafka.stop()
+    assert kafka.pids == {1: None, 2: None, 3: None} and kafka.controller_pids == {3000: None}
+
+
+def test_dedicated_controller_arguments_are_checked():
+    with pytest.raises(ValueError, match="controllers must be 0"):
+        ApacheKafka(nodes=3, controllers=-1)
+    from pyspark_kafka.testing.apache_kafka import SaslSsl
+
+    with pytest.raises(ValueError, match="sasl_ssl with dedicated controllers"):
+        ApacheKafka(nodes=3, controllers=1, sasl_ssl=SaslSsl(__file__, "pw"))

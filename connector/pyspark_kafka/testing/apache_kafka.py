@@ -2,7 +2,8 @@
 
 :class:`ApacheKafka` starts one or three Kafka JVMs the way Kafka's own scripts do
 (``bin/kafka-storage.sh format`` then ``bin/kafka-server-start.sh``: a main class run with every
-jar of ``libs/`` on the classpath), in KRaft mode, each node a combined broker and controller:
+jar of ``libs/`` on the classpath), in KRaft mode, each node a combined broker and controller
+(default) or, with ``controllers=N``, broker-only nodes beside N controller-only nodes:
 
 - jars: :func:`pyspark_kafka.testing.maven.kafka_classpath` (``KAFKA_VERSION`` or 4.4.0;
   resolved once into ``~/.cache/pyspark-kafka/maven``);
@@ -12,6 +13,15 @@ jar of ``libs/`` on the classpath), in KRaft mode, each node a combined broker a
 - a static controller quorum (``controller.quorum.voters``, every node a voter), listeners
   ``PLAINTEXT`` and ``CONTROLLER`` on 127.0.0.1 free ports, data and logs in a temporary folder
   (removed on :meth:`ApacheKafka.stop`), each node's log in ``<dir>/node-N/server.log``.
+
+Dedicated controllers: ``ApacheKafka(nodes=3, controllers=1)`` runs ``process.roles=controller``
+node(s) 3000, 3001... (``listeners=CONTROLLER://...`` only; ``<dir>/controller-3000/server.log``) as
+the static quorum (``controller.quorum.voters``) and ``nodes`` ``process.roles=broker`` nodes 1..N
+(``listeners=PLAINTEXT://...`` only; ``controller.listener.names=CONTROLLER`` names the listener
+they reach the quorum on, as Kafka's ``config/broker.properties`` and ``config/controller.properties``
+do). Killing brokers then leaves the quorum alone, as on a production cluster; ``kill``,
+``restart``, ``pids``, ``node_ids`` and ``bootstrap_servers`` are about the brokers
+(``controller_ids`` and ``controller_pids`` about the controllers; ``kill``/``restart`` take either id).
 
 ``with ApacheKafka(nodes=3) as kafka: kafka.bootstrap_servers`` gives a three-node cluster with
 a three-voter quorum, ``default.replication.factor=3``, ``min.insync.replicas=2`` and internal
@@ -24,8 +34,8 @@ optionally Kafka's ``StandardAuthorizer`` with ``super.users``); the PLAINTEXT l
 user when the authorizer is on). See :class:`SaslSsl`.
 
 What it does not do: SSL-only or SASL_PLAINTEXT client listeners by itself (``config=`` or a
-subclass overriding :meth:`ApacheKafka.properties` can add them), mutual TLS, separate controller
-nodes, dynamic (KIP-853) quorums, ZooKeeper.
+subclass overriding :meth:`ApacheKafka.properties` can add them), mutual TLS, ``sasl_ssl`` together
+with ``controllers``, dynamic (KIP-853) quorums, ZooKeeper.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +70,8 @@ STOP_TIMEOUT_S = 15.0
 """SIGTERM grace (seconds) before :meth:`ApacheKafka.stop` sends SIGKILL."""
 FORMAT_TIMEOUT_S = 120.0
 LOG_TAIL_LINES = 40
+CONTROLLER_ID_BASE = 3000
+"""``node.id`` of the first dedicated controller (``controllers=``): 3000, 3001... apart from broker ids 1..N."""
 
 TEST_DEFAULTS = {
     "num.partitions": "1",
@@ -208,8 +221,11 @@ def random_cluster_id() -> str:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Linux: have the kernel SIGKILL the JVM when the process that started it dies, so a killed
-    test run leaves no Kafka behind (prctl PR_SET_PDEATHSIG)."""
+    """Linux: have the kernel SIGKILL the JVM when the thread that started it ends, so a killed
+    test run leaves no Kafka behind (prctl PR_SET_PDEATHSIG). The signal follows the creating
+    *thread*, not the process: :class:`ApacheKafka` starts every JVM from one launcher thread that
+    lives until :meth:`ApacheKafka.stop` (a node restarted from a short-lived thread was killed
+    when that thread returned)."""
     try:
         import ctypes
 
@@ -226,6 +242,7 @@ class _Node:
     folder: Path
     process: subprocess.Popen | None = None
     sasl_ssl_port: int | None = None
+    roles: str = "broker,controller"
 
     @property
     def address(self) -> str:
@@ -244,7 +261,9 @@ class ApacheKafka:
     ``min.insync.replicas=2``); ``version`` an Apache Kafka version on Maven Central (default
     ``$KAFKA_VERSION`` or :data:`~pyspark_kafka.testing.maven.DEFAULT_KAFKA_VERSION`);
     ``config`` broker settings by Kafka's names, applied to every node over :data:`TEST_DEFAULTS`;
-    ``sasl_ssl`` a :class:`SaslSsl` listener added to every node (``sasl_ssl_bootstrap_servers``).
+    ``sasl_ssl`` a :class:`SaslSsl` listener added to every node (``sasl_ssl_bootstrap_servers``);
+    ``controllers`` 0 (combined nodes) or the number of dedicated controller nodes (then the
+    ``nodes`` are broker-only; ``sasl_ssl`` cannot be combined with it).
 
     Attributes once started: ``bootstrap_servers`` (``"127.0.0.1:P1,127.0.0.1:P2,..."``),
     ``node_ids`` (``[1, 2, 3]``), ``pids`` (``{node_id: pid or None when not running}``),
@@ -260,9 +279,15 @@ class ApacheKafka:
 
     def __init__(self, nodes: int = 1, version: str | None = None, config: dict[str, str] | None = None,
                  java_options: tuple[str, ...] | None = None, start_timeout_s: float = START_TIMEOUT_S,
-                 sasl_ssl: SaslSsl | None = None):
+                 sasl_ssl: SaslSsl | None = None, controllers: int = 0):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
+        if controllers < 0:
+            raise ValueError(f"controllers must be 0 (combined broker+controller nodes) or more, got {controllers}")
+        if controllers and sasl_ssl is not None:
+            raise ValueError("sasl_ssl with dedicated controllers is not supported: use controllers=0 "
+                             "(combined nodes) for a SASL_SSL listener")
+        self.controllers = controllers
         if sasl_ssl is not None:
             sasl_ssl.check()
         self.sasl_ssl = sasl_ssl
@@ -273,8 +298,10 @@ class ApacheKafka:
         self.start_timeout_s = start_timeout_s
         self.folder: Path | None = None
         self.cluster_id = random_cluster_id()
-        self._nodes: dict[int, _Node] = {}
+        self._nodes: dict[int, _Node] = {}  # brokers (or combined nodes)
+        self._controllers: dict[int, _Node] = {}  # dedicated controllers
         self._classpath: str | None = None
+        self._launcher: ThreadPoolExecutor | None = None  # the one thread every JVM is started from
 
     # ------------------------------------------------------------------ public API
 
@@ -297,8 +324,20 @@ class ApacheKafka:
     @property
     def pids(self) -> dict[int, int | None]:
         """``{node_id: pid}`` of the running JVMs (None for a node that is not running)."""
-        return {i: (n.process.pid if n.process is not None and n.process.poll() is None else None)
-                for i, n in self._nodes.items()}
+        return _pids(self._nodes)
+
+    @property
+    def controller_ids(self) -> list[int]:
+        """Ids of the dedicated controllers (``[]`` with combined nodes)."""
+        return list(self._controllers)
+
+    @property
+    def controller_pids(self) -> dict[int, int | None]:
+        """``{controller id: pid}`` of the dedicated controllers (None for one not running)."""
+        return _pids(self._controllers)
+
+    def _node(self, node_id: int) -> _Node:
+        return self._nodes[node_id] if node_id in self._nodes else self._controllers[node_id]
 
     def address(self, node_id: int) -> str:
         """``127.0.0.1:PORT`` of one node's client listener."""
@@ -322,15 +361,21 @@ class ApacheKafka:
         self.folder = Path(tempfile.mkdtemp(prefix="pyspark-kafka-apache-"))
         try:
             ports = [(_free_port(), _free_port()) for _ in range(self.nodes)]
-            voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
+            for i in range(self.controllers):
+                port, node_id = _free_port(), CONTROLLER_ID_BASE + i
+                self._controllers[node_id] = _Node(node_id, port, port, self.folder / f"controller-{node_id}",
+                                                   roles="controller")
             for i, (port, cport) in enumerate(ports):
-                node = _Node(i + 1, port, cport, self.folder / f"node-{i + 1}",
-                             sasl_ssl_port=_free_port() if self.sasl_ssl is not None else None)
+                self._nodes[i + 1] = _Node(i + 1, port, cport, self.folder / f"node-{i + 1}",
+                                           sasl_ssl_port=_free_port() if self.sasl_ssl is not None else None,
+                                           roles="broker" if self.controllers else "broker,controller")
+            voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}"
+                              for n in (self._controllers or self._nodes).values())
+            for node in self._all():
                 node.folder.mkdir()
                 self._write_properties(node, voters)
-                self._nodes[node.node_id] = node
             self._format_all()
-            for node in self._nodes.values():
+            for node in self._all():  # controllers first: brokers register with them
                 self._launch(node)
             self._wait_ready(list(self._nodes))
         except BaseException:
@@ -342,7 +387,7 @@ class ApacheKafka:
         """Send ``sig`` (default SIGKILL: a crash, no controlled shutdown) to one node and wait
         (at most ``timeout_s`` s) for it to exit. Raises KeyError for an unknown node,
         TimeoutError if it does not exit."""
-        node = self._nodes[node_id]
+        node = self._node(node_id)
         if node.process is None or node.process.poll() is not None:
             return
         node.process.send_signal(sig)
@@ -354,29 +399,35 @@ class ApacheKafka:
 
     def restart(self, node_id: int) -> None:
         """Start a stopped (or killed) node again on the same ports and data, and wait until the
-        cluster lists it as a live broker. Raises KafkaStartError."""
-        node = self._nodes[node_id]
+        cluster lists it as a live broker (a controller: until every broker is listed again).
+        Raises KafkaStartError."""
+        node = self._node(node_id)
         if node.process is not None and node.process.poll() is None:
             raise RuntimeError(f"Kafka node {node_id} is running (pid {node.process.pid}); kill it first")
         self._launch(node)
-        self._wait_ready([node_id])
+        self._wait_ready([node_id] if node_id in self._nodes else list(self._nodes))
 
     def stop(self) -> None:
         """Stop every node (SIGTERM to all, SIGKILL to those still running after
-        :data:`STOP_TIMEOUT_S`) and remove the temporary folder."""
-        running = [n.process for n in self._nodes.values() if n.process is not None and n.process.poll() is None]
-        for p in running:
-            p.terminate()
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for p in running:
-            try:
-                p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(STOP_TIMEOUT_S)
-        for n in self._nodes.values():
+        :data:`STOP_TIMEOUT_S`; brokers before dedicated controllers, whose quorum a broker's
+        controlled shutdown needs) and remove the temporary folder."""
+        for group in (self._nodes, self._controllers):
+            running = [n.process for n in group.values() if n.process is not None and n.process.poll() is None]
+            for p in running:
+                p.terminate()
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            for p in running:
+                try:
+                    p.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(STOP_TIMEOUT_S)
+        for n in self._all():
             if n.process is not None and n.process.stdout is not None:
                 n.process.stdout.close()
+        if self._launcher is not None:
+            self._launcher.shutdown()
+            self._launcher = None
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
         self.folder = None
@@ -389,29 +440,33 @@ class ApacheKafka:
 
     # ------------------------------------------------------------------ internals
 
+    def _all(self) -> list[_Node]:
+        """Every node, dedicated controllers first."""
+        return [*self._controllers.values(), *self._nodes.values()]
+
     def properties(self, node_id: int, voters: str) -> dict[str, str]:
-        """The ``server.properties`` of one node: KRaft combined mode, listeners, replication
-        settings for the cluster size, :data:`TEST_DEFAULTS`, then ``config``."""
-        node = self._nodes.get(node_id)
-        rf = str(min(3, self.nodes))
-        props = {
-            "process.roles": "broker,controller",
-            "node.id": str(node_id),
-            "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "log.dirs": str(node.folder / "data"),
-            "default.replication.factor": rf,
-            "min.insync.replicas": "2" if self.nodes >= 3 else "1",
-            "offsets.topic.replication.factor": rf,
-            "transaction.state.log.replication.factor": rf,
-            "transaction.state.log.min.isr": "2" if self.nodes >= 3 else "1",
-            "share.coordinator.state.topic.replication.factor": rf,
-            "share.coordinator.state.topic.min.isr": "2" if self.nodes >= 3 else "1",
-        }
+        """The ``server.properties`` of one node: its KRaft roles, listeners, replication
+        settings for the cluster size, :data:`TEST_DEFAULTS`, then ``config``. A dedicated
+        controller gets only the ``CONTROLLER`` listener; a broker-only node only ``PLAINTEXT``
+        (``controller.listener.names`` then names the listener it dials the quorum on)."""
+        node = self._node(node_id)
+        rf, min_isr = str(min(3, self.nodes)), "2" if self.nodes >= 3 else "1"
+        props = {"process.roles": node.roles, "node.id": str(node_id), "controller.quorum.voters": voters,
+                 "controller.listener.names": "CONTROLLER", "log.dirs": str(node.folder / "data"),
+                 # on the controller too: it creates topics (Kafka 4.x warns when only brokers have them)
+                 "default.replication.factor": rf, "min.insync.replicas": min_isr,
+                 "offsets.topic.replication.factor": rf, "transaction.state.log.replication.factor": rf,
+                 "transaction.state.log.min.isr": min_isr, "share.coordinator.state.topic.replication.factor": rf,
+                 "share.coordinator.state.topic.min.isr": min_isr}
+        if node.roles == "controller":
+            return {**props, "listeners": f"CONTROLLER://127.0.0.1:{node.port}",
+                    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT", **TEST_DEFAULTS, **self.config}
+        props["listeners"] = f"PLAINTEXT://127.0.0.1:{node.port}"
+        if node.roles != "broker":
+            props["listeners"] += f",CONTROLLER://127.0.0.1:{node.controller_port}"
+        props.update({"advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                      "inter.broker.listener.name": "PLAINTEXT"})
         if self.sasl_ssl is not None:
             listener = f"SASL_SSL://127.0.0.1:{node.sasl_ssl_port}"
             props["listeners"] += "," + listener
@@ -423,7 +478,6 @@ class ApacheKafka:
         return props
 
     def _write_properties(self, node: _Node, voters: str) -> None:
-        self._nodes[node.node_id] = node
         text = "".join(f"{k}={v}\n" for k, v in self.properties(node.node_id, voters).items())
         (node.folder / "server.properties").write_text(text)
         (node.folder / "log4j2.properties").write_text(_LOG4J2)
@@ -443,7 +497,7 @@ class ApacheKafka:
     def _format_all(self) -> None:
         """Format every node's log dir at once (one JVM each, in parallel)."""
         procs = []
-        for node in self._nodes.values():
+        for node in self._all():
             cmd = self._java(node, STORAGE_TOOL_MAIN, "format", "-t", self.cluster_id,
                              "-c", str(node.folder / "server.properties"),
                              *(self.sasl_ssl.format_arguments() if self.sasl_ssl is not None else ()))
@@ -465,6 +519,12 @@ class ApacheKafka:
                     f"{_tail(node.folder / 'format.log')}")
 
     def _launch(self, node: _Node) -> None:
+        """Start ``node``'s JVM from the launcher thread (see :func:`_die_with_parent`)."""
+        if self._launcher is None:
+            self._launcher = ThreadPoolExecutor(1, thread_name_prefix="apache-kafka-launcher")
+        self._launcher.submit(self._popen, node).result()
+
+    def _popen(self, node: _Node) -> None:
         log = open(node.log_path, "ab")
         try:
             node.process = subprocess.Popen(
@@ -483,8 +543,9 @@ class ApacheKafka:
         pending = list(node_ids)
         while pending:
             node = self._nodes[pending[0]]
-            if node.process.poll() is not None:
-                raise self._start_error(node, f"exited with {node.process.returncode} while starting")
+            for n in (node, *self._controllers.values()):
+                if n.process is not None and n.process.poll() is not None:
+                    raise self._start_error(n, f"exited with {n.process.returncode} while starting")
             if time.monotonic() > deadline:
                 raise self._start_error(node, f"was not ready within {self.start_timeout_s:g} s")
             if _accepts(node.port):
@@ -508,6 +569,11 @@ class ApacheKafka:
                                + (f"cause: {cause}\n" if cause else "") +
                                f"command: {_quote(self._server_command(node))}\n"
                                f"log ({node.log_path}), last {LOG_TAIL_LINES} lines:\n{_tail(node.log_path)}")
+
+
+def _pids(nodes: dict[int, _Node]) -> dict[int, int | None]:
+    return {i: (n.process.pid if n.process is not None and n.process.poll() is None else None)
+            for i, n in nodes.items()}
 
 
 class _Silent:
@@ -570,9 +636,10 @@ def _quote(cmd: list[str]) -> str:
     return " ".join(shlex.quote(c) for c in cmd)
 
 
-if __name__ == "__main__":  # python -m pyspark_kafka.testing.apache_kafka [nodes]: start, print, wait for Ctrl-C
-    with ApacheKafka(nodes=int(sys.argv[1]) if len(sys.argv) > 1 else 1) as _kafka:
-        print(_kafka.bootstrap_servers, _kafka.pids, flush=True)
+if __name__ == "__main__":  # python -m pyspark_kafka.testing.apache_kafka [nodes [controllers]]: start, print, wait
+    _args = [int(a) for a in sys.argv[1:3]]
+    with ApacheKafka(nodes=_args[0] if _args else 1, controllers=_args[1] if len(_args) > 1 else 0) as _kafka:
+        print(_kafka.bootstrap_servers, _kafka.pids, _kafka.controller_pids, flush=True)
         try:
             signal.pause()
         except KeyboardInterrupt:

@@ -15,6 +15,10 @@ with the reason it cannot run here:
   replication factor 3, ``min.insync.replicas=2``);
 - ``env``: an existing cluster named by ``KAFKA_BOOTSTRAP_SERVERS`` (nothing is started).
 
+Two more names are started only when a test asks for them: ``embedded-cluster`` (the replicated
+embedded cluster) and ``apache-kafka-dedicated-controller`` (three broker-only Apache Kafka nodes
+beside one controller-only node, ``ApacheKafka(nodes=3, controllers=1)``).
+
 Example::
 
     with start("apache-kafka", tmp_dir) as cluster:
@@ -210,9 +214,11 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def apache_kafka(nodes: int = 1) -> Iterator[Cluster]:
+def apache_kafka(nodes: int = 1, controllers: int = 0) -> Iterator[Cluster]:
     """Apache Kafka from Maven Central's jars (:class:`~pyspark_kafka.testing.apache_kafka.ApacheKafka`),
-    ``nodes`` combined KRaft nodes, named ``apache-kafka`` (1) or ``apache-kafka-cluster`` (3).
+    ``nodes`` combined KRaft nodes, named ``apache-kafka`` (1) or ``apache-kafka-cluster`` (3); with
+    ``controllers=N``, ``nodes`` broker-only nodes beside N dedicated controllers, named
+    ``apache-kafka-dedicated-controller`` (the fault tests ask for it by name, not one of :data:`BACKENDS`).
 
     When the jars cannot be had (:class:`~pyspark_kafka.testing.maven.MavenUnavailable`: no
     java, no mvn, Maven Central unreachable, version not served) a single node falls back to
@@ -223,19 +229,21 @@ def apache_kafka(nodes: int = 1) -> Iterator[Cluster]:
     from pyspark_kafka.testing.apache_kafka import ApacheKafka
     from pyspark_kafka.testing.maven import MavenUnavailable
 
-    name = "apache-kafka" if nodes == 1 else "apache-kafka-cluster"
-    kafka = ApacheKafka(nodes=nodes, config={"log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
-                                             "log.cleaner.backoff.ms": str(RETENTION_CHECK_MS)})
+    name = ("apache-kafka-dedicated-controller" if controllers else
+            "apache-kafka" if nodes == 1 else "apache-kafka-cluster")
+    kafka = ApacheKafka(nodes=nodes, controllers=controllers,
+                        config={"log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
+                                "log.cleaner.backoff.ms": str(RETENTION_CHECK_MS)})
     try:
         kafka.start()
     except MavenUnavailable as e:
         docker = docker_unavailable_reason()
-        if nodes == 1 and docker is None:
+        if nodes == 1 and not controllers and docker is None:
             with apache_kafka_container() as cluster:
                 yield cluster
             return
         raise BackendUnavailable(f"Apache Kafka {kafka.version} from Maven Central: {e}"
-                                 + (f"; and {docker}" if nodes == 1 else "")) from e
+                                 + (f"; and {docker}" if nodes == 1 and not controllers else "")) from e
     try:
         bootstrap = kafka.bootstrap_servers
         yield Cluster(name, bootstrap, api_versions(bootstrap), kafka=kafka, replication_factor=min(nodes, 3))
@@ -319,7 +327,8 @@ def embedded_replicated(nodes: int = 3, tmp_dir=None) -> Iterator[Cluster]:
 
 
 def start(backend: str, tmp_dir=None) -> contextlib.AbstractContextManager[Cluster]:
-    """The context manager of ``backend`` (one of :data:`BACKENDS`): ``with start(...) as cluster``.
+    """The context manager of ``backend`` (one of :data:`BACKENDS`, or ``embedded-cluster`` /
+    ``apache-kafka-dedicated-controller``): ``with start(...) as cluster``.
 
     ``tmp_dir`` is the data directory of ``embedded`` (None: a temporary one, removed on exit);
     the other backends ignore it. Entering raises :class:`BackendUnavailable` when the backend
@@ -335,4 +344,6 @@ def start(backend: str, tmp_dir=None) -> contextlib.AbstractContextManager[Clust
         return from_env()
     if backend == "embedded-cluster":
         return embedded_replicated(3, tmp_dir)
+    if backend == "apache-kafka-dedicated-controller":
+        return apache_kafka(3, controllers=1)
     raise ValueError(f"unknown Kafka backend {backend!r}, not one of {', '.join(BACKENDS)}")
