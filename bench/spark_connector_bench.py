@@ -106,8 +106,8 @@ def run_job(ref, spec: dict, workdir: str, job: str = JOB, env_extra: dict | Non
     whose pykafka the job runs (default: the one this process imported). ``compile_bytecode``: compile
     its modules first (``compileall``, into their ``__pycache__``), as ``pip install`` does: a
     checkout used through ``PYTHONPATH`` under ``PYTHONDONTWRITEBYTECODE=1`` (this machine) would
-    otherwise be compiled again in every new Python process of the job, about 0.13 s per streaming
-    query's source runner that no installed copy pays (docs/benchmark-analysis.md)."""
+    otherwise be compiled again in every new Python process of the job (each streaming query's
+    source runner: 0.13 s by ``python -X importtime`` under load), which no installed copy does."""
     import pyspark_kafka
 
     connector = os.path.abspath(connector or os.path.dirname(os.path.dirname(os.path.abspath(pyspark_kafka.__file__))))
