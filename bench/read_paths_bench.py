@@ -67,6 +67,61 @@ def measure(count: int, repetitions: int = REPETITIONS) -> dict:
     return {"numba": numba, "numpy": numpy, "label": f"Spark {ref.version} format('kafka') on {label}"}
 
 
+def measure_small(connectors: list[str], repetitions: int = REPETITIONS, rounds: int = 1,
+                  variants: tuple = ("kafka", "pykafka")) -> list[dict]:
+    """Small micro-batches and the first micro-batch only, for comparing checkouts change by change.
+
+    One Apache Kafka with the 20,000-record topic; per round, one job per connector directory of
+    ``connectors`` (its ``connector/`` path, in order), each with Spark's connector and ``pykafka``
+    (``readPath=auto``) in its own SparkSession; a directory written ``source:DIR`` runs without
+    compiling its bytecode first (:func:`spark_connector_bench.run_job`). Returns one entry per job:
+    ``{"connector", "round", "load": os.getloadavg() after it, "results": job results}``.
+    """
+    from broker_bench import apache_kafka
+    from read_bench import _fill_topic
+    from spark_connector_bench import reference, run_job
+
+    ref = reference()
+    out = []
+    with tempfile.TemporaryDirectory(prefix="trigger-bench-") as workdir, contextlib.ExitStack() as stack:
+        started = apache_kafka(stack)
+        if started is None:
+            raise Skipped("Apache Kafka cannot run here")
+        bootstrap = started[1].bootstrap_servers
+        spec = {"bootstrap": bootstrap, "jars": [str(j) for j in ref.jars], "master": "local[2]",
+                "repetitions": repetitions, "topic": None, "count": 0,
+                "warmup_topic": _fill_topic(bootstrap, 1000), "warmup_count": 1000,
+                "small": {"topic": _fill_topic(bootstrap, SMALL_RECORDS), "count": SMALL_RECORDS,
+                          "per_trigger": PER_TRIGGER}, "variants": list(variants)}
+        for r in range(rounds):
+            for c in connectors:
+                source_only = c.startswith("source:")
+                res = run_job(ref, spec, workdir, JOB, connector=c.removeprefix("source:"),
+                              compile_bytecode=not source_only)["results"]
+                out.append({"connector": c, "round": r, "load": os.getloadavg(), "results": res})
+                _print_small(out[-1])
+    return out
+
+
+def _print_small(entry: dict) -> None:
+    """One job of :func:`measure_small` as a few lines (medians of its repetitions)."""
+    med = statistics.median
+    print(f"== {entry['connector']} round {entry['round']} load {tuple(round(x, 2) for x in entry['load'])}",
+          flush=True)
+    res = entry["results"]
+    for v, r in res.items():
+        phases = {k: med(p.get(k, 0) for p in r["small_phases"]) for k in r["small_phases"][0]}
+        first = {k: med(p.get(k, 0) for p in r["first_phases"]) for k in r["first_phases"][0]}
+        print(f"  {v:10s} trigger {med(r['small_trigger_ms']):6.0f} ms {sorted(r['small_trigger_ms'])}  "
+              f"first {med(r['first_batch_s']):.3f} s {[round(x, 3) for x in sorted(r['first_batch_s'])]}", flush=True)
+        print(f"  {'':10s} phases {phases}", flush=True)
+        print(f"  {'':10s} first  {first}", flush=True)
+    if "kafka" in res and "pykafka" in res:
+        k, p = res["kafka"], res["pykafka"]
+        print(f"  ratio (Spark's / ours, time): trigger {med(k['small_trigger_ms']) / med(p['small_trigger_ms']):.2f}  "
+              f"first {med(k['first_batch_s']) / med(p['first_batch_s']):.2f}", flush=True)
+
+
 def rows(result: dict, count: int) -> list[dict]:
     """Benchmark rows (:func:`common.metric`): per pykafka variant and figure, against Spark's connector."""
     out = []
@@ -105,7 +160,17 @@ if __name__ == "__main__":
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--repetitions", type=int, default=REPETITIONS)
     ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--small-only", metavar="CONNECTOR_DIRS",
+                    help="only the small micro-batches and the first micro-batch, one job per comma-separated "
+                         "connector/ directory (checkouts to compare), Spark's connector in each")
+    ap.add_argument("--rounds", type=int, default=1, help="with --small-only: rounds over the directories")
     args = ap.parse_args()
+    if args.small_only:
+        raw = measure_small(args.small_only.split(","), args.repetitions, args.rounds)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(raw, f)
+        raise SystemExit(0)
     raw = measure(args.records, args.repetitions)
     if args.json:
         with open(args.json, "w") as f:

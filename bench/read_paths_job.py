@@ -16,7 +16,11 @@ Per variant and repetition (variants in rotating order; a warm-up read of ``W`` 
 - ``count``: ``spark.read`` of the topic and ``count()``; exactly ``N``;
 - ``sum``: ``spark.read`` and ``sum(length(value))`` (touches every value); checked against 100 × ``N``;
 - ``small`` (when given): AvailableNow with ``maxOffsetsPerTrigger`` over ``S``: the median
-  ``triggerExecution`` of its micro-batches and the seconds from ``start()`` to the first progress.
+  ``triggerExecution`` of its micro-batches and the seconds from ``start()`` to the first progress;
+  ``small_phases``: the median of each ``durationMs`` phase over the micro-batches with rows,
+  ``first_phases``: the first micro-batch's ``durationMs``.
+
+``"count": 0`` leaves the three large reads out (only the small micro-batches are measured).
 
 Each figure is ``{"s": seconds, "cpu": CPU seconds}``; CPU is utime + stime (+ reaped children's)
 of this process and every descendant (the Spark JVM, the Python worker daemon and its workers,
@@ -102,6 +106,21 @@ def stream_read(spark, variant, bootstrap, topic, expected, per_trigger=None):
     return rows, progress, first
 
 
+def _big_reads(spark, v, b, topic, n, out):
+    """The streaming read, ``count()`` and ``sum(length(value))`` of ``topic`` (``n`` records) by variant ``v``."""
+    _, m = _measure(lambda: stream_read(spark, v, b, topic, n))
+    out["stream"].append(m)
+    rows, m = _measure(lambda: _reader(spark, v, b, topic, False).load().count())
+    if rows != n:
+        raise RuntimeError(f"{v} counted {rows}, expected {n}")
+    out["count"].append(m)
+    total, m = _measure(lambda: _reader(spark, v, b, topic, False).load()
+                        .selectExpr("sum(length(value)) AS s").collect()[0]["s"])
+    if total != 100 * n:
+        raise RuntimeError(f"{v} summed {total} value bytes, expected {100 * n}")
+    out["sum"].append(m)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", required=True)
@@ -112,7 +131,8 @@ def main(argv=None) -> int:
                       conf={"spark.jars": ",".join(spec["jars"]), "spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     b, topic, n, variants = spec["bootstrap"], spec["topic"], spec["count"], spec["variants"]
-    out = {v: {"stream": [], "count": [], "sum": [], "small_trigger_ms": [], "first_batch_s": []} for v in variants}
+    out = {v: {"stream": [], "count": [], "sum": [], "small_trigger_ms": [], "first_batch_s": [],
+               "small_phases": [], "first_phases": []} for v in variants}
     try:
         for v in variants:
             stream_read(spark, v, b, spec["warmup_topic"], spec["warmup_count"])
@@ -120,22 +140,17 @@ def main(argv=None) -> int:
         for rep in range(spec["repetitions"]):
             for v in variants[rep % len(variants):] + variants[:rep % len(variants)]:
                 print(f"[read_paths] repetition {rep + 1}: {v}", file=sys.stderr, flush=True)
-                _, m = _measure(lambda: stream_read(spark, v, b, topic, n))
-                out[v]["stream"].append(m)
-                rows, m = _measure(lambda: _reader(spark, v, b, topic, False).load().count())
-                if rows != n:
-                    raise RuntimeError(f"{v} counted {rows}, expected {n}")
-                out[v]["count"].append(m)
-                total, m = _measure(lambda: _reader(spark, v, b, topic, False).load()
-                                    .selectExpr("sum(length(value)) AS s").collect()[0]["s"])
-                if total != 100 * n:
-                    raise RuntimeError(f"{v} summed {total} value bytes, expected {100 * n}")
-                out[v]["sum"].append(m)
+                if n:
+                    _big_reads(spark, v, b, topic, n, out[v])
                 small = spec.get("small")
                 if small:
                     _, progress, first = stream_read(spark, v, b, small["topic"], small["count"], small["per_trigger"])
+                    with_rows = [p for p in progress if p.numInputRows]
                     out[v]["small_trigger_ms"].append(statistics.median(
-                        p.durationMs["triggerExecution"] for p in progress if p.numInputRows))
+                        p.durationMs["triggerExecution"] for p in with_rows))
+                    out[v]["small_phases"].append({k: statistics.median(p.durationMs.get(k, 0) for p in with_rows)
+                                                   for k in with_rows[0].durationMs})
+                    out[v]["first_phases"].append(dict(progress[0].durationMs))
                     out[v]["first_batch_s"].append(first)
         import pyspark_kafka
 

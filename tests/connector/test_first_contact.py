@@ -45,6 +45,26 @@ def first_contact(servers: str, **extra) -> tuple[BaseException, float]:
     return failure.value, time.monotonic() - start
 
 
+def test_admin_clients_use_the_java_reconnect_backoff_unless_reconnect_is_set(bootstrap):
+    """Driver-side admin clients get the Java client's ``reconnect.backoff.ms`` (50; librdkafka's 100
+    made every new admin client's first metadata wait about 50 ms); a user's own
+    ``reconnect.backoff.*`` settings are passed as given, with librdkafka's defaults for the rest."""
+    from pyspark_kafka.clients import admin_config
+
+    assert admin_config({"bootstrap.servers": "b:1", "group.id": "g"}) == {"bootstrap.servers": "b:1",
+                                                                          "reconnect.backoff.ms": 50}
+    assert admin_config({"reconnect.backoff.max.ms": 20}) == {"reconnect.backoff.max.ms": 20}
+    assert admin_config({"reconnect.backoff.ms": 300}) == {"reconnect.backoff.ms": 300}
+    for setting in ({}, {"kafka.reconnect.backoff.ms": "300"}):
+        opts = parse_reader_options({"kafka.bootstrap.servers": bootstrap, "subscribe": "absent-reconnect-test",
+                                     **setting}, mode="stream")
+        reader = OffsetReader(opts)
+        try:
+            assert reader.topic_partitions() == []  # the client is made and answers (no such topic)
+        finally:
+            reader.close()
+
+
 def test_rules():
     assert bootstrap_addresses(" SASL_SSL://a:1, b:2 ,") == ["a:1", "b:2"]
     assert classify("_RESOLVE", "Failed to resolve 'x:1': Name or service not known") == "name not resolved"

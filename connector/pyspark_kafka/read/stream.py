@@ -57,6 +57,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._conf = executor_conf(self._opts.options, unique_group_id(self._opts, "spark-kafka-source") + "-executor")
         self._meta = OffsetReader(self._opts)
         self._latest: dict | None = None
+        self._initial: dict | None = None
         self._available_now = False
         self._available_now_target: dict | None = None
         self._last_trigger_ms = 0
@@ -68,7 +69,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         ``startingOffsets=group``: the group's committed offsets; with
         ``groupMembership`` no partition (they come with the assignment).
+        Resolved once per reader and kept, as Spark's ``KafkaMicroBatchStream`` keeps its
+        ``initialPartitionOffsets``: Spark asks again when it plans the first micro-batch, and
+        ``latest`` or a timestamp asked twice could name other offsets (and cost another
+        ListOffsets round trip to the cluster).
         """
+        if self._initial is None:
+            self._initial = self._resolve_initial()
+        return O.offsets_to_json_dict(self._initial)
+
+    def _resolve_initial(self) -> dict:
         check_consumer_config(self._conf)
         o = self._opts
         if o.group.membership:
@@ -80,7 +90,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             initial = self._meta.resolve(o.starting, "starting")
         if self._group is not None:
             self._group.set_initial(initial)
-        return O.offsets_to_json_dict(initial)
+        return initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``ReadMaxRows(maxOffsetsPerTrigger)``, else ``ReadMinRows(minOffsetsPerTrigger)``, else all available.

@@ -85,6 +85,22 @@ def test_available_now_fixes_the_target_at_the_first_trigger(bootstrap, make_top
         reader.stop()
 
 
+def test_initial_offsets_are_resolved_once(bootstrap, make_topic):
+    """Spark asks ``initialOffset`` again when it plans the first micro-batch; like Spark's
+    ``KafkaMicroBatchStream`` (its ``initialPartitionOffsets``) the reader answers with the offsets
+    it resolved first, not with a later ``latest``."""
+    topic = make_topic(partitions=1)
+    produce(bootstrap, topic, 5)
+    reader = stream_reader(bootstrap, subscribe=topic)  # streaming default: latest
+    try:
+        assert reader.initialOffset() == {topic: {"0": 5}}
+        produce(bootstrap, topic, 3)
+        assert reader.initialOffset() == {topic: {"0": 5}}
+        assert reader.latestOffset({topic: {"0": 5}}, ReadAllAvailable()) == {topic: {"0": 8}}
+    finally:
+        reader.stop()
+
+
 def test_new_partitions_start_from_earliest(bootstrap, make_topic):
     topic = make_topic(partitions=1)
     produce(bootstrap, topic, 5)
