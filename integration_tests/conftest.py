@@ -97,6 +97,15 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _active_spark_session():
+    """Before each test: the session's SparkSession is the JVM's active one on this thread
+    (support/spark_active.py: a streaming write resolves ``pykafka`` through it)."""
+    from support.spark_active import pin_active_session
+
+    pin_active_session()
+
+
 @pytest.fixture
 def checkpoint_dir(tmp_path):
     return str(tmp_path / "checkpoint")

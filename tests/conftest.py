@@ -62,6 +62,15 @@ def spark():
 
 
 @pytest.fixture(autouse=True)
+def _active_spark_session():
+    """Before each test: the session's SparkSession is the JVM's active one on this thread
+    (support/spark_active.py: a streaming write resolves ``pykafka`` through it)."""
+    from support.spark_active import pin_active_session
+
+    pin_active_session()
+
+
+@pytest.fixture(autouse=True)
 def _close_pooled_clients():
     """Close the connector's pooled clients of this process after each test.
 

@@ -114,9 +114,12 @@ def consumer_groups(cluster: C.Cluster) -> dict:
             m1.beat()
             assert time.monotonic() < deadline, "the first member was never assigned the 4 partitions"
             time.sleep(0.1)
-        steps["m1_owns_all"] = m1.epoch == r.member_epoch
-        steps["m1_beat"] = hb(m1, m1.beat())
-        steps["after_m1"] = state(group)
+        # the epoch that brings the assignment is relative: under load Apache Kafka bumped the group epoch
+        # once more (its coordinator saw the new topic's partitions after m1's join: epoch 3, not 2)
+        r = m1.beat()
+        steps["m1_beat"] = [r.error_code, r.member_epoch == m1.epoch, r.assignment is None]
+        g = state(group)
+        steps["after_m1"] = g[:2] + [g[2] == g[3] == m1.epoch] + g[4:]
         owned = set(m1.assigned)
         r = m2.join()
         # the target assignment may wait for group.consumer.assignment.interval.ms (1 s, KIP-1263):

@@ -25,3 +25,31 @@ def test_no_pandas_future_warning_in_driver_or_workers():
     r = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "does not yet fully support pandas" not in r.stderr, r.stderr[-3000:]
+
+
+def test_a_streaming_write_from_a_thread_needs_the_active_session(spark, tmp_path):
+    """Spark's behaviour, pinned (docs/writer.md): a streaming write's ``format("pykafka")`` is resolved
+    through the JVM thread's active session; a Python thread started after the session has none
+    (pinned-thread mode), so ``start()`` fails with DATA_SOURCE_NOT_FOUND there until
+    ``SparkSession.setActiveSession`` names the session. Reads are resolved through the session itself."""
+    import threading
+
+    outcome: dict = {}
+
+    def start(tag: str, pin: bool) -> None:
+        try:
+            if pin:
+                spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+            q = (spark.readStream.format("rate").load().selectExpr("CAST(value AS STRING) AS value")
+                 .writeStream.format("pykafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
+                 .option("topic", "t").option("checkpointLocation", str(tmp_path / tag)).start())
+            q.stop()
+            outcome[tag] = "started"
+        except Exception as e:  # noqa: BLE001 - the outcome is what the test compares
+            outcome[tag] = "DATA_SOURCE_NOT_FOUND" if "DATA_SOURCE_NOT_FOUND" in str(e) else repr(e)[:300]
+
+    for tag, pin in (("thread", False), ("thread-pinned", True)):
+        t = threading.Thread(target=start, args=(tag, pin))
+        t.start()
+        t.join(120)
+    assert outcome == {"thread": "DATA_SOURCE_NOT_FOUND", "thread-pinned": "started"}
