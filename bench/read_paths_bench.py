@@ -74,7 +74,9 @@ def measure_small(connectors: list[str], repetitions: int = REPETITIONS, rounds:
     One Apache Kafka with the 20,000-record topic; per round, one job per connector directory of
     ``connectors`` (its ``connector/`` path, in order), each with Spark's connector and ``pykafka``
     (``readPath=auto``) in its own SparkSession; a directory written ``source:DIR`` runs without
-    compiling its bytecode first (:func:`spark_connector_bench.run_job`). Returns one entry per job:
+    compiling its bytecode first (:func:`spark_connector_bench.run_job`); ``DIR@KEY=VALUE@...`` adds Spark
+    settings to that job's SparkSession (e.g. ``@spark.python.unix.domain.socket.enabled=true``), so one run
+    can compare settings on the same checkout. Returns one entry per job:
     ``{"connector", "round", "load": os.getloadavg() after it, "results": job results}``.
     """
     from broker_bench import apache_kafka
@@ -95,8 +97,10 @@ def measure_small(connectors: list[str], repetitions: int = REPETITIONS, rounds:
                           "per_trigger": PER_TRIGGER}, "variants": list(variants)}
         for r in range(rounds):
             for c in connectors:
-                source_only = c.startswith("source:")
-                res = run_job(ref, spec, workdir, JOB, connector=c.removeprefix("source:"),
+                path, *settings = c.split("@")
+                source_only = path.startswith("source:")
+                conf = dict(kv.split("=", 1) for kv in settings)
+                res = run_job(ref, {**spec, "conf": conf}, workdir, JOB, connector=path.removeprefix("source:"),
                               compile_bytecode=not source_only)["results"]
                 out.append({"connector": c, "round": r, "load": os.getloadavg(), "results": res})
                 _print_small(out[-1])
@@ -116,6 +120,8 @@ def _print_small(entry: dict) -> None:
               f"first {med(r['first_batch_s']):.3f} s {[round(x, 3) for x in sorted(r['first_batch_s'])]}", flush=True)
         print(f"  {'':10s} phases {phases}", flush=True)
         print(f"  {'':10s} first  {first}", flush=True)
+        for st in r.get("small_stages", []):
+            print(f"  {'':10s} stages {st}", flush=True)
     if "kafka" in res and "pykafka" in res:
         k, p = res["kafka"], res["pykafka"]
         print(f"  ratio (Spark's / ours, time): trigger {med(k['small_trigger_ms']) / med(p['small_trigger_ms']):.2f}  "
@@ -162,7 +168,8 @@ if __name__ == "__main__":
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--small-only", metavar="CONNECTOR_DIRS",
                     help="only the small micro-batches and the first micro-batch, one job per comma-separated "
-                         "connector/ directory (checkouts to compare), Spark's connector in each")
+                         "connector/ directory (checkouts to compare), Spark's connector in each; DIR@KEY=VALUE adds a Spark "
+                         "setting to that job")
     ap.add_argument("--rounds", type=int, default=1, help="with --small-only: rounds over the directories")
     args = ap.parse_args()
     if args.small_only:

@@ -8,7 +8,8 @@ each ``readPath``, timed in ONE SparkSession, with the CPU of the whole Spark ap
     {"bootstrap": "H:P", "jars": [...], "master": "local[2]", "repetitions": 3,
      "topic": T, "count": N, "warmup_topic": W, "warmup_count": n,
      "small": {"topic": S, "count": 20000, "per_trigger": 1000} | null,
-     "variants": ["kafka", "pykafka:consumer", "pykafka:columnar"]}
+     "variants": ["kafka", "pykafka:consumer", "pykafka:columnar"],
+     "conf": {spark setting: value} (optional, added to the SparkSession's)}
 
 Per variant and repetition (variants in rotating order; a warm-up read of ``W`` by each first):
 
@@ -18,7 +19,8 @@ Per variant and repetition (variants in rotating order; a warm-up read of ``W`` 
 - ``small`` (when given): AvailableNow with ``maxOffsetsPerTrigger`` over ``S``: the median
   ``triggerExecution`` of its micro-batches and the seconds from ``start()`` to the first progress;
   ``small_phases``: the median of each ``durationMs`` phase over the micro-batches with rows,
-  ``first_phases``: the first micro-batch's ``durationMs``.
+  ``first_phases``: the first micro-batch's ``durationMs``; with ``spark.ui.enabled=true`` in ``conf``,
+  ``small_stages``: the query's stages and tasks from Spark's REST API (:func:`stage_profile`).
 
 ``"count": 0`` leaves the three large reads out (only the small micro-batches are measured).
 
@@ -106,6 +108,53 @@ def stream_read(spark, variant, bootstrap, topic, expected, per_trigger=None):
     return rows, progress, first
 
 
+def _rest(spark, path: str):
+    """GET ``/api/v1/applications/<app id>/<path>`` of Spark's UI (JSON)."""
+    import urllib.request
+
+    url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/{path}"
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def _ms(stamp: str) -> float:
+    """Spark's REST time stamp (``2026-11-26T20:10:00.123GMT``) as epoch ms."""
+    from datetime import datetime, timezone
+
+    return datetime.strptime(stamp.replace("GMT", ""), "%Y-%m-%dT%H:%M:%S.%f").replace(
+        tzinfo=timezone.utc).timestamp() * 1000
+
+
+def stage_profile(spark, after_stage: int) -> dict:
+    """Medians over the completed stages with id > ``after_stage`` (the tasks of one query's micro-batches),
+    in ms: ``stage`` (submission to completion), ``to_first_task`` (submission to the first task's launch),
+    ``task`` (a task's duration), ``deserialize``, ``run`` (executorRunTime), ``run_cpu`` (executorCpuTime),
+    ``scheduler_delay``; ``stages`` how many. Needs ``spark.ui.enabled=true`` (the job's ``conf``)."""
+    med = statistics.median
+    stages = [s for s in _rest(spark, "stages?status=complete") if s["stageId"] > after_stage]
+    if not stages:
+        return {"stages": 0}
+    per_stage, tasks = [], []
+    for s in stages:
+        detail = _rest(spark, f"stages/{s['stageId']}/{s['attemptId']}/taskList?length=100")
+        per_stage.append((_ms(s["completionTime"]) - _ms(s["submissionTime"]),
+                          _ms(s["firstTaskLaunchedTime"]) - _ms(s["submissionTime"])))
+        tasks += detail
+    return {"stages": len(stages), "stage": med(a for a, _ in per_stage), "to_first_task": med(b for _, b in per_stage),
+            "task": med(t["duration"] for t in tasks),
+            "deserialize": med(t["taskMetrics"]["executorDeserializeTime"] for t in tasks),
+            "run": med(t["taskMetrics"]["executorRunTime"] for t in tasks),
+            "run_cpu": med(t["taskMetrics"]["executorCpuTime"] / 1e6 for t in tasks),
+            "scheduler_delay": med(t.get("schedulerDelay", 0) for t in tasks)}
+
+
+def _last_stage(spark) -> int:
+    """The highest stage id Spark's UI knows (-1 without stages or without the UI)."""
+    if spark.sparkContext.uiWebUrl is None:
+        return -1
+    return max((s["stageId"] for s in _rest(spark, "stages")), default=-1)
+
+
 def _big_reads(spark, v, b, topic, n, out):
     """The streaming read, ``count()`` and ``sum(length(value))`` of ``topic`` (``n`` records) by variant ``v``."""
     _, m = _measure(lambda: stream_read(spark, v, b, topic, n))
@@ -127,8 +176,11 @@ def main(argv=None) -> int:
     spec = json.loads(open(ap.parse_args(argv).spec).read())
     from pyspark_kafka.spark import get_spark
 
+    if spec.get("conf", {}).get("spark.ui.enabled") == "true":
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark's UI binds there, not on every address
     spark = get_spark("read-paths-bench", master=spec["master"],
-                      conf={"spark.jars": ",".join(spec["jars"]), "spark.ui.showConsoleProgress": "false"})
+                      conf={"spark.jars": ",".join(spec["jars"]), "spark.ui.showConsoleProgress": "false",
+                            **spec.get("conf", {})})
     spark.sparkContext.setLogLevel("ERROR")
     b, topic, n, variants = spec["bootstrap"], spec["topic"], spec["count"], spec["variants"]
     out = {v: {"stream": [], "count": [], "sum": [], "small_trigger_ms": [], "first_batch_s": [],
@@ -144,7 +196,11 @@ def main(argv=None) -> int:
                     _big_reads(spark, v, b, topic, n, out[v])
                 small = spec.get("small")
                 if small:
+                    ui = spark.sparkContext.uiWebUrl is not None
+                    before = _last_stage(spark) if ui else -1
                     _, progress, first = stream_read(spark, v, b, small["topic"], small["count"], small["per_trigger"])
+                    if ui:
+                        out[v].setdefault("small_stages", []).append(stage_profile(spark, before))
                     with_rows = [p for p in progress if p.numInputRows]
                     out[v]["small_trigger_ms"].append(statistics.median(
                         p.durationMs["triggerExecution"] for p in with_rows))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 import warnings
 
@@ -57,8 +58,13 @@ def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: d
     workers started by :mod:`pyspark_kafka.worker_daemon` (``spark.python.daemon.module``),
     which import the installed pyspark's compiled bytecode instead of compiling
     ``pyspark.zip`` again in every new worker (about 1 s each); ``conf`` can set
-    ``spark.python.daemon.module`` back to ``pyspark.daemon``. pyspark's FutureWarning about
-    pandas >= 3 is filtered (:func:`quiet_pandas_notice`).
+    ``spark.python.daemon.module`` back to ``pyspark.daemon``. On POSIX, Spark talks to its Python
+    processes over Unix domain sockets (``spark.python.unix.domain.socket.enabled``, SPARK-51688,
+    Spark 4.1+) instead of loopback TCP: over TCP each Python task of a small micro-batch waited
+    about 40 ms (Nagle's algorithm on the JVM's side against the worker's delayed ACK, the stall
+    SPARK-51667 fixed for the state server), measured in docs/benchmark-analysis.md; ``conf`` can
+    set it back to ``false``. pyspark's FutureWarning about pandas >= 3 is filtered
+    (:func:`quiet_pandas_notice`).
     """
     ensure_worker_python()
     quiet_pandas_notice()
@@ -75,6 +81,8 @@ def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: d
         .config("spark.python.daemon.module", "pyspark_kafka.worker_daemon")
         .config("spark.sql.session.timeZone", "UTC")
     )
+    if hasattr(socket, "AF_UNIX"):
+        builder = builder.config("spark.python.unix.domain.socket.enabled", "true")
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)
     return builder.getOrCreate()

@@ -53,3 +53,33 @@ def test_a_streaming_write_from_a_thread_needs_the_active_session(spark, tmp_pat
         t.start()
         t.join(120)
     assert outcome == {"thread": "DATA_SOURCE_NOT_FOUND", "thread-pinned": "started"}
+
+
+@pytest.mark.skipif(not hasattr(__import__("socket"), "AF_UNIX"), reason="Unix domain sockets are POSIX only")
+def test_python_workers_talk_to_the_jvm_over_a_unix_domain_socket(spark):
+    """``get_spark`` turns on ``spark.python.unix.domain.socket.enabled`` (SPARK-51688): over loopback TCP each
+    Python task of a small micro-batch stalled about 40 ms (Nagle against delayed ACK, docs/benchmark-analysis.md).
+    The worker must really be connected to the JVM through a Unix domain socket, not only have the setting."""
+    assert spark.conf.get("spark.python.unix.domain.socket.enabled") == "true"
+
+    def probe(_):
+        import os
+        import socket
+        import stat
+
+        names = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if not stat.S_ISSOCK(os.fstat(int(fd)).st_mode):
+                    continue
+                s = socket.socket(fileno=os.dup(int(fd)))
+            except OSError:
+                continue
+            with s:
+                if s.family == socket.AF_UNIX and s.type == socket.SOCK_STREAM:
+                    names.append(s.getsockname())
+        return os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED"), names
+
+    [(enabled, names)] = spark.sparkContext.parallelize([0], 1).map(probe).collect()
+    assert str(enabled).lower() == "true"
+    assert any(isinstance(n, str) and n.endswith(".sock") for n in names), names
