@@ -204,29 +204,36 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
             yield from read_range_columnar(part, config, _arrow_schema(part.include_headers),
                                            lambda at, low, high: _out_of_range_resume(part, at, low, high),
                                            BATCH_ROWS)
+        freeze_worker_heap("columnar")
     else:
         with pooled_consumer(part.conf) as consumer, no_cyclic_gc():
             yield from _read_range(consumer, part)
             consumer.unassign()
-    freeze_worker_heap()
+        freeze_worker_heap("consumer")
 
 
-_HEAP_FROZEN: list[bool] = []
+_HEAP_FROZEN: list[str] = []
+"""The read paths after whose first read this process froze its heap."""
 
 
-def freeze_worker_heap() -> None:
-    """Once per process: collect, then move every object alive (the imported modules: pyspark,
-    pyarrow, numba, kio; pooled clients) out of the cyclic garbage collector's reach (``gc.freeze``).
+def freeze_worker_heap(path: str) -> None:
+    """Once per process and read path (``"columnar"``, ``"consumer"``): collect, then move every
+    object alive (the imported modules: pyspark, pyarrow, numba and its compiled kernels, kio,
+    confluent-kafka; pooled clients) out of the cyclic garbage collector's reach (``gc.freeze``).
 
     Spark's Python worker daemon runs a full ``gc.collect()`` after every task of a reused worker
     (``pyspark/daemon.py``, when ``SPARK_REUSE_WORKER`` is set); its cost grows with the objects
     alive in the worker, which numba and kio make many (about 40–90 ms per task here), and it ran
-    on every task of every micro-batch. Frozen objects are still freed by reference counting; only
-    cycles among them would stay (none are made after the imports). Does nothing outside a reused
-    Spark worker (``SPARK_REUSE_WORKER`` unset), e.g. in a test process.
+    on every task of every micro-batch, after the task, beside the JVM's commit-log write. Each
+    path's first read brings its own objects (the columnar path's first read compiles the numba
+    kernels), so a worker that read through one path first freezes again after the other's first
+    read (a session that read with ``readPath=consumer`` before ``columnar`` paid 20 ms more per
+    small trigger, in ``commitOffsets``). Frozen objects are still freed by reference counting;
+    only cycles among them would stay (none are made after the first read). Does nothing outside a
+    reused Spark worker (``SPARK_REUSE_WORKER`` unset), e.g. in a test process.
     """
-    if not _HEAP_FROZEN and os.environ.get("SPARK_REUSE_WORKER"):
-        _HEAP_FROZEN.append(True)
+    if path not in _HEAP_FROZEN and os.environ.get("SPARK_REUSE_WORKER"):
+        _HEAP_FROZEN.append(path)
         gc.collect()
         gc.freeze()
 

@@ -201,9 +201,10 @@ def test_compacted_gaps_read_the_same_and_a_range_ending_on_gaps_completes(boots
     assert time.monotonic() - started < 10
 
 
-def test_a_reused_spark_worker_freezes_its_heap_once_after_its_first_read(monkeypatch):
+def test_a_reused_spark_worker_freezes_its_heap_once_per_read_path(monkeypatch):
     """Spark's daemon runs gc.collect() after every task of a reused worker: after the first read
-    the worker's objects (imports, pooled clients) are frozen so that collection stays cheap."""
+    of each path the worker's objects (imports, numba's kernels, pooled clients) are frozen so that
+    collection stays cheap."""
     import gc
 
     from pyspark_kafka.read import partition_reader
@@ -215,13 +216,18 @@ def test_a_reused_spark_worker_freezes_its_heap_once_after_its_first_read(monkey
     # counted calls, not only the frozen count: frozen objects freed meanwhile (other threads) lower the count
     monkeypatch.setattr(gc, "freeze", lambda: (freezes.append(1), real_freeze()))
     before = gc.get_freeze_count()
-    partition_reader.freeze_worker_heap()  # not a reused Spark worker (e.g. this test process): nothing
+    partition_reader.freeze_worker_heap("consumer")  # not a reused Spark worker (e.g. this test process): nothing
     assert freezes == [] and partition_reader._HEAP_FROZEN == []
     monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
     try:
-        partition_reader.freeze_worker_heap()
+        partition_reader.freeze_worker_heap("consumer")
         assert len(freezes) == 1 and gc.get_freeze_count() > before
-        partition_reader.freeze_worker_heap()  # once per process
+        partition_reader.freeze_worker_heap("consumer")  # once per process and path
         assert len(freezes) == 1
+        kernels = [[i] for i in range(1000)]  # what the columnar path's first read adds (numba's kernels)
+        partition_reader.freeze_worker_heap("columnar")  # the other path's first read: frozen again
+        assert len(freezes) == 2 and gc.get_freeze_count() >= before + len(kernels)
+        partition_reader.freeze_worker_heap("columnar")
+        assert len(freezes) == 2
     finally:
         gc.unfreeze()
