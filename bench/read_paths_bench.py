@@ -67,6 +67,27 @@ def measure(count: int, repetitions: int = REPETITIONS) -> dict:
     return {"numba": numba, "numpy": numpy, "label": f"Spark {ref.version} format('kafka') on {label}"}
 
 
+def job_entry(entry: str) -> tuple[str, bool, dict]:
+    """One ``--small-only`` entry, ``[source:]DIR[@KEY=VALUE...]``, as ``(DIR, compile_bytecode, {KEY: VALUE})``.
+
+    Raises ValueError naming the entry when a setting has no ``=`` or an empty key (e.g.
+    ``DIR@spark.ui.enabled`` instead of ``DIR@spark.ui.enabled=true``) or the directory is empty.
+    """
+    path, *settings = entry.split("@")
+    source_only = path.startswith("source:")
+    path = path.removeprefix("source:")
+    if not path:
+        raise ValueError(f"--small-only entry {entry!r} names no connector/ directory: write DIR[@KEY=VALUE...]")
+    conf = {}
+    for kv in settings:
+        key, eq, value = kv.partition("=")
+        if not eq or not key:
+            raise ValueError(f"--small-only entry {entry!r}: setting {kv!r} is not KEY=VALUE "
+                             f"(e.g. DIR@spark.ui.enabled=true)")
+        conf[key] = value
+    return path, not source_only, conf
+
+
 def measure_small(connectors: list[str], repetitions: int = REPETITIONS, rounds: int = 1,
                   variants: tuple = ("kafka", "pykafka")) -> list[dict]:
     """Small micro-batches and the first micro-batch only, for comparing checkouts change by change.
@@ -97,11 +118,9 @@ def measure_small(connectors: list[str], repetitions: int = REPETITIONS, rounds:
                           "per_trigger": PER_TRIGGER}, "variants": list(variants)}
         for r in range(rounds):
             for c in connectors:
-                path, *settings = c.split("@")
-                source_only = path.startswith("source:")
-                conf = dict(kv.split("=", 1) for kv in settings)
-                res = run_job(ref, {**spec, "conf": conf}, workdir, JOB, connector=path.removeprefix("source:"),
-                              compile_bytecode=not source_only)["results"]
+                path, compile_bytecode, conf = job_entry(c)
+                res = run_job(ref, {**spec, "conf": conf}, workdir, JOB, connector=path,
+                              compile_bytecode=compile_bytecode)["results"]
                 out.append({"connector": c, "round": r, "load": os.getloadavg(), "results": res})
                 _print_small(out[-1])
     return out
@@ -173,6 +192,11 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=1, help="with --small-only: rounds over the directories")
     args = ap.parse_args()
     if args.small_only:
+        try:
+            for entry in args.small_only.split(","):
+                job_entry(entry)  # every entry checked before Apache Kafka starts
+        except ValueError as e:
+            ap.error(str(e))
         raw = measure_small(args.small_only.split(","), args.repetitions, args.rounds)
         if args.json:
             with open(args.json, "w") as f:

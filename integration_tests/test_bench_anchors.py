@@ -19,6 +19,7 @@ sys.path.insert(0, BENCH)
 
 import broker_bench  # noqa: E402
 import common  # noqa: E402
+import read_paths_bench  # noqa: E402
 import spark_connector_bench  # noqa: E402
 
 
@@ -86,3 +87,13 @@ def test_broker_bench_has_apache_kafka_beside_the_mock_cluster(tmp_path):
     for row in apache:
         assert len(row["project"]) == len(row["anchor"]) == common.REPETITIONS
         assert _figures_ok(row["project"]) and _figures_ok(row["anchor"]), row
+
+
+def test_small_only_entries_carry_spark_settings_and_bad_ones_are_named():
+    assert read_paths_bench.job_entry("/a/connector") == ("/a/connector", True, {})
+    assert read_paths_bench.job_entry("source:/a/connector@spark.ui.enabled=true@k=a=b") == (
+        "/a/connector", False, {"spark.ui.enabled": "true", "k": "a=b"})
+    for bad, named in (("/a@spark.ui.enabled", "'spark.ui.enabled' is not KEY=VALUE"),
+                       ("/a@=true", "'=true' is not KEY=VALUE"), ("@k=v", "names no connector/ directory")):
+        with pytest.raises(ValueError, match=named):
+            read_paths_bench.job_entry(bad)

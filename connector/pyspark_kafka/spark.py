@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import sys
 import warnings
 
@@ -61,8 +60,8 @@ def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: d
     ``spark.python.daemon.module`` back to ``pyspark.daemon``. On POSIX, Spark talks to its Python
     processes over Unix domain sockets (``spark.python.unix.domain.socket.enabled``, SPARK-51688,
     Spark 4.1+) instead of loopback TCP: over TCP each Python task of a small micro-batch waited
-    about 40 ms (Nagle's algorithm on the JVM's side against the worker's delayed ACK, the stall
-    SPARK-51667 fixed for the state server), measured in docs/benchmark-analysis.md; ``conf`` can
+    about 40 ms (Nagle's algorithm against delayed ACK, the stall SPARK-51667 fixed for the
+    state server), measured in docs/benchmark-analysis.md; ``conf`` can
     set it back to ``false``. pyspark's FutureWarning about pandas >= 3 is filtered
     (:func:`quiet_pandas_notice`).
     """
@@ -81,7 +80,7 @@ def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: d
         .config("spark.python.daemon.module", "pyspark_kafka.worker_daemon")
         .config("spark.sql.session.timeZone", "UTC")
     )
-    if hasattr(socket, "AF_UNIX"):
+    if os.name == "posix":
         builder = builder.config("spark.python.unix.domain.socket.enabled", "true")
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)

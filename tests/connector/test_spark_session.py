@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -55,7 +56,7 @@ def test_a_streaming_write_from_a_thread_needs_the_active_session(spark, tmp_pat
     assert outcome == {"thread": "DATA_SOURCE_NOT_FOUND", "thread-pinned": "started"}
 
 
-@pytest.mark.skipif(not hasattr(__import__("socket"), "AF_UNIX"), reason="Unix domain sockets are POSIX only")
+@pytest.mark.skipif(os.name != "posix", reason="get_spark uses Unix domain sockets on POSIX only")
 def test_python_workers_talk_to_the_jvm_over_a_unix_domain_socket(spark):
     """``get_spark`` turns on ``spark.python.unix.domain.socket.enabled`` (SPARK-51688): over loopback TCP each
     Python task of a small micro-batch stalled about 40 ms (Nagle against delayed ACK, docs/benchmark-analysis.md).

@@ -224,9 +224,11 @@ def test_a_reused_spark_worker_freezes_its_heap_once_per_read_path(monkeypatch):
         assert len(freezes) == 1 and gc.get_freeze_count() > before
         partition_reader.freeze_worker_heap("consumer")  # once per process and path
         assert len(freezes) == 1
+        after_first = gc.get_freeze_count()
         kernels = [[i] for i in range(1000)]  # what the columnar path's first read adds (numba's kernels)
         partition_reader.freeze_worker_heap("columnar")  # the other path's first read: frozen again
-        assert len(freezes) == 2 and gc.get_freeze_count() >= before + len(kernels)
+        # the new objects are frozen too (a margin for frozen objects other threads free meanwhile)
+        assert len(freezes) == 2 and gc.get_freeze_count() >= after_first + len(kernels) - 100
         partition_reader.freeze_worker_heap("columnar")
         assert len(freezes) == 2
     finally:
