@@ -91,6 +91,9 @@ class ChannelClient:
                 self.close()
                 raise ConnectionError(f"controller {self.host}:{self.port} did not answer {request.get('op')}: "
                                       f"{exc!r}") from None
+            except asyncio.CancelledError:
+                self.close()  # an answer still owed on this connection must never be read as the next call's
+                raise
 
     def close(self) -> None:
         if self._conn is not None:
@@ -109,7 +112,17 @@ class ControllerRouter:
     leader first, then the last controller that answered, then the others, until one answers something other than
     NOT_CONTROLLER (41) or a connection failure; it pauses 100 ms after each full round and raises
     ConnectionError when none answered within ``timeout_s`` seconds.
+
+    A call waiting on a controller is abandoned (its connection closed) as soon as ``leader()`` shows a new
+    quorum leader (a higher epoch, another node), and the request goes to that leader at once, as Kafka's
+    ``NodeToControllerRequestThread`` follows the active controller. Waiting out the silent one instead (up to
+    5 s) let the new controller, which gives every broker a fresh ``broker.session.timeout.ms`` when it
+    activates, fence brokers whose heartbeat was still stuck on the paused old controller (issue 25: the paused
+    controller test failed in CI with the partition's leader moved).
     """
+
+    #: How often (s) a waiting call checks the observed quorum leader.
+    LEADER_CHECK_S = 0.05
 
     def __init__(self, channels: dict[int, tuple[str, int]], leader: Callable[[], tuple[int | None, int]]) -> None:
         self.clients = {node: ChannelClient(*address) for node, address in sorted(channels.items())}
@@ -130,7 +143,7 @@ class ControllerRouter:
                     raise ConnectionError(f"no active controller answered {request.get('op')} within "
                                           f"{timeout_s:g} s (last: {last})")
                 try:
-                    answer = await self.clients[node].call(request, min(remaining, 5.0))
+                    answer = await self._call_until_leader_moves(node, request, min(remaining, 5.0))
                 except ConnectionError as exc:
                     last = str(exc)
                     continue
@@ -143,6 +156,26 @@ class ControllerRouter:
                 self.active = node
                 return answer
             await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
+
+    async def _call_until_leader_moves(self, node: int, request: dict, timeout_s: float) -> dict:
+        """``clients[node].call``, abandoned with ConnectionError when ``leader()`` moves to another node in a
+        newer epoch while it waits."""
+        start = self.leader()
+        call = asyncio.ensure_future(self.clients[node].call(request, timeout_s))
+        try:
+            while True:
+                done, _ = await asyncio.wait({call}, timeout=self.LEADER_CHECK_S)
+                if done:
+                    return call.result()
+                leader, epoch = self.leader()
+                if leader is not None and leader != node and leader in self.clients and \
+                        (leader, epoch) != start and epoch >= start[1]:
+                    raise ConnectionError(f"controller {node} did not answer {request.get('op')} before the quorum "
+                                          f"leader moved to {leader} (epoch {epoch})")
+        finally:
+            if not call.done():
+                call.cancel()
+                await asyncio.gather(call, return_exceptions=True)
 
     def close(self) -> None:
         for client in self.clients.values():
