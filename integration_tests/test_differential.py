@@ -43,8 +43,7 @@ PINNED: dict[tuple[str, str], tuple[object, object, str]] = {
 def embedded_cluster(tmp_path_factory):
     from pyspark_kafka.broker import EmbeddedBroker
 
-    # Apache Kafka's test settings (TEST_DEFAULTS) have no initial rebalance delay either
-    config = {**C.EMBEDDED_CONFIG, **D.EMBEDDED_CONFIG, "group.initial.rebalance.delay.ms": "0"}
+    config = {**C.EMBEDDED_CONFIG, **D.EMBEDDED_CONFIG}  # no initial rebalance delay, as Apache Kafka's TEST_DEFAULTS
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("differential"), config=config) as broker:
         bootstrap = broker.bootstrap_servers
         yield C.Cluster("embedded", bootstrap, C.api_versions(bootstrap), broker)

@@ -53,8 +53,11 @@ BACKENDS = ("embedded", "apache-kafka", "apache-kafka-cluster", "env")
 RETENTION_CHECK_MS = 500
 """``log.retention.check.interval.ms`` of the started backends, so retention tests finish quickly."""
 EMBEDDED_CONFIG = {"log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
-                   "log.cleaner.backoff.ms": str(RETENTION_CHECK_MS)}
-"""The embedded backend's settings: retention checked and the log cleaner run every 0.5 s."""
+                   "log.cleaner.backoff.ms": str(RETENTION_CHECK_MS),
+                   "group.initial.rebalance.delay.ms": "0"}
+"""The embedded backend's settings: retention checked and the log cleaner run every 0.5 s; no initial rebalance
+delay, as on the Apache Kafka backends (``apache_kafka.TEST_DEFAULTS``, and Kafka's own test harness): with
+Kafka's default of 3000 ms every first join of a new group waited 3 s on the embedded backend only."""
 
 
 def api_name(key: int) -> str:
@@ -319,7 +322,8 @@ def embedded_replicated(nodes: int = 3, tmp_dir=None) -> Iterator[Cluster]:
     :data:`BACKENDS` (it serves no transactions yet): the failover tests ask for it by name."""
     from pyspark_kafka.broker.cluster import EmbeddedCluster
 
-    config = {"min.insync.replicas": "2", "default.replication.factor": str(min(3, nodes))}
+    config = {"min.insync.replicas": "2", "default.replication.factor": str(min(3, nodes)),
+              "group.initial.rebalance.delay.ms": EMBEDDED_CONFIG["group.initial.rebalance.delay.ms"]}
     with EmbeddedCluster(nodes, data_dir=None if tmp_dir is None else Path(tmp_dir) / "cluster",
                          config=config) as cluster:
         yield Cluster("embedded-cluster", cluster.bootstrap_servers, api_versions(cluster.address(0)),
