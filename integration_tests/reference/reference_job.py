@@ -297,7 +297,10 @@ def main() -> None:
 
     from pyspark_kafka.spark import get_spark
 
-    spark = get_spark("pykafka-reference", conf={"spark.jars": args.jars, "spark.default.parallelism": "2"})
+    # a trigger that reads nothing is reported in recentProgress at most every noDataProgressEventInterval (Spark's
+    # default 10 s): stream_new_topic waits for two such triggers before it creates its topic
+    spark = get_spark("pykafka-reference", conf={"spark.jars": args.jars, "spark.default.parallelism": "2",
+                                                 "spark.sql.streaming.noDataProgressEventInterval": "500ms"})
     spark.sparkContext.setLogLevel("ERROR")
     out, started, started_ms = {}, time.monotonic(), int(time.time() * 1000)
     seconds = {}
