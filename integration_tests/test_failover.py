@@ -1,5 +1,5 @@
 """Failover on a three-node cluster (Apache Kafka's, and our replicated embedded one): the leader of
-the partitions in use is killed (SIGKILL) and restarted, five times, while a streaming query runs; afterwards nothing is lost
+the partitions in use is killed (SIGKILL) and restarted, twice (``KILLS``, ``EMBEDDED_KILLS``), while a streaming query runs; afterwards nothing is lost
 and nothing is duplicated.
 
 Each scenario: a feeder thread produces numbered records (idempotent, ``acks=all``) into the

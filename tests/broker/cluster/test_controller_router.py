@@ -56,12 +56,13 @@ def test_a_call_stuck_on_the_old_controller_moves_to_the_new_quorum_leader_at_on
     _run(main())
 
 
-def test_a_call_on_a_non_leader_is_not_abandoned_while_the_leader_is_unchanged():
-    # The observed leader (1) is the node being waited on: nothing moved, the call waits its time and fails.
+def test_a_call_to_the_observed_leader_is_not_abandoned_while_the_view_is_unchanged():
+    # The observed leader (1) is the node being waited on and the view never moves: the call is not abandoned for
+    # the other controller; it waits its whole time and fails.
     async def main():
         seen = []
         servers, channels = await _two_controllers(seen)
-        router = ControllerRouter({1: channels[1]}, lambda: (1, 1))
+        router = ControllerRouter(channels, lambda: (1, 1))
         try:
             try:
                 await router.call({"op": "heartbeat"}, timeout_s=0.5)

@@ -104,6 +104,10 @@ class ChannelClient:
 NOT_CONTROLLER = 41  # Kafka's Errors.NOT_CONTROLLER
 
 
+class _LeaderMoved(ConnectionError):
+    """A controller call abandoned because the observed quorum leader moved to another controller."""
+
+
 class ControllerRouter:
     """Calls to the active controller among several (Kafka's ``NodeToControllerChannelManager``).
 
@@ -113,12 +117,14 @@ class ControllerRouter:
     NOT_CONTROLLER (41) or a connection failure; it pauses 100 ms after each full round and raises
     ConnectionError when none answered within ``timeout_s`` seconds.
 
-    A call waiting on a controller is abandoned (its connection closed) as soon as ``leader()`` shows a new
-    quorum leader (a higher epoch, another node), and the request goes to that leader at once, as Kafka's
-    ``NodeToControllerRequestThread`` follows the active controller. Waiting out the silent one instead (up to
-    5 s) let the new controller, which gives every broker a fresh ``broker.session.timeout.ms`` when it
+    A call waiting on the controller ``leader()`` named when it began (or on any controller while ``leader()``
+    named none) is abandoned, its connection closed, as soon as ``leader()`` names another controller in the same
+    or a later epoch; a new round then starts at once with that leader first. Waiting out the silent one instead
+    (up to 5 s) let the new controller, which gives every broker a fresh ``broker.session.timeout.ms`` when it
     activates, fence brokers whose heartbeat was still stuck on the paused old controller (issue 25: the paused
-    controller test failed in CI with the partition's leader moved).
+    controller test failed in CI with the partition's leader moved). An answer the old controller had already
+    sent is then dropped and the request sent again: a forwarded admin request that the old controller had
+    committed can answer as a retry does (e.g. TOPIC_ALREADY_EXISTS), as with any timed-out controller call.
     """
 
     #: How often (s) a waiting call checks the observed quorum leader.
@@ -137,6 +143,7 @@ class ControllerRouter:
             observed, _ = self.leader()
             order = [n for n in (observed, self.active) if n in self.clients]  # the observed leader is newest
             order += [n for n in self.clients if n not in order]
+            moved = False
             for node in dict.fromkeys(order):
                 remaining = deadline - loop.time()
                 if remaining <= 0:
@@ -144,6 +151,9 @@ class ControllerRouter:
                                           f"{timeout_s:g} s (last: {last})")
                 try:
                     answer = await self._call_until_leader_moves(node, request, min(remaining, 5.0))
+                except _LeaderMoved as exc:
+                    last, moved = str(exc), True
+                    break  # a new round, the new leader first
                 except ConnectionError as exc:
                     last = str(exc)
                     continue
@@ -155,11 +165,12 @@ class ControllerRouter:
                     continue
                 self.active = node
                 return answer
-            await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
+            if not moved:
+                await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
 
     async def _call_until_leader_moves(self, node: int, request: dict, timeout_s: float) -> dict:
-        """``clients[node].call``, abandoned with ConnectionError when ``leader()`` moves to another node in a
-        newer epoch while it waits."""
+        """``clients[node].call``; raises :class:`_LeaderMoved` (a ConnectionError) when, while it waits,
+        ``leader()`` moves from ``node`` (or from no leader) to another controller in the same or a later epoch."""
         start = self.leader()
         call = asyncio.ensure_future(self.clients[node].call(request, timeout_s))
         try:
@@ -168,12 +179,13 @@ class ControllerRouter:
                 if done:
                     return call.result()
                 leader, epoch = self.leader()
-                if leader is not None and leader != node and leader in self.clients and \
-                        (leader, epoch) != start and epoch >= start[1]:
-                    raise ConnectionError(f"controller {node} did not answer {request.get('op')} before the quorum "
-                                          f"leader moved to {leader} (epoch {epoch})")
+                if start[0] in (node, None) and leader is not None and leader != node and \
+                        leader in self.clients and (leader, epoch) != start and epoch >= start[1]:
+                    raise _LeaderMoved(f"controller {node} did not answer {request.get('op')} before the quorum "
+                                       f"leader moved to {leader} (epoch {epoch})")
         finally:
             if not call.done():
+                self.clients[node].close()  # the pending read fails now, even if a cancellation were swallowed
                 call.cancel()
                 await asyncio.gather(call, return_exceptions=True)
 
