@@ -31,9 +31,12 @@ def broker(tmp_path_factory):
     # No time-based retention during the session: many tests write records with 2023 timestamps, and Kafka's rules
     # (ours too) roll a segment whose first record is older than segment.ms (7 days) and let the retention check (every
     # 5 min by default) delete it, so a test racing a check lost records. Tests of retention start their own broker.
-    # No initial rebalance delay (Kafka's default 3000 ms), as in Apache Kafka's test settings: each new group's
-    # first join would wait 3 s. Tests of the delay start their own broker.
-    config = {"log.retention.check.interval.ms": str(7 * 24 * 3600 * 1000), "group.initial.rebalance.delay.ms": "0"}
+    # No initial rebalance delay (Kafka's default 3000 ms), as the embedded test backend and Apache Kafka's test settings:
+    # each new group's first join would wait 3 s. Tests of the delay start their own broker.
+    from pyspark_kafka.testing.clusters import EMBEDDED_CONFIG
+
+    delay = "group.initial.rebalance.delay.ms"
+    config = {"log.retention.check.interval.ms": str(7 * 24 * 3600 * 1000), delay: EMBEDDED_CONFIG[delay]}
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("broker-data"), config=config) as b:
         yield b
 

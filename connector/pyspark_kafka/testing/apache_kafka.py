@@ -344,8 +344,8 @@ class ApacheKafka:
         return self._nodes[node_id].address
 
     def log_path(self, node_id: int) -> Path:
-        """One node's log file (stdout and stderr of its JVM, log4j at INFO)."""
-        return self._nodes[node_id].log_path
+        """One node's log file (stdout and stderr of its JVM, log4j at INFO); brokers and dedicated controllers."""
+        return self._node(node_id).log_path
 
     @property
     def command(self) -> list[str]:
