@@ -31,6 +31,26 @@ DATA_LOSS_FIX = (
 """The fix appended to every :class:`DataLossError` message."""
 
 
+class CorruptRecordError(PySparkKafkaError):
+    """A fetched record batch is damaged: its CRC-32C does not match (Kafka's ``check.crcs``), or a
+    length, count or varint in it contradicts the bytes it spans (Kafka's ``CorruptRecordException``).
+
+    The first line names the topic-partition and the batch's offsets and says the data is corrupt;
+    the rest says what to do (:data:`CORRUPT_FIX`). Raised whatever ``failOnDataLoss`` says: Spark's
+    connector fails such a read too (its ``KafkaDataConsumer`` treats only out-of-range offsets as
+    data loss), since skipping would silently drop records that are still in the log.
+    """
+
+
+CORRUPT_FIX = (
+    "The bytes the broker served do not match what the producer wrote (damaged on the broker's disk or in "
+    "transit). Read again to rule out a network fault; if it persists, restore the partition from a healthy "
+    "replica (or move leadership to one), or start the query past these offsets (startingOffsets). "
+    "kafka.check.crcs=false turns off the CRC check only: damaged structure is still refused"
+)
+"""The fix appended to every :class:`CorruptRecordError` message."""
+
+
 class DeliveryError(PySparkKafkaError):
     """A record was not acknowledged by the broker; the task fails so nothing is lost."""
 

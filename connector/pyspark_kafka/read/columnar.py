@@ -31,7 +31,14 @@ from kio.serial import entity_reader
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 
-from pyspark_kafka.errors import OptionError, PySparkKafkaError, ReadTimeoutError, authorization_hint
+from pyspark_kafka.errors import (
+    DATA_LOSS_FIX,
+    DataLossError,
+    OptionError,
+    PySparkKafkaError,
+    ReadTimeoutError,
+    authorization_hint,
+)
 from pyspark_kafka.read.fetch_client import (
     AuthenticationError,
     FetchClientError,
@@ -99,9 +106,16 @@ def read_range_columnar(part, config: FetchConfig, schema: pa.Schema, on_out_of_
     next_offset = rng.from_offset
     deadline = clock() + timeout_s
     last_problem = "no answer yet"
+    check_crcs = str(part.conf.get("check.crcs", "true")).strip().lower() not in ("false", "0")
+    stalled_below = None  # the partition's end while the leader answers no records below it
     with pooled_fetch_client(config) as client:
         inflight = None  # (connection, offset, response type) of a Fetch sent ahead
         while next_offset < until:
+            if clock() >= deadline and stalled_below is not None:
+                next_offset = _empty_below_end(part, next_offset, stalled_below)
+                stalled_below = None
+                deadline = clock() + timeout_s
+                continue
             if clock() >= deadline:
                 raise ReadTimeoutError(
                     f"no record of {rng} arrived for {part.poll_timeout_ms} ms (waiting at offset {next_offset}; "
@@ -145,16 +159,17 @@ def read_range_columnar(part, config: FetchConfig, schema: pa.Schema, on_out_of_
                 raise PySparkKafkaError(f"reading {rng} failed at offset {next_offset}: Fetch answered {name}"
                                         + authorization_hint(name, "READ", topic))
             aborted = [(int(a.producer_id), int(a.first_offset)) for a in (data.aborted_transactions or ())]
-            seg = select_batches(data.records or b"", next_offset, committed, aborted)
-            if seg.next_offset is None or seg.next_offset <= next_offset:
-                end = int(data.last_stable_offset) if committed and data.last_stable_offset >= 0 \
-                    else int(data.high_watermark)
-                if end >= until:
-                    break  # the rest of the range is gaps (compacted away, control records)
-                if next_offset < end and not data.records:
-                    next_offset = end  # nothing left below the partition's end: gaps up to it
-                    deadline = clock() + timeout_s
+            end = int(data.last_stable_offset) if committed and data.last_stable_offset >= 0 \
+                else int(data.high_watermark)
+            seg = select_batches(data.records or b"", next_offset, committed, aborted, check_crcs=check_crcs,
+                                 topic=topic, partition=partition, high_watermark=int(data.high_watermark))
+            if seg.next_offset is None:  # an empty answer (one with bytes but no whole batch raised above)
+                if next_offset < end:
+                    # records below the partition's end exist but none came: never end or skip silently
+                    stalled_below = end
+                    time.sleep(RETRY_BACKOFF_S)
                 continue  # at the partition's end: wait for the records (bounded by the deadline)
+            stalled_below = None
             new_next = seg.next_offset
             if new_next < until:  # ask for the next answer before decoding this one
                 request, response_type = client.fetch_request(conn, topic, partition, new_next, isolation,
@@ -172,6 +187,28 @@ def read_range_columnar(part, config: FetchConfig, schema: pa.Schema, on_out_of_
                 for start in range(0, dec.rows, batch_rows):
                     yield batch.slice(start, batch_rows) if dec.rows > batch_rows else batch
         _drain(inflight)
+
+
+def _empty_below_end(part, next_offset: int, end: int) -> int:
+    """The leader answered no record at ``next_offset`` for ``kafkaConsumer.pollTimeoutMs`` although the
+    partition's end (high watermark, or last stable offset under read_committed) is ``end``: raise
+    DataLossError (``failOnDataLoss=true``) or warn and return the offset to go on from.
+
+    Spark's connector (``KafkaDataConsumer.fetchRecord``) never takes an empty poll below the end as
+    the end of a range either: it polls until ``pollTimeoutMs`` and then fails. A healthy broker
+    answers such a Fetch with the next batch; an empty answer means the log cannot serve these
+    offsets (damaged or missing segment data), or, rarely, that the offsets up to the end were
+    compacted away with no record after them.
+    """
+    rng = part.range
+    missing_end = min(end, rng.until_offset)
+    message = (f"offsets [{next_offset}, {missing_end}) of {rng.topic}-{rng.partition} could not be fetched: for "
+               f"{part.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs) the leader answered no records at offset "
+               f"{next_offset} although the partition's end is {end}, while reading {rng}")
+    if part.fail_on_data_loss:
+        raise DataLossError(f"{message}. {DATA_LOSS_FIX}")
+    log.warning("%s; skipping these %d offsets (failOnDataLoss=false)", message, missing_end - next_offset)
+    return missing_end
 
 
 def _drain(inflight) -> None:

@@ -1,9 +1,18 @@
 """The numba kernel of :mod:`pyspark_kafka.read.record_decoder`: every record of a run of RecordBatch v2
-records sections parsed, filtered to an offset range and gathered into Arrow buffers in one compiled pass.
+records sections parsed, checked, filtered to an offset range and gathered into Arrow buffers in one
+compiled pass.
 
 Imported only when numba is installed (``ImportError`` otherwise); ``cache=True`` keeps the machine
-code next to this file, so only the first worker on a machine compiles it (about 2 s). Bytes are
-never read past a section's end: a record or varint that would is reported as corrupt.
+code next to this file, so only the first worker on a machine compiles it (about 2 s).
+
+Nothing is trusted: every varint is read no further than the record's end and at most 5 bytes
+(int32 fields, value within int32) or 10 (the varlong timestampDelta); every length is compared
+with the bytes left *before* it is added to a position, so no position arithmetic can overflow
+(all values are int32 and positions int64). A record's fields must end exactly at its end, a
+batch must hold exactly its recordCount records and nothing after them, offset deltas must
+increase within ``[0, lastOffsetDelta]``. The first violation stops the kernel and is reported as a
+code of :data:`pyspark_kafka.read.record_decoder.BAD_REASONS` with the section it is in; the numpy
+path of that module applies the same rules with the same codes.
 """
 
 from __future__ import annotations
@@ -11,20 +20,30 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+_INT32_RAW_MAX = np.uint64(0xFFFFFFFF)
+
 
 @numba.njit(cache=True, inline="always")
-def _varint(buf, p, end):
-    """Zigzag varint at ``p``: ``(value, next position)``; next position ``end + 1`` when it runs past ``end``."""
+def _varint(buf, p, end, max_bytes):
+    """Zigzag varint at ``p``, read no further than ``end`` nor ``max_bytes`` (5: int32, 10: int64):
+    ``(value, next position, ok)``; ``ok`` False when it runs past either limit or overflows its type."""
     raw = np.uint64(0)
     shift = np.uint64(0)
-    while p < end:
+    i = 0
+    while p < end and i < max_bytes:
         b = np.uint64(buf[p])
         p += 1
+        i += 1
         raw |= (b & np.uint64(0x7F)) << shift
         if b < np.uint64(0x80):
-            return np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1)), p
+            if max_bytes == 5:
+                if raw > _INT32_RAW_MAX:
+                    return np.int64(0), p, False
+            elif i == 10 and b > np.uint64(1):
+                return np.int64(0), p, False
+            return np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1)), p, True
         shift += np.uint64(7)
-    return np.int64(0), end + 1
+    return np.int64(0), p, False
 
 
 @numba.njit(cache=True, inline="always")
@@ -47,14 +66,16 @@ def _gather(buf, pos, lens, n, nbytes):
 
 
 @numba.njit(cache=True)
-def decode_records(buf, seg_start, seg_end, seg_count, seg_base, seg_ts, seg_append, lo, hi):
+def decode_records(buf, seg_start, seg_end, seg_count, seg_base, seg_ts, seg_append, seg_last_delta, lo, hi):
     """Records of the sections ``[seg_start[s], seg_end[s])`` of ``buf`` (uint8) with ``lo <= offset < hi``.
 
-    Per section: ``seg_count`` records, ``seg_base`` base offset, ``seg_ts`` base timestamp (ms),
-    ``seg_append`` the LOG_APPEND_TIME timestamp or -1. Returns ``(n, bad, offsets, timestamps_ms,
-    timestamp_types, key_valid, key_offsets int32, key_data, value_valid, value_offsets int32,
-    value_data, header_start, record_end)``; arrays are at least ``n`` long; ``bad`` when a record
-    runs past its section.
+    Per section (int64 arrays): ``seg_count`` records, ``seg_base`` base offset, ``seg_ts`` base
+    timestamp (ms), ``seg_append`` the LOG_APPEND_TIME timestamp or -1, ``seg_last_delta`` the
+    batch's lastOffsetDelta. ``buf`` must hold ``sum(seg_count)`` at most ``len(buf) // 7`` records
+    (the caller checks recordCount against the bytes). Returns ``(n, bad, bad_section, offsets,
+    timestamps_ms, timestamp_types, key_valid, key_offsets int32, key_data, value_valid,
+    value_offsets int32, value_data, header_start, record_end)``; arrays are at least ``n`` long;
+    ``bad`` 0, or the reason code of the first violation and ``bad_section`` its section.
     """
     total = 0
     for s in range(seg_count.shape[0]):
@@ -69,33 +90,84 @@ def decode_records(buf, seg_start, seg_end, seg_count, seg_base, seg_ts, seg_app
     hpos = np.empty(total, np.int64)
     hend = np.empty(total, np.int64)
     n = 0
-    bad = False
+    bad = 0
+    bad_seg = -1
     kbytes = 0
     vbytes = 0
     for s in range(seg_count.shape[0]):
         p = seg_start[s]
         end = seg_end[s]
+        last_delta = seg_last_delta[s]
+        prev_od = np.int64(-1)
         for _ in range(seg_count[s]):
             if p >= end:
+                bad = 9
                 break
-            length, p = _varint(buf, p, end)
+            length, p, ok = _varint(buf, p, end, 5)
+            if not ok or length < 6:
+                bad = 1
+                break
+            if length > end - p:
+                bad = 2
+                break
             rec_end = p + length
-            if rec_end > end or length < 6:
-                bad = True
-                break
             p += 1  # attributes
-            tsd, p = _varint(buf, p, rec_end)
-            od, p = _varint(buf, p, rec_end)
-            kl, p = _varint(buf, p, rec_end)
+            tsd, p, ok = _varint(buf, p, rec_end, 10)
+            if not ok:
+                bad = 3
+                break
+            od, p, ok = _varint(buf, p, rec_end, 5)
+            if not ok:
+                bad = 3
+                break
+            if od <= prev_od or od > last_delta:
+                bad = 11
+                break
+            prev_od = od
+            kl, p, ok = _varint(buf, p, rec_end, 5)
+            if not ok:
+                bad = 3
+                break
+            if kl < -1 or kl > rec_end - p:
+                bad = 4
+                break
             kp = p
             if kl > 0:
                 p += kl
-            vl, p = _varint(buf, p, rec_end)
+            vl, p, ok = _varint(buf, p, rec_end, 5)
+            if not ok:
+                bad = 3
+                break
+            if vl < -1 or vl > rec_end - p:
+                bad = 5
+                break
             vp = p
             if vl > 0:
                 p += vl
-            if p > rec_end:
-                bad = True
+            hp = p
+            hc, p, ok = _varint(buf, p, rec_end, 5)
+            if not ok:
+                bad = 3
+                break
+            if hc < 0 or hc > (rec_end - p) // 2:
+                bad = 6
+                break
+            for _h in range(hc):
+                hk, p, ok = _varint(buf, p, rec_end, 5)
+                if not ok or hk < 0 or hk > rec_end - p:
+                    bad = 7
+                    break
+                p += hk
+                hv, p, ok = _varint(buf, p, rec_end, 5)
+                if not ok or hv < -1 or hv > rec_end - p:
+                    bad = 7
+                    break
+                if hv > 0:
+                    p += hv
+            if bad:
+                break
+            if p != rec_end:
+                bad = 8
                 break
             o = seg_base[s] + od
             if o >= lo and o < hi:
@@ -110,16 +182,18 @@ def decode_records(buf, seg_start, seg_end, seg_count, seg_base, seg_ts, seg_app
                 klen[n] = kl
                 vpos[n] = vp
                 vlen[n] = vl
-                hpos[n] = p
+                hpos[n] = hp
                 hend[n] = rec_end
                 if kl > 0:
                     kbytes += kl
                 if vl > 0:
                     vbytes += vl
                 n += 1
-            p = rec_end
+        if not bad and p != end:
+            bad = 10
         if bad:
+            bad_seg = s
             break
     kvalid, koffs, kdata = _gather(buf, kpos, klen, n, kbytes)
     vvalid, voffs, vdata = _gather(buf, vpos, vlen, n, vbytes)
-    return n, bad, offs, ts, tst, kvalid, koffs, kdata, vvalid, voffs, vdata, hpos, hend
+    return n, bad, bad_seg, offs, ts, tst, kvalid, koffs, kdata, vvalid, voffs, vdata, hpos, hend

@@ -74,7 +74,10 @@ def executor_conf(options: Mapping[str, str], group_id: str) -> dict:
     reused consumer. ``fetch.queue.backoff.ms`` defaults to 10 (librdkafka: 1000):
     with 1000 a partition's fetcher pauses a second whenever its local queue is
     above ``queued.min.messages``, which capped one partition near 220k records/s
-    here (a bare consume loop reached 1.9M/s with 10; issue 26).
+    here (a bare consume loop reached 1.9M/s with 10; issue 26). ``check.crcs`` defaults to true
+    (librdkafka: false), as in Kafka's Java client and so in Spark's connector: a damaged record
+    batch fails the read instead of returning wrong values (``kafka.check.crcs=false`` turns it off,
+    on both read paths).
     """
     conf = consumer_config(
         options,
@@ -86,7 +89,7 @@ def executor_conf(options: Mapping[str, str], group_id: str) -> dict:
             "enable.partition.eof": True,
         },
     )
-    return {"fetch.wait.max.ms": 20, "fetch.queue.backoff.ms": 10, **conf}
+    return {"fetch.wait.max.ms": 20, "fetch.queue.backoff.ms": 10, "check.crcs": True, **conf}
 
 
 class _ColumnBuilder:

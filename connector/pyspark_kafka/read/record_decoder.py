@@ -30,33 +30,73 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pyspark_kafka.errors import PySparkKafkaError
+from pyspark_kafka.errors import CORRUPT_FIX, CorruptRecordError, PySparkKafkaError
+from pyspark_kafka.record_format import (
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    CONTROL_BIT,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAX_VARINT_BYTES,
+    MAX_VARLONG_BYTES,
+    MIN_BATCH_LENGTH,
+    MIN_RECORD_SIZE,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    VarintError,
+    batch_crc,
+    read_zigzag,
+)
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = 61
+HEADER_SIZE = BATCH_HEADER_SIZE
 """Bytes of a RecordBatch v2 header, up to and including its record count."""
-_CONTROL = 0x20
-_TRANSACTIONAL = 0x10
-_LOG_APPEND_TIME = 0x08
-_CODEC = 0x07
+_INT32_MAX = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
+DECOMPRESS_LIMIT = 1 << 31
+"""Most bytes one batch's records may decompress to (a Fetch answer is at most 2 GiB too)."""
 
 DECODER_ENV = "PYSPARK_KAFKA_DECODER"
 """Environment variable choosing the record decoder: ``numba`` (default when numba is installed)
 or ``numpy`` (the vectorized baseline)."""
 
+CorruptBatchError = CorruptRecordError
+"""Former name of :class:`~pyspark_kafka.errors.CorruptRecordError` here."""
 
-class CorruptBatchError(PySparkKafkaError):
-    """A fetched record batch cannot be parsed (bad magic, or a record runs past its batch)."""
+BAD_REASONS = {
+    1: "a record's length varint is malformed or smaller than a record's 6-byte minimum",
+    2: "a record runs past the end of its batch",
+    3: "a varint inside a record is malformed, too long or runs past the record",
+    4: "a record's key length is below -1 or runs past the record",
+    5: "a record's value length is below -1 or runs past the record",
+    6: "a record's header count is negative or larger than the record can hold",
+    7: "a record header's key or value length is invalid or runs past the record",
+    8: "a record's fields do not end where its length says it ends",
+    9: "the batch holds fewer records than its recordCount",
+    10: "bytes are left in the batch after its recordCount records",
+    11: "a record's offset delta is negative, not increasing, or past the batch's lastOffsetDelta",
+}
+"""Reasons the decoders report (code → sentence), the same codes in the numba kernel and the numpy path."""
+
+
+def corrupt(topic: str, partition: int, first: int | None, last: int | None, reason: str) -> CorruptRecordError:
+    """The :class:`CorruptRecordError` for a damaged batch of ``topic``-``partition`` spanning offsets
+    ``first``..``last`` (None: unknown), ``reason`` saying what is wrong; its first line names them all."""
+    span = f"offsets {first}..{last}" if first is not None and last is not None else (
+        f"offset {first}" if first is not None else "an unknown offset")
+    return CorruptRecordError(f"corrupt record batch in {topic}-{partition} at {span}: {reason}.\n{CORRUPT_FIX}")
 
 
 @dataclass
 class Segments:
     """Records sections to decode, all in ``buf`` (a ``numpy.uint8`` array).
 
-    Per section (numpy arrays of equal length): ``start``/``end`` byte positions, ``count``
-    records, ``base_offset``, ``base_ts`` (ms), ``append_ts`` (the batch's max timestamp when it
-    uses LOG_APPEND_TIME, else -1). ``next_offset``: the offset after the last complete batch
-    (control and aborted batches included), or None when the bytes held no complete batch.
+    Per section (numpy ``int64`` arrays of equal length): ``start``/``end`` byte positions,
+    ``count`` records, ``base_offset``, ``base_ts`` (ms), ``append_ts`` (the batch's max timestamp
+    when it uses LOG_APPEND_TIME, else -1), ``last_delta`` (the batch's lastOffsetDelta).
+    ``next_offset``: the offset after the last complete batch (control and aborted batches
+    included), or None when the bytes held no complete batch. ``topic``/``partition`` name the
+    partition in errors.
     """
 
     buf: np.ndarray
@@ -67,59 +107,110 @@ class Segments:
     base_ts: np.ndarray
     append_ts: np.ndarray
     next_offset: int | None
+    last_delta: np.ndarray | None = None
+    topic: str = ""
+    partition: int = -1
+
+    def __post_init__(self):
+        if self.last_delta is None:
+            self.last_delta = np.full(self.start.shape[0], _INT32_MAX, np.int64)
 
 
-def select_batches(records, from_offset: int, read_committed: bool, aborted) -> Segments:
-    """The batches of ``records`` (bytes of one partition's Fetch answer) that hold records to read.
+def select_batches(records, from_offset: int, read_committed: bool, aborted, *, check_crcs: bool = True,
+                   topic: str = "", partition: int = -1, high_watermark: int | None = None) -> Segments:
+    """The batches of ``records`` (bytes of one partition's Fetch answer for ``from_offset``) that
+    hold records to read, with every batch header checked.
 
     ``aborted``: the partition's ``(producer_id, first_offset)`` aborted transactions (Fetch
-    response), used when ``read_committed``. Batches ending below ``from_offset`` are passed over.
-    Raises CorruptBatchError for a batch whose magic is not 2 (message formats v0/v1: use
-    ``readPath=consumer``), and the codec's CorruptCompressedDataError for undecodable compressed data.
+    response), used when ``read_committed``. ``check_crcs``: verify each batch's CRC-32C (Kafka's
+    ``check.crcs``, default true). ``high_watermark``: the answer's high watermark, when known.
+    Checks (Kafka's ``DefaultRecordBatch.ensureValid`` and the Java consumer's ``CompletedFetch``):
+    batchLength at least 49; a non-empty answer holds at least one complete batch (KIP-74: the
+    broker always sends the first batch whole; a truncated *last* batch is normal and dropped);
+    magic 2; the CRC; recordCount 0 or more and at most what the bytes can hold; batches in offset
+    order, the first one holding an offset at or past ``from_offset``, none starting at or past the
+    high watermark; compressed records decompress. Raises :class:`CorruptRecordError` naming
+    ``topic``-``partition``, the batch's offsets and the reason.
     """
     view = memoryview(records)
     size = len(view)
     pos = 0
-    kept: list = []  # (start, end, count, base_offset, base_ts, append_ts, piece or None)
+    kept: list = []  # (start, end, count, base_offset, base_ts, append_ts, last_delta, piece or None)
     compressed = False
     next_offset = None
     pending = sorted(aborted, key=lambda a: a[1]) if read_committed and aborted else []
     aborted_ids: set = set()
+
+    def bad(first, last, reason):
+        return corrupt(topic, partition, first, last, reason)
+
     while pos + HEADER_SIZE <= size:
-        (base, length, _epoch, magic, _crc, attrs, last_delta, base_ts, max_ts, pid, _pe, _seq,
-         count) = _HEADER.unpack_from(view, pos)
-        end = pos + 12 + length
+        (base, length, _epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, _pe, _seq,
+         count) = HEADER.unpack_from(view, pos)
+        if length < MIN_BATCH_LENGTH:
+            raise bad(base, None, f"its batchLength {length} is below the {MIN_BATCH_LENGTH}-byte minimum")
+        end = pos + LOG_OVERHEAD + length
         if end > size:
+            if next_offset is None:
+                raise bad(base, None, f"the Fetch answer holds {size - pos} bytes from this batch on but its "
+                                      f"batchLength says {LOG_OVERHEAD + length}: no complete record batch (a "
+                                      "broker always sends the first batch whole, KIP-74)")
             break  # a truncated batch at the end of the answer (partition_max_bytes)
-        if magic != 2:
-            raise CorruptBatchError(f"a fetched record batch at offset {base} has magic {magic}: the columnar "
-                                    "reader reads RecordBatch v2 only; use .option('readPath', 'consumer')")
         last = base + last_delta
+        if magic != MAGIC:
+            raise bad(base, last, f"it has magic {magic}: the columnar reader reads RecordBatch v2 (magic 2) only "
+                                  "(for the message sets of brokers older than 0.11 use .option('readPath', "
+                                  "'consumer'))")
+        if check_crcs:
+            actual = batch_crc(view, pos, end - pos)
+            if actual != crc:
+                raise bad(base, last, f"its CRC-32C is {actual:#010x} but the batch says {crc:#010x}")
+        if count < 0 or last_delta < 0 or base < 0 or last > _INT64_MAX:
+            raise bad(base, last, f"its header is inconsistent (recordCount {count}, lastOffsetDelta {last_delta}, "
+                                  f"baseOffset {base})")
+        if count > (length - MIN_BATCH_LENGTH) // MIN_RECORD_SIZE and not attrs & COMPRESSION_MASK:
+            raise bad(base, last, f"its recordCount {count} is more than its {length - MIN_BATCH_LENGTH} bytes of "
+                                  "records can hold")
+        if count > last_delta + 1:
+            raise bad(base, last, f"its recordCount {count} is more than its {last_delta + 1} offsets")
+        if next_offset is None and last < from_offset:
+            raise bad(base, last, f"the broker was asked for offset {from_offset} but its first batch ends before it")
+        if next_offset is not None and base < next_offset:
+            raise bad(base, last, f"it starts before the end of the previous batch (offset {next_offset})")
+        if high_watermark is not None and base >= high_watermark >= 0:
+            raise bad(base, last, f"it starts at or past the partition's high watermark {high_watermark}")
         start, pos = pos + HEADER_SIZE, end
         next_offset = last + 1
-        if last < from_offset:
-            continue
         if read_committed and pid >= 0:
             while pending and pending[0][1] <= last:
                 aborted_ids.add(pending.pop(0)[0])
-            if attrs & _CONTROL:
-                if _is_abort_marker(view, start, end):
+            if attrs & CONTROL_BIT:
+                if _is_abort_marker(view, start, end, lambda r: bad(base, last, r)):
                     aborted_ids.discard(pid)
                 continue
-            if attrs & _TRANSACTIONAL and pid in aborted_ids:
+            if attrs & TRANSACTIONAL_BIT and pid in aborted_ids:
                 continue
-        if attrs & _CONTROL or count <= 0:
+        if attrs & CONTROL_BIT or (count == 0 and start == end):
             continue
-        append_ts = max_ts if attrs & _LOG_APPEND_TIME else -1
-        codec = attrs & _CODEC
+        append_ts = max_ts if attrs & TIMESTAMP_TYPE_BIT else -1
+        codec = attrs & COMPRESSION_MASK
         if codec:
-            from pyspark_kafka.record_codecs import decompress
+            from pyspark_kafka.record_codecs import CodecError, decompress
 
-            piece = decompress(codec, view[start:end], 1 << 31)
+            try:
+                piece = decompress(codec, view[start:end], DECOMPRESS_LIMIT)
+            except CodecError as exc:
+                raise bad(base, last, str(exc)) from None
+            if count > len(piece) // MIN_RECORD_SIZE:
+                raise bad(base, last, f"its recordCount {count} is more than its {len(piece)} decompressed bytes "
+                                      "can hold")
             compressed = True
-            kept.append((0, len(piece), count, base, base_ts, append_ts, piece))
+            kept.append((0, len(piece), count, base, base_ts, append_ts, last_delta, piece))
         else:
-            kept.append((start, end, count, base, base_ts, append_ts, None))
+            kept.append((start, end, count, base, base_ts, append_ts, last_delta, None))
+    if size and next_offset is None:
+        raise bad(None, None, f"the Fetch answer for offset {from_offset} holds {size} bytes but no complete record "
+                              "batch")
     if compressed:
         pieces, spans, at = [], [], 0
         for start, end, *_rest, piece in kept:
@@ -134,31 +225,28 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted) -> 
         buf = np.frombuffer(records, np.uint8) if size else np.zeros(0, np.uint8)
         starts = np.array([k[0] for k in kept], np.int64)
         ends = np.array([k[1] for k in kept], np.int64)
-    return Segments(buf, starts, ends, np.array([k[2] for k in kept], np.int64),
-                    np.array([k[3] for k in kept], np.int64), np.array([k[4] for k in kept], np.int64),
-                    np.array([k[5] for k in kept], np.int64), next_offset)
+    return Segments(buf, starts, ends, *(np.array([k[i] for k in kept], np.int64) for i in (2, 3, 4, 5)),
+                    next_offset, np.array([k[6] for k in kept], np.int64), topic, partition)
 
 
-def _is_abort_marker(view, start: int, end: int) -> bool:
-    """Whether the control batch's first record is an ABORT marker (key: version int16, type int16; 0 abort)."""
-    buf = bytes(view[start:min(end, start + 64)])
-    p = _varint_py(buf, 0)[1] + 1  # record length, attributes
-    for _ in range(2):  # timestampDelta, offsetDelta
-        p = _varint_py(buf, p)[1]
-    key_len, p = _varint_py(buf, p)
-    return key_len >= 4 and struct.unpack_from(">h", buf, p + 2)[0] == 0
+def _is_abort_marker(view, start: int, end: int, bad) -> bool:
+    """Whether the control batch's first record is an ABORT marker (key: version int16, type int16; 0 abort).
 
-
-def _varint_py(buf, p: int) -> tuple[int, int]:
-    """Zigzag varint at ``p`` of ``buf``: ``(value, position after it)``."""
-    raw = shift = 0
-    while True:
-        b = buf[p]
-        p += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), p
-        shift += 7
+    ``bad(reason)`` makes the error raised when the record is malformed."""
+    try:
+        length, p = read_zigzag(view, start, end, MAX_VARINT_BYTES)
+        rec_end = p + length
+        if length < 6 or rec_end > end:
+            raise VarintError("the control record's length is invalid")
+        p += 1  # attributes
+        p = read_zigzag(view, p, rec_end, MAX_VARLONG_BYTES)[1]
+        p = read_zigzag(view, p, rec_end, MAX_VARINT_BYTES)[1]
+        key_len, p = read_zigzag(view, p, rec_end, MAX_VARINT_BYTES)
+        if key_len < 4 or p + key_len > rec_end:
+            raise VarintError(f"the control record's key has {key_len} bytes; a control key has 4")
+    except VarintError as exc:
+        raise bad(f"its control record is malformed: {exc}") from None
+    return struct.unpack_from(">h", view, p + 2)[0] == 0
 
 
 @dataclass
@@ -183,19 +271,27 @@ class Decoded:
 def decode(seg: Segments, from_offset: int, until_offset: int, decoder: str | None = None) -> Decoded:
     """The records of ``seg`` with ``from_offset <= offset < until_offset``, decoded column-wise.
 
-    ``decoder``: ``"numba"`` or ``"numpy"`` (default: :func:`default_decoder`). Raises
-    CorruptBatchError when a record runs past its batch.
+    ``decoder``: ``"numba"`` or ``"numpy"`` (default: :func:`default_decoder`); both apply the same
+    checks (see :data:`BAD_REASONS`) to every record of every section, also those outside the
+    range. Raises :class:`CorruptRecordError` naming the partition, the batch's offsets and the
+    first violation found.
     """
     decoder = decoder or default_decoder()
+    if seg.buf.shape[0] > _INT32_MAX:
+        raise PySparkKafkaError(f"one Fetch answer of {seg.topic}-{seg.partition} holds {seg.buf.shape[0]} bytes of "
+                                "records, more than an Arrow binary column takes (2 GiB): lower "
+                                "kafka.max.partition.fetch.bytes")
     if decoder == "numba":
         kernel = _numba_kernel()
         out = kernel(seg.buf, seg.start, seg.end, seg.count, seg.base_offset, seg.base_ts, seg.append_ts,
-                     from_offset, until_offset)
+                     seg.last_delta, from_offset, until_offset)
     else:
         out = _decode_numpy(seg, from_offset, until_offset)
-    (n, bad, offs, ts, tst, kvalid, koffs, kdata, vvalid, voffs, vdata, hpos, hend) = out
+    (n, bad, bad_seg, offs, ts, tst, kvalid, koffs, kdata, vvalid, voffs, vdata, hpos, hend) = out
     if bad:
-        raise CorruptBatchError("a fetched record runs past the end of its record batch (corrupt data)")
+        s = int(bad_seg)
+        first = int(seg.base_offset[s])
+        raise corrupt(seg.topic, seg.partition, first, first + int(seg.last_delta[s]), BAD_REASONS[int(bad)])
     return Decoded(int(n), offs[:n], ts[:n], tst[:n], (kvalid[:n], koffs[:n + 1], kdata),
                    (vvalid[:n], voffs[:n + 1], vdata), (hpos[:n], hend[:n]), seg.buf)
 
@@ -225,21 +321,34 @@ def _numba_kernel():
     return _KERNEL[0]
 
 
-def _vvarint(buf: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag varints at positions ``p`` of ``buf`` (padded with 10 zero bytes), all at once."""
+_PAD = 10
+"""Zero bytes appended to the buffer the numpy path reads varints from (a varint has at most 10 bytes)."""
+
+
+def _vvarint(buf: np.ndarray, p: np.ndarray, limit: np.ndarray, max_bytes: int):
+    """Zigzag varints at positions ``p`` of ``buf`` (padded with :data:`_PAD` bytes), all at once, each read
+    no further than ``limit`` nor ``max_bytes`` (5: int32, 10: int64): ``(values, next positions, ok)``,
+    ``ok`` False where a varint runs past either or overflows its type (the numba kernel's ``_varint``)."""
     raw = np.zeros(p.shape[0], np.uint64)
     done = np.zeros(p.shape[0], np.bool_)
+    over = np.zeros(p.shape[0], np.bool_)
     length = np.zeros(p.shape[0], np.int64)
-    for i in range(10):
+    for i in range(max_bytes):
         b = buf[p + i].astype(np.uint64)
         live = ~done
         raw |= np.where(live, (b & np.uint64(0x7F)) << np.uint64(7 * i), np.uint64(0))
         length += live
-        done |= b < 0x80
+        ending = live & (b < 0x80)
+        if i == MAX_VARLONG_BYTES - 1:
+            over |= ending & (b > 1)
+        done |= ending
         if done.all():
             break
+    ok = done & (p + length <= limit) & ~over
+    if max_bytes == MAX_VARINT_BYTES:
+        ok &= raw <= np.uint64(0xFFFFFFFF)
     value = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
-    return value, p + length
+    return value, p + length, ok
 
 
 def _gather(buf: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -257,34 +366,85 @@ def _gather(buf: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.ndar
     return valid, offs.astype(np.int32), data
 
 
+def _failed(code: int, section: int):
+    """The numpy path's answer for a violation: the kernel's tuple shape with ``bad`` set."""
+    return (0, code, section) + (np.zeros(0, np.int64),) * 11
+
+
 def _decode_numpy(seg: Segments, lo: int, hi: int):
-    """The numpy decoder: record boundaries chained in Python, every field decoded vectorized."""
+    """The numpy decoder: record boundaries chained in Python (one varint per record), every field decoded
+    and checked vectorized, header parts of the records that have headers walked in Python; the same
+    rules and reason codes as the numba kernel, and its return tuple."""
     raw = seg.buf.tobytes()
     bodies, ends, seg_of = [], [], []
     for s in range(seg.start.shape[0]):
         p, end = int(seg.start[s]), int(seg.end[s])
         for _ in range(int(seg.count[s])):
             if p >= end:
-                break
-            length, p = _varint_py(raw, p)
+                return _failed(9, s)
+            try:
+                length, p = read_zigzag(raw, p, end, MAX_VARINT_BYTES)
+            except VarintError:
+                return _failed(1, s)
+            if length < 6:
+                return _failed(1, s)
+            if length > end - p:
+                return _failed(2, s)
             bodies.append(p)
             p += length
             ends.append(p)
             seg_of.append(s)
-            if p > end:
-                return (0, True) + (np.zeros(0, np.int64),) * 11
+        if p != end:
+            return _failed(10, s)
     body = np.array(bodies, np.int64)
     rec_end = np.array(ends, np.int64)
     which = np.array(seg_of, np.int64)
-    buf = np.concatenate([seg.buf, np.zeros(10, np.uint8)])
-    tsd, p = _vvarint(buf, body + 1)
-    od, p = _vvarint(buf, p)
-    kl, p = _vvarint(buf, p)
+
+    def first_bad(ok) -> int:
+        return int(which[int(np.argmin(ok))])
+
+    buf = np.concatenate([seg.buf, np.zeros(_PAD, np.uint8)])
+    tsd, p, ok = _vvarint(buf, body + 1, rec_end, MAX_VARLONG_BYTES)
+    if not ok.all():
+        return _failed(3, first_bad(ok))
+    od, p, ok = _vvarint(buf, p, rec_end, MAX_VARINT_BYTES)
+    if not ok.all():
+        return _failed(3, first_bad(ok))
+    prev = np.empty_like(od)
+    if od.shape[0]:
+        prev[0] = -1
+        prev[1:] = np.where(which[1:] == which[:-1], od[:-1], -1)
+    ok = (od > prev) & (od <= seg.last_delta[which])
+    if not ok.all():
+        return _failed(11, first_bad(ok))
+    kl, p, ok = _vvarint(buf, p, rec_end, MAX_VARINT_BYTES)
+    if not ok.all():
+        return _failed(3, first_bad(ok))
+    ok = (kl >= -1) & (kl <= rec_end - p)
+    if not ok.all():
+        return _failed(4, first_bad(ok))
     kp = p
-    vl, p = _vvarint(buf, p + np.maximum(kl, 0))
+    vl, p, ok = _vvarint(buf, p + np.maximum(kl, 0), rec_end, MAX_VARINT_BYTES)
+    if not ok.all():
+        return _failed(3, first_bad(ok))
+    ok = (vl >= -1) & (vl <= rec_end - p)
+    if not ok.all():
+        return _failed(5, first_bad(ok))
     vp = p
     hp = p + np.maximum(vl, 0)
-    bad = bool((hp > rec_end).any())
+    hc, p, ok = _vvarint(buf, hp, rec_end, MAX_VARINT_BYTES)
+    if not ok.all():
+        return _failed(3, first_bad(ok))
+    ok = (hc >= 0) & (hc <= (rec_end - p) // 2)
+    if not ok.all():
+        return _failed(6, first_bad(ok))
+    for i in np.flatnonzero(hc > 0).tolist():
+        code = _walk_headers(raw, int(p[i]), int(rec_end[i]), int(hc[i]))
+        if code:
+            return _failed(code, int(which[i]))
+    ok = (hc > 0) | (p == rec_end)
+    if not ok.all():
+        return _failed(8, first_bad(ok))
     offs = seg.base_offset[which] + od
     keep = (offs >= lo) & (offs < hi)
     append = seg.append_ts[which]
@@ -292,8 +452,24 @@ def _decode_numpy(seg: Segments, lo: int, hi: int):
     tst = (append >= 0).astype(np.int32)[keep]
     kvalid, koffs, kdata = _gather(buf, kp[keep], kl[keep])
     vvalid, voffs, vdata = _gather(buf, vp[keep], vl[keep])
-    return (int(keep.sum()), bad, offs[keep], ts, tst, kvalid, koffs, kdata, vvalid, voffs, vdata,
+    return (int(keep.sum()), 0, -1, offs[keep], ts, tst, kvalid, koffs, kdata, vvalid, voffs, vdata,
             hp[keep], rec_end[keep])
+
+
+def _walk_headers(raw: bytes, p: int, rec_end: int, count: int) -> int:
+    """Check ``count`` headers from ``p`` to exactly ``rec_end``: 0, or the reason code (7, 8)."""
+    try:
+        for _ in range(count):
+            key_len, p = read_zigzag(raw, p, rec_end, MAX_VARINT_BYTES)
+            if key_len < 0 or key_len > rec_end - p:
+                return 7
+            value_len, p = read_zigzag(raw, p + key_len, rec_end, MAX_VARINT_BYTES)
+            if value_len < -1 or value_len > rec_end - p:
+                return 7
+            p += max(value_len, 0)
+    except VarintError:
+        return 7
+    return 0 if p == rec_end else 8
 
 
 def binary_array(column: tuple) -> pa.Array:
@@ -308,24 +484,30 @@ def binary_array(column: tuple) -> pa.Array:
 def headers_array(dec: Decoded, arrow_type: pa.DataType) -> pa.Array:
     """The ``headers`` column (``array<struct<key string, value binary>>``; null when a record has none).
 
-    Header parts are parsed in Python, only for records that carry headers."""
+    Header parts are parsed in Python, only for records that carry headers; :func:`decode` has
+    checked their structure already, and every read here is bounded by the record's end all the same
+    (:class:`CorruptRecordError` if not). Keys are decoded as UTF-8 with U+FFFD for invalid bytes,
+    as Kafka's Java client does (``Utils.utf8``)."""
     raw = dec.buf.tobytes()
     out = []
     for start, end in zip(dec.header_spans[0].tolist(), dec.header_spans[1].tolist()):
-        count, p = _varint_py(raw, start)
-        if count <= 0:
-            out.append(None)
-            continue
-        items = []
-        for _ in range(count):
-            kl, p = _varint_py(raw, p)
-            key = raw[p:p + kl].decode("utf-8", "replace")
-            p += kl
-            vl, p = _varint_py(raw, p)
-            value = None if vl < 0 else raw[p:p + vl]
-            p += max(vl, 0)
-            items.append((key, value))
-        if p > end:
-            raise CorruptBatchError("a fetched record's headers run past the record (corrupt data)")
-        out.append(items)
+        try:
+            count, p = read_zigzag(raw, start, end, MAX_VARINT_BYTES)
+            items = []
+            for _ in range(count):
+                kl, p = read_zigzag(raw, p, end, MAX_VARINT_BYTES)
+                if not 0 <= kl <= end - p:
+                    raise VarintError(f"a header key length of {kl}")
+                key = raw[p:p + kl].decode("utf-8", "replace")
+                vl, p = read_zigzag(raw, p + kl, end, MAX_VARINT_BYTES)
+                if not -1 <= vl <= end - p:
+                    raise VarintError(f"a header value length of {vl}")
+                items.append((key, None if vl < 0 else raw[p:p + vl]))
+                p += max(vl, 0)
+            if p != end:
+                raise VarintError("the headers end before the record does")
+        except VarintError as exc:
+            raise CorruptRecordError(f"corrupt record: a fetched record's headers do not fit the record: {exc}"
+                                     ) from None
+        out.append(items or None)
     return pa.array(out, arrow_type)

@@ -19,7 +19,8 @@ Records (Kafka's ``DefaultRecord``) follow the header, compressed as a whole whe
 key, valueLength varint, value, headers count varint, headers``; a control record's key is
 ``version int16, type int16`` (0 abort, 1 commit).
 
-This module is the one place for that layout: header parsing and validation, offset
+The layout's constants and the CRC live in :mod:`pyspark_kafka.record_format` (shared with the
+columnar reader); this module is the broker's side of it: header parsing and validation, offset
 assignment, header encoding (:func:`build_batch`) and record walking. Whole batches of the
 broker's own records (coordinator state, transaction markers) are encoded through kio in
 :mod:`~pyspark_kafka.broker.log.records`.
@@ -34,24 +35,24 @@ import crc32c
 from kio.serial.readers import read_int8, read_signed_varint, read_signed_varlong
 
 from pyspark_kafka.broker.errors import CorruptRecordError, InvalidRecordError
-
-BATCH_HEADER_SIZE = 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLength
-MAGIC = 2
-CRC_START = 21  # the CRC covers attributes .. end of batch
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-MAX_TIMESTAMP_OFFSET = 35
-
-TIMESTAMP_TYPE_BIT = 0x08
-TRANSACTIONAL_BIT = 0x10
-CONTROL_BIT = 0x20
-DELETE_HORIZON_BIT = 0x40
-"""Attribute bit 6 (KIP-534): the batch's baseTimestamp holds the delete horizon the log cleaner set,
-and record timestamp deltas are relative to it."""
-COMPRESSION_MASK = 0x07
-COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+from pyspark_kafka.record_format import HEADER as _HEADER
+from pyspark_kafka.record_format import (  # the layout is defined once, for the broker and the reader
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    COMPRESSION_NAMES,
+    CONTROL_BIT,
+    CRC_OFFSET,
+    CRC_START,
+    DELETE_HORIZON_BIT,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    batch_crc,
+)
 
 NO_PRODUCER_ID = -1  # header sentinels: a batch from a non-idempotent producer
 NO_PRODUCER_EPOCH = -1
@@ -60,7 +61,6 @@ NO_PARTITION_LEADER_EPOCH = -1
 CONTROL_ABORT = 0  # control record key type (Kafka's ControlRecordType)
 CONTROL_COMMIT = 1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount: where the CRC'd part starts
 _OFFSET_LENGTH = struct.Struct(">qi")
@@ -126,11 +126,6 @@ class BatchHeader(NamedTuple):
 def parse_header(buf, position: int = 0) -> BatchHeader:
     """Parse the 61-byte header at ``position`` of ``buf`` (bytes-like); no validation."""
     return BatchHeader._make(_HEADER.unpack_from(buf, position))
-
-
-def batch_crc(buf, position: int, size: int) -> int:
-    """CRC32C over bytes ``position+21 .. position+size`` (what the header's crc field covers)."""
-    return crc32c.crc32c(memoryview(buf)[position + CRC_START : position + size])
 
 
 def check_batch(buf, position: int, end: int) -> BatchHeader:
