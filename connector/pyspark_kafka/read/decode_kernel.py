@@ -8,11 +8,17 @@ code next to this file, so only the first worker on a machine compiles it (about
 Nothing is trusted: every varint is read no further than the record's end and at most 5 bytes
 (int32 fields, value within int32) or 10 (the varlong timestampDelta); every length is compared
 with the bytes left *before* it is added to a position, so no position arithmetic can overflow
-(all values are int32 and positions int64). A record's fields must end exactly at its end, a
+(all values are int32 and positions int64), and no position moves backwards or past its record's
+end. A record's fields must end exactly at its end, a
 batch must hold exactly its recordCount records and nothing after them, offset deltas must
 increase within ``[0, lastOffsetDelta]``. The first violation stops the kernel and is reported as a
 code of :data:`pyspark_kafka.read.record_decoder.BAD_REASONS` with the section it is in; the numpy
 path of that module applies the same rules with the same codes.
+
+Speed: the checks of a record's fields are gathered and tested once per record, and a record
+without headers (a single 0 byte before its end) skips the header walk; an early ``break`` after
+each field made the kernel 2.4 times slower (42 → 101 ns per 100-byte record on this machine's
+2 cores), the gathered form costs nothing measurable against the unchecked kernel of round 3.
 """
 
 from __future__ import annotations
@@ -112,63 +118,51 @@ def decode_records(buf, seg_start, seg_end, seg_count, seg_base, seg_ts, seg_app
                 break
             rec_end = p + length
             p += 1  # attributes
-            tsd, p, ok = _varint(buf, p, rec_end, 10)
-            if not ok:
-                bad = 3
-                break
-            od, p, ok = _varint(buf, p, rec_end, 5)
-            if not ok:
-                bad = 3
+            tsd, p, ok1 = _varint(buf, p, rec_end, 10)
+            od, p, ok2 = _varint(buf, p, rec_end, 5)
+            kl, p, ok3 = _varint(buf, p, rec_end, 5)
+            kp = p
+            okk = kl >= -1 and kl <= rec_end - p
+            if kl > 0 and okk:
+                p += kl
+            vl, p, ok4 = _varint(buf, p, rec_end, 5)
+            vp = p
+            okv = vl >= -1 and vl <= rec_end - p
+            if vl > 0 and okv:
+                p += vl
+            hp = p
+            if not (ok1 and ok2 and ok3 and ok4 and okk and okv):
+                bad = 3 if not (ok1 and ok2 and ok3 and ok4) else (4 if not okk else 5)
                 break
             if od <= prev_od or od > last_delta:
                 bad = 11
                 break
             prev_od = od
-            kl, p, ok = _varint(buf, p, rec_end, 5)
-            if not ok:
-                bad = 3
-                break
-            if kl < -1 or kl > rec_end - p:
-                bad = 4
-                break
-            kp = p
-            if kl > 0:
-                p += kl
-            vl, p, ok = _varint(buf, p, rec_end, 5)
-            if not ok:
-                bad = 3
-                break
-            if vl < -1 or vl > rec_end - p:
-                bad = 5
-                break
-            vp = p
-            if vl > 0:
-                p += vl
-            hp = p
-            hc, p, ok = _varint(buf, p, rec_end, 5)
-            if not ok:
-                bad = 3
-                break
-            if hc < 0 or hc > (rec_end - p) // 2:
-                bad = 6
-                break
-            for _h in range(hc):
-                hk, p, ok = _varint(buf, p, rec_end, 5)
-                if not ok or hk < 0 or hk > rec_end - p:
-                    bad = 7
+            if p != rec_end - 1 or buf[p] != 0:
+                hc, p, ok = _varint(buf, p, rec_end, 5)
+                if not ok:
+                    bad = 3
                     break
-                p += hk
-                hv, p, ok = _varint(buf, p, rec_end, 5)
-                if not ok or hv < -1 or hv > rec_end - p:
-                    bad = 7
+                if hc < 0 or hc > (rec_end - p) // 2:
+                    bad = 6
                     break
-                if hv > 0:
-                    p += hv
-            if bad:
-                break
-            if p != rec_end:
-                bad = 8
-                break
+                for _h in range(hc):
+                    hk, p, ok = _varint(buf, p, rec_end, 5)
+                    if not ok or hk < 0 or hk > rec_end - p:
+                        bad = 7
+                        break
+                    p += hk
+                    hv, p, ok = _varint(buf, p, rec_end, 5)
+                    if not ok or hv < -1 or hv > rec_end - p:
+                        bad = 7
+                        break
+                    if hv > 0:
+                        p += hv
+                if bad:
+                    break
+                if p != rec_end:
+                    bad = 8
+                    break
             o = seg_base[s] + od
             if o >= lo and o < hi:
                 offs[n] = o
@@ -189,6 +183,7 @@ def decode_records(buf, seg_start, seg_end, seg_count, seg_base, seg_ts, seg_app
                 if vl > 0:
                     vbytes += vl
                 n += 1
+            p = rec_end
         if not bad and p != end:
             bad = 10
         if bad:

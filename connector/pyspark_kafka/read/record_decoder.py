@@ -382,10 +382,19 @@ def _decode_numpy(seg: Segments, lo: int, hi: int):
         for _ in range(int(seg.count[s])):
             if p >= end:
                 return _failed(9, s)
-            try:
-                length, p = read_zigzag(raw, p, end, MAX_VARINT_BYTES)
-            except VarintError:
-                return _failed(1, s)
+            b = raw[p]
+            if b < 0x80:  # one- and two-byte lengths inline (records up to 8 KiB): no call per record
+                length = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif p + 1 < end and raw[p + 1] < 0x80:
+                b = (b & 0x7F) | (raw[p + 1] << 7)
+                length = (b >> 1) ^ -(b & 1)
+                p += 2
+            else:
+                try:
+                    length, p = read_zigzag(raw, p, end, MAX_VARINT_BYTES)
+                except VarintError:
+                    return _failed(1, s)
             if length < 6:
                 return _failed(1, s)
             if length > end - p:
