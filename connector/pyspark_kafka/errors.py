@@ -51,6 +51,15 @@ CORRUPT_FIX = (
 """The fix appended to every :class:`CorruptRecordError` message."""
 
 
+def corrupt_record_error(topic: str, partition: int, first: int | None, last: int | None,
+                         reason: str) -> CorruptRecordError:
+    """The :class:`CorruptRecordError` for a damaged batch of ``topic``-``partition`` spanning offsets
+    ``first``..``last`` (None: unknown), ``reason`` saying what is wrong; its first line names them all."""
+    span = f"offsets {first}..{last}" if first is not None and last is not None else (
+        f"offset {first}" if first is not None else "an unknown offset")
+    return CorruptRecordError(f"corrupt record batch in {topic}-{partition} at {span}: {reason}.\n{CORRUPT_FIX}")
+
+
 class DeliveryError(PySparkKafkaError):
     """A record was not acknowledged by the broker; the task fails so nothing is lost."""
 

@@ -6,7 +6,9 @@ advertise the proxy's port, so every connection of the client goes through it. W
 (what a network retry does); the client gets only the first answer and ``duplicate_answers``
 keeps both decoded responses so the test can compare the offsets the broker gave them.
 With ``on_request`` every request frame a client sends (without its size prefix) is also handed
-to that callable (the fuzzer's corpus capture).
+to that callable (the fuzzer's corpus capture). With ``on_fetch_response`` every decoded Fetch
+response is handed to that callable, which may return a changed response for the client (a fault
+in transit: damaged or missing records) or None to pass it on unchanged.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pyspark_kafka.broker.protocol import encode_response
 
 from support.wire import decode_response
 
-PRODUCE, METADATA, FIND_COORDINATOR = 0, 3, 10
+PRODUCE, FETCH, METADATA, FIND_COORDINATOR = 0, 1, 3, 10
 DEADLINE_S = 30.0
 
 
@@ -32,9 +34,10 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
 class KafkaProxy:
     """``with KafkaProxy("127.0.0.1:PORT", duplicate_produce=1) as proxy: proxy.bootstrap ...``"""
 
-    def __init__(self, upstream: str, duplicate_produce: int = 0, on_request=None):
+    def __init__(self, upstream: str, duplicate_produce: int = 0, on_request=None, on_fetch_response=None):
         host, port = upstream.rsplit(":", 1)
         self.on_request = on_request
+        self.on_fetch_response = on_fetch_response
         self.upstream = (host, int(port))
         self.duplicates_left = duplicate_produce
         self.duplicate_answers: list[tuple] = []  # (first response, second response), decoded
@@ -120,6 +123,10 @@ class KafkaProxy:
                 del pending[cid]
             if api_key in (METADATA, FIND_COORDINATOR):
                 frame = self._rewrite_ports(frame, api_key, version, cid)
+            elif api_key == FETCH and self.on_fetch_response is not None:
+                changed = self.on_fetch_response(decode_response(frame, api_key, version)[1])
+                if changed is not None:
+                    frame = b"".join(encode_response(api_key, version, cid, changed))[4:]
             client_w.write(struct.pack(">i", len(frame)) + frame)
             await client_w.drain()
 

@@ -25,7 +25,14 @@ from pyspark.sql.datasource import InputPartition
 
 from pyspark_kafka import offsets as O
 from pyspark_kafka.clients import consumer_config, pooled_consumer
-from pyspark_kafka.errors import DATA_LOSS_FIX, DataLossError, PySparkKafkaError, ReadTimeoutError, authorization_hint
+from pyspark_kafka.errors import (
+    DATA_LOSS_FIX,
+    DataLossError,
+    PySparkKafkaError,
+    ReadTimeoutError,
+    authorization_hint,
+    corrupt_record_error,
+)
 from pyspark_kafka.read.options import kafka_schema
 
 log = logging.getLogger(__name__)
@@ -313,6 +320,8 @@ def _take(consumer, part: KafkaInputPartition, msgs: list, next_offset: int, bui
             kept = []
             next_offset = _on_out_of_range(consumer, part, next_offset)
             break
+        elif code == KafkaError._BAD_MSG:  # librdkafka's check.crcs (or a batch it cannot parse)
+            raise corrupt_record_error(rng.topic, rng.partition, m.offset(), None, err.str())
         elif code == KafkaError.GROUP_AUTHORIZATION_FAILED and m.topic() is None:
             _group_denied_once(err)
         elif err.retriable():

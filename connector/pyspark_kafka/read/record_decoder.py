@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pyspark_kafka.errors import CORRUPT_FIX, CorruptRecordError, PySparkKafkaError
+from pyspark_kafka.errors import CorruptRecordError, PySparkKafkaError
+from pyspark_kafka.errors import corrupt_record_error as corrupt
 from pyspark_kafka.record_format import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
@@ -77,14 +78,6 @@ BAD_REASONS = {
     11: "a record's offset delta is negative, not increasing, or past the batch's lastOffsetDelta",
 }
 """Reasons the decoders report (code → sentence), the same codes in the numba kernel and the numpy path."""
-
-
-def corrupt(topic: str, partition: int, first: int | None, last: int | None, reason: str) -> CorruptRecordError:
-    """The :class:`CorruptRecordError` for a damaged batch of ``topic``-``partition`` spanning offsets
-    ``first``..``last`` (None: unknown), ``reason`` saying what is wrong; its first line names them all."""
-    span = f"offsets {first}..{last}" if first is not None and last is not None else (
-        f"offset {first}" if first is not None else "an unknown offset")
-    return CorruptRecordError(f"corrupt record batch in {topic}-{partition} at {span}: {reason}.\n{CORRUPT_FIX}")
 
 
 @dataclass
