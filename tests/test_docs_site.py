@@ -65,13 +65,37 @@ def test_every_block_runs_or_says_why_not():
     assert no_reason == []
 
 
+def _build(root: Path, site: Path) -> subprocess.CompletedProcess:
+    """``mkdocs build --strict`` without ``-q``: with ``-q`` MkDocs drops the warnings ``--strict`` counts."""
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+                          cwd=root, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+def _warnings(r: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in (r.stdout + r.stderr).splitlines() if line.startswith(("WARNING", "ERROR"))]
+
+
 def test_site_builds_strictly(tmp_path):
     """``mkdocs build --strict``: a broken link or anchor (``validation: anchors: warn``) fails it."""
     pytest.importorskip("material", reason="pip install -e '.[docs]' (the test extra includes it)")
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
-    assert r.returncode == 0, r.stderr[-4000:]
+    r = _build(ROOT, tmp_path / "site")
+    assert r.returncode == 0 and _warnings(r) == [], (r.stdout + r.stderr)[-4000:]
     assert (tmp_path / "site" / "index.html").exists()
+
+
+def test_site_build_fails_on_a_broken_anchor(tmp_path):
+    """The same build over a copy of the site with one broken anchor planted must fail, naming it."""
+    pytest.importorskip("material", reason="pip install -e '.[docs]' (the test extra includes it)")
+    import shutil
+
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    page = tmp_path / "docs" / "index.md"
+    page.write_text(page.read_text() + "\nSee [nowhere](reader.md#no-such-heading-planted).\n")
+    r = _build(tmp_path, tmp_path / "site")
+    assert r.returncode != 0
+    assert any("no-such-heading-planted" in w for w in _warnings(r)), (r.stdout + r.stderr)[-4000:]
 
 
 def test_readme_links_resolve():
