@@ -315,7 +315,10 @@ class ReplicaManager:
         below the last stable offset when ``read_committed`` (then with the aborted transactions
         it overlaps, Kafka's ``collectAbortedTransactions``); ``min_one_message`` returns a first
         batch larger than ``max_bytes`` whole (KIP-74). Errors are in the result, not raised:
-        UNKNOWN_TOPIC_ID for ``topic`` None, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE.
+        UNKNOWN_TOPIC_ID for ``topic`` None, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE, and
+        CORRUPT_MESSAGE when the scan for the fetch offset meets a batch length below the minimum
+        (logged at ERROR, as Kafka's ``ReplicaManager.readFromLog`` does for its ``CorruptRecordException``).
+        Damaged batches are otherwise served as stored (see :meth:`LogSegment.read`).
         """
         plog = self.logs.get_log(topic, partition) if topic is not None else None
         if plog is None and not (self.replicated and topic is not None and (topic, partition) in self.partitions):
@@ -337,6 +340,10 @@ class ReplicaManager:
         try:
             fetched = plog.read(fetch_offset, max_bytes, max_offset=upper, min_one_message=min_one_message)
         except KafkaError as exc:
+            if isinstance(exc, CorruptRecordError):  # Kafka's readFromLog logs this at ERROR and answers the error
+                log.error("Error processing fetch with max size %d from %s on partition %s-%d at offset %d: %s",
+                          max_bytes, f"replica {replica_id}" if replica_id >= 0 else "consumer", topic, partition,
+                          fetch_offset, exc)
             return LogReadResult.of(plog, exc.error_code)
         aborted = plog.aborted_transactions(fetch_offset, upper) if read_committed and fetched.length else ()
         return LogReadResult.of(plog, ErrorCode.none, fetched, aborted)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from pyspark_kafka.broker.errors import KafkaStorageError
 from pyspark_kafka.broker.log.producer_state import ProducerStateManager
 from pyspark_kafka.broker.log.records import control_marker
-from pyspark_kafka.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from pyspark_kafka.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, InvalidBatch, LogSegment
 from pyspark_kafka.broker.log_escape import get_logger
 
 log = get_logger("pyspark_kafka.broker.log.partition_log")
@@ -34,6 +34,8 @@ class RecoveryStats:
     segments_scanned: int = 0  # segments whose batches were re-validated (CRC) because of a crash
     bytes_truncated: int = 0  # torn or corrupt bytes cut from the tail
     segments_deleted: int = 0  # segments after a corrupt one, dropped to keep the log contiguous
+    bytes_deleted: int = 0  # the bytes of those segments
+    invalid: list[InvalidBatch] = field(default_factory=list)  # where and why each truncated segment was cut
     orphan_files_deleted: int = 0
     clean_shutdown: bool = False
 
@@ -109,19 +111,39 @@ def _recover(segments: list[LogSegment], recovery_point: int, stats: RecoverySta
 
     A segment with a torn or corrupt tail is truncated after its last valid batch and every
     later segment is deleted (``segments`` shortened in place: the log must stay contiguous).
+    :meth:`LogSegment.recover` warns with the file, byte position, first invalid offset and reason;
+    here a WARNING per truncated segment says to which offset it was cut and which offsets were
+    lost (known up to the next segment's base offset), and one per deleted segment names its file,
+    bytes and offsets (Kafka logs "Corruption found in segment ..., truncating to offset ..." and
+    "Deleting segments as part of log recovery: ...").
     Recovered segments are fsynced, so the recovery point moves to the new log end offset.
     """
     first = max(0, bisect_right([s.base_offset for s in segments], recovery_point) - 1)
     i = first
     while i < len(segments):
         segment = segments[i]
+        end_before = segment.next_offset  # the next segment's base offset; None for the last segment
         truncated = segment.recover()
         stats.segments_scanned += 1
         stats.bytes_truncated += truncated
+        if truncated:
+            stats.invalid.append(segment.last_recovery)
+            # Kafka's LogLoader.recoverLog: "Corruption found in segment ..., truncating to offset ..."
+            lost = (f"offsets {segment.next_offset}..{end_before - 1} ({end_before - segment.next_offset} offsets)"
+                    if end_before is not None and end_before > segment.next_offset
+                    else f"offsets from {segment.next_offset} on")
+            log.warning("%s: corruption found in segment %s, truncating to offset %d: %d bytes and %s dropped",
+                        name, segment.log_path.name, segment.next_offset, truncated, lost)
         if truncated and i + 1 < len(segments):
-            for dropped in segments[i + 1 :]:
-                log.warning("%s: deleting segment %s after a corrupt batch", name, dropped.log_path.name)
-                dropped.delete()
+            dropped = segments[i + 1 :]
+            for j, doomed in enumerate(dropped):
+                following = dropped[j + 1].base_offset if j + 1 < len(dropped) else None
+                span = (f"offsets {doomed.base_offset}..{following - 1} ({following - doomed.base_offset} offsets)"
+                        if following is not None else f"offsets from {doomed.base_offset} on")
+                log.warning("%s: deleting segment %s after a corrupt batch in segment %s: %d bytes, %s",
+                            name, doomed.log_path.name, segment.log_path.name, doomed.size, span)
+                stats.bytes_deleted += doomed.size
+                doomed.delete()
                 stats.segments_deleted += 1
             del segments[i + 1 :]
         if i + 1 < len(segments) and segment.next_offset > segments[i + 1].base_offset:

@@ -456,7 +456,9 @@ class PartitionLog:
         watermark). If the first batch is larger than ``max_bytes`` it is returned whole when
         ``min_one_message`` (KIP-74). ``offset == log end offset`` gives an empty slice.
         Raises :class:`OffsetOutOfRangeError` when ``offset`` is below the log start offset or
-        above the log end offset.
+        above the log end offset, :class:`CorruptRecordError` (CORRUPT_MESSAGE) when the scan for
+        ``offset`` meets a batch length below the minimum. Bytes are served as stored, a damaged
+        batch included (Kafka's ``LocalLog.read`` / ``LogSegment.read``; see :meth:`LogSegment.read`).
         """
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(

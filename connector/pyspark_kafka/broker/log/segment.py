@@ -17,17 +17,18 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker.clock import now_ms
-from pyspark_kafka.broker.errors import KafkaStorageError
+from pyspark_kafka.broker.errors import CorruptRecordError, KafkaStorageError
 from pyspark_kafka.broker.log.index import INT32_MAX, IndexCorruptError, OffsetIndex, TimeIndex
 from pyspark_kafka.broker.log.record_batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC,
     BatchHeader,
-    check_batch,
+    batch_crc,
     parse_header,
     read_offset_and_length,
 )
@@ -74,6 +75,31 @@ _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 _IOV_MAX = os.sysconf("SC_IOV_MAX")  # most buffers one pwritev takes
 
 
+class InvalidBatch(NamedTuple):
+    """Where and why :meth:`LogSegment.recover` stopped trusting a segment's ``.log``.
+
+    ``position`` is the byte position of the first invalid batch (every byte from there on was
+    truncated); ``first_invalid_offset`` is the offset that batch would have started at (the
+    segment's next offset after its last valid batch); ``reason`` says what is wrong with it;
+    ``bytes_truncated`` is how many bytes were cut (file size minus ``position``).
+    """
+
+    position: int
+    first_invalid_offset: int
+    reason: str
+    bytes_truncated: int
+
+
+class _StopRecovery(Exception):
+    """Raised inside :meth:`LogSegment.recover` at the first invalid batch (Kafka's ``CorruptRecordException``
+    ends its ``LogSegment.recover`` loop the same way)."""
+
+    def __init__(self, position: int, reason: str) -> None:
+        super().__init__(reason)
+        self.position = position
+        self.reason = reason
+
+
 def segment_file_name(base_offset: int, suffix: str) -> str:
     """``00000000000000000042.log`` for base offset 42 (Kafka's 20-digit file names)."""
     return f"{base_offset:020d}{suffix}"
@@ -112,6 +138,7 @@ class LogSegment:
         self.first_batch_timestamp: int | None = None  # Kafka's rollingBasedTimestamp
         self.bytes_since_last_index_entry = 0
         self.indexes_rebuilt = False  # set when a damaged index was rebuilt from the .log
+        self.last_recovery: InvalidBatch | None = None  # what the last recover() truncated, None when intact
 
     # -- indexes ---------------------------------------------------------------------------
     @property
@@ -222,11 +249,18 @@ class LogSegment:
         self._time_index.flush(fsync=False)
 
     # -- reads -----------------------------------------------------------------------------
-    def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+    def iter_headers(self, start: int = 0, end: int | None = None, *,
+                     strict: bool = False) -> Iterator[tuple[int, BatchHeader]]:
         """Yield ``(position, header)`` of the batches from byte ``start`` (a batch boundary) to ``end``.
 
         Reads only headers, 4 KiB first and up to 64 KiB at a time when the scan goes on; no CRC
-        check. Stops at anything that does not look like a batch.
+        or magic check (Kafka's ``FileLogInputStream.nextBatch`` reads no more either). The scan
+        ends where fewer than a header's bytes are left or where a batch runs past ``end`` (a torn
+        tail: Kafka's ``nextBatch`` returns null there). A ``batchLength`` below the v2 minimum (49)
+        ends it too, unless ``strict``: then :class:`CorruptRecordError` (CORRUPT_MESSAGE) is raised
+        naming the file and byte position, as Kafka's ``nextBatch`` throws ``CorruptRecordException``
+        for a size below the minimum record overhead. The fetch path is strict; scans of logs that
+        recovery already checked (producer state, cleaner, timestamp search) are not.
         """
         end = self.size if end is None else end
         position = start
@@ -242,25 +276,38 @@ class LogSegment:
                 if len(buf) < BATCH_HEADER_SIZE:
                     return
             header = parse_header(buf, rel)
-            if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
+            if header.batch_length < _MIN_BATCH_LENGTH:
+                if strict:
+                    raise CorruptRecordError(
+                        f"found record batch length {header.batch_length} smaller than the minimum "
+                        f"{_MIN_BATCH_LENGTH} of a RecordBatch v2 at byte {position} of {self.log_path}: "
+                        "the segment is damaged on disk"
+                    )
+                return
+            if position + header.size > end:
                 return
             yield position, header
             position += header.size
 
-    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+    def translate_offset(self, offset: int, start_position: int = 0, *,
+                         strict: bool = False) -> tuple[int, BatchHeader] | None:
         """``(position, header)`` of the first batch whose last offset is ``>= offset``, or None.
 
-        Binary search in the offset index, then a scan of batch headers (Kafka's ``translateOffset``).
+        Binary search in the offset index, then a scan of batch headers (Kafka's ``translateOffset``,
+        which scans with ``FileRecords.searchForOffsetWithSize``). ``strict``: see :meth:`iter_headers`
+        (raises :class:`CorruptRecordError` at a length below the minimum before the batch is found).
         """
         _, position = self.offset_index.lookup(offset)
-        for pos, header in self.iter_headers(max(position, start_position)):
+        for pos, header in self.iter_headers(max(position, start_position), strict=strict):
             if header.last_offset >= offset:
                 return pos, header
         return None
 
     def position_limit(self, max_offset: int) -> int:
-        """Byte position where batches whose base offset is ``>= max_offset`` begin (``size`` if none)."""
-        found = self.translate_offset(max_offset)
+        """Byte position where batches whose base offset is ``>= max_offset`` begin (``size`` if none).
+
+        Raises :class:`CorruptRecordError` like :meth:`read` (it is part of the fetch path)."""
+        found = self.translate_offset(max_offset, strict=True)
         if found is None:
             return self.size
         position, header = found
@@ -271,8 +318,17 @@ class LogSegment:
 
         At most ``max_bytes`` unless the first batch alone is larger and ``min_one_message``
         (KIP-74), never past ``max_position``.
+
+        As Kafka's ``LogSegment.read``, the broker serves the bytes as stored: no CRC or magic check,
+        so a damaged batch (a flipped byte, a ``batchLength`` that runs into the next batch) is
+        sent from its own position and the client's CRC check names it. Raises
+        :class:`CorruptRecordError` (CORRUPT_MESSAGE) when the scan for the first batch meets a
+        ``batchLength`` below the minimum (Kafka's ``FileLogInputStream.nextBatch`` throws
+        ``CorruptRecordException`` there); a damaged batch *after* the first one ends the slice
+        before it, so the next fetch starts at it and gets that error. A batch that runs past the
+        segment's end is not found (None), as Kafka's ``nextBatch`` returns null for it.
         """
-        found = self.translate_offset(offset)
+        found = self.translate_offset(offset, strict=True)
         if found is None:
             return None
         start, first = found
@@ -294,35 +350,61 @@ class LogSegment:
 
     # -- recovery --------------------------------------------------------------------------
     def _iter_valid(self) -> Iterator[tuple[int, BatchHeader]]:
-        """Yield every valid batch from the start of the file (framing, magic, CRC), stopping at the first bad one."""
+        """Yield every valid batch from the start of the file; raise :class:`_StopRecovery` at the first bad one.
+
+        Checks, in Kafka's order (``FileLogInputStream.nextBatch`` then ``DefaultRecordBatch.ensureValid``):
+        a whole header is present, ``batchLength`` is at least the v2 minimum, the batch ends inside
+        the file, magic is 2, the CRC32C matches. Reads 4 MiB at a time (more for a larger batch).
+        """
         file_size = os.fstat(self.fd).st_size
         position = 0
-        while file_size - position >= BATCH_HEADER_SIZE:
-            _, length = read_offset_and_length(os.pread(self.fd, LOG_OVERHEAD, position))
-            size = LOG_OVERHEAD + length
-            if length < _MIN_BATCH_LENGTH or size > file_size - position:
-                return
-            buf = os.pread(self.fd, min(file_size - position, max(size, _RECOVER_CHUNK)), position)
+        while position < file_size:
+            left = file_size - position
+            want = _RECOVER_CHUNK
+            if left >= LOG_OVERHEAD:
+                _, length = read_offset_and_length(os.pread(self.fd, LOG_OVERHEAD, position))
+                want = max(want, LOG_OVERHEAD + length)
+            buf = os.pread(self.fd, min(left, want), position)
             rel = 0
-            while len(buf) - rel >= LOG_OVERHEAD:
-                _, length = read_offset_and_length(buf, rel)
-                if length >= _MIN_BATCH_LENGTH and rel + LOG_OVERHEAD + length > len(buf):
-                    break  # continues in the next chunk
-                try:
-                    header = check_batch(buf, rel, len(buf))
-                except Exception:
-                    return
-                yield position + rel, header
+            while rel < len(buf):
+                at = position + rel
+                avail = len(buf) - rel
+                if avail < BATCH_HEADER_SIZE:
+                    if at + avail < file_size:
+                        break  # the header continues in the next chunk
+                    raise _StopRecovery(at, f"{avail} bytes left at the end of the file, fewer than the "
+                                            f"{BATCH_HEADER_SIZE}-byte batch header (torn write)")
+                header = parse_header(buf, rel)
+                if header.batch_length < _MIN_BATCH_LENGTH:
+                    raise _StopRecovery(at, f"batch length {header.batch_length} is below the minimum "
+                                            f"{_MIN_BATCH_LENGTH} of a RecordBatch v2")
+                if header.size > file_size - at:
+                    raise _StopRecovery(at, f"the batch runs past the end of the file: its length says "
+                                            f"{header.size} bytes, {file_size - at} are present (torn write)")
+                if header.size > avail:
+                    break  # the batch continues in the next chunk
+                if header.magic != MAGIC:
+                    raise _StopRecovery(at, f"bad magic {header.magic}, expected {MAGIC} (RecordBatch v2)")
+                computed = batch_crc(buf, rel, header.size)
+                if computed != header.crc:
+                    raise _StopRecovery(at, f"CRC32C mismatch (stored crc = {header.crc:#010x}, computed crc = "
+                                            f"{computed:#010x}) in the batch whose header says base offset "
+                                            f"{header.base_offset}")
+                yield at, header
                 rel += header.size
-            if rel == 0:
-                return
             position += rel
 
     def recover(self) -> int:
-        """Re-validate every batch (header sanity, CRC32C, increasing offsets), rebuild both indexes,
+        """Re-validate every batch (header sanity, magic, CRC32C, increasing offsets), rebuild both indexes,
         and truncate the ``.log`` after the last valid batch (Kafka's ``LogSegment.recover``).
 
-        Returns the number of bytes truncated (0 when the segment was intact).
+        Returns the number of bytes truncated (0 when the segment was intact). When bytes are cut,
+        :attr:`last_recovery` holds an :class:`InvalidBatch` (byte position, first invalid offset,
+        reason, bytes truncated) and a WARNING names the segment file, the byte position, the first
+        invalid offset, the reason and the bytes dropped, in the words of Kafka's ``LogSegment.recover``
+        ("Found invalid messages in log segment ... at byte offset ...: <reason>"). Kafka warns only for
+        a ``CorruptRecordException``/``InvalidRecordException`` and truncates a torn tail (a batch
+        running past the end of the file) with a DEBUG line; here every truncation warns.
         """
         self._indexes_loaded = True
         self._offset_index.reset()
@@ -333,18 +415,33 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         expected = self.base_offset
         valid_end = 0
-        for position, header in self._iter_valid():
-            if header.base_offset < expected or header.last_offset - self.base_offset > INT32_MAX:
-                break
-            self._index_batch(position, header)
-            valid_end = position + header.size
-            expected = header.next_offset
+        problem: _StopRecovery | None = None
+        try:
+            for position, header in self._iter_valid():
+                if header.base_offset < expected:
+                    raise _StopRecovery(position, f"offsets not increasing: base offset {header.base_offset} is "
+                                                  f"below the next offset {expected} of the batch before it")
+                if header.last_offset - self.base_offset > INT32_MAX:
+                    raise _StopRecovery(position, f"last offset {header.last_offset} is more than {INT32_MAX} "
+                                                  f"past the segment's base offset {self.base_offset}")
+                self._index_batch(position, header)
+                valid_end = position + header.size
+                expected = header.next_offset
+        except _StopRecovery as stop:
+            problem = stop
         file_size = os.fstat(self.fd).st_size
         truncated = file_size - valid_end
         if truncated:
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
         self.next_offset = expected
+        self.last_recovery = None
+        if truncated:
+            reason = problem.reason if problem is not None else "bytes after the last valid batch"
+            self.last_recovery = InvalidBatch(valid_end, expected, reason, truncated)
+            log.warning("Found invalid messages in log segment %s at byte offset %d (first invalid offset %d): %s; "
+                        "truncated %d bytes, the segment now ends at offset %d", self.log_path, valid_end, expected,
+                        reason, truncated, expected)
         return truncated
 
     def load_tail(self) -> None:
