@@ -174,11 +174,18 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
             raise bad(base, last, f"it starts at or past the partition's high watermark {high_watermark}")
         start, pos = pos + HEADER_SIZE, end
         next_offset = last + 1
+        marker = -1
+        if attrs & CONTROL_BIT:
+            if count != 1 or attrs & COMPRESSION_MASK or pid < 0:
+                raise bad(base, last, f"it is marked as a control batch but holds {count} records, codec "
+                                      f"{attrs & COMPRESSION_MASK} and producer id {pid} (a transaction marker is "
+                                      "one uncompressed record of a producer)")
+            marker = _control_type(view, start, end, lambda r: bad(base, last, r))
         if read_committed and pid >= 0:
             while pending and pending[0][1] <= last:
                 aborted_ids.add(pending.pop(0)[0])
             if attrs & CONTROL_BIT:
-                if _is_abort_marker(view, start, end, lambda r: bad(base, last, r)):
+                if marker == 0:  # ABORT
                     aborted_ids.discard(pid)
                 continue
             if attrs & TRANSACTIONAL_BIT and pid in aborted_ids:
@@ -222,24 +229,28 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
                     next_offset, np.array([k[6] for k in kept], np.int64), topic, partition)
 
 
-def _is_abort_marker(view, start: int, end: int, bad) -> bool:
-    """Whether the control batch's first record is an ABORT marker (key: version int16, type int16; 0 abort).
-
-    ``bad(reason)`` makes the error raised when the record is malformed."""
+def _control_type(view, start: int, end: int, bad) -> int:
+    """The type of the control record that fills ``view[start:end]`` (0 ABORT, 1 COMMIT: Kafka's
+    ``ControlRecordType``); ``bad(reason)`` makes the error raised when it is anything else (Kafka's
+    ``ControlRecordType.parse``: a 4-byte key of version int16 >= 0 and type int16)."""
     try:
         length, p = read_zigzag(view, start, end, MAX_VARINT_BYTES)
         rec_end = p + length
-        if length < 6 or rec_end > end:
-            raise VarintError("the control record's length is invalid")
+        if length < 6 or rec_end != end:
+            raise VarintError("its length does not fill the batch")
         p += 1  # attributes
         p = read_zigzag(view, p, rec_end, MAX_VARLONG_BYTES)[1]
         p = read_zigzag(view, p, rec_end, MAX_VARINT_BYTES)[1]
         key_len, p = read_zigzag(view, p, rec_end, MAX_VARINT_BYTES)
-        if key_len < 4 or p + key_len > rec_end:
-            raise VarintError(f"the control record's key has {key_len} bytes; a control key has 4")
+        if key_len != 4 or p + key_len > rec_end:
+            raise VarintError(f"its key has {key_len} bytes; a control key has 4")
+        version, kind = struct.unpack_from(">hh", view, p)
+        if version < 0 or kind not in (0, 1):
+            raise VarintError(f"its key says version {version}, type {kind}; a transaction marker is version 0, "
+                              "type 0 (abort) or 1 (commit)")
     except VarintError as exc:
         raise bad(f"its control record is malformed: {exc}") from None
-    return struct.unpack_from(">h", view, p + 2)[0] == 0
+    return kind
 
 
 @dataclass
