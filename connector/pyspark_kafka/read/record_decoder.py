@@ -175,11 +175,12 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
         start, pos = pos + HEADER_SIZE, end
         next_offset = last + 1
         marker = -1
-        if attrs & CONTROL_BIT:
+        if attrs & CONTROL_BIT and not (count == 0 and start == end):  # the cleaner keeps emptied markers
             if count != 1 or attrs & COMPRESSION_MASK or pid < 0:
                 raise bad(base, last, f"it is marked as a control batch but holds {count} records, codec "
                                       f"{attrs & COMPRESSION_MASK} and producer id {pid} (a transaction marker is "
-                                      "one uncompressed record of a producer)")
+                                      "one uncompressed record of a producer, or none once the log cleaner "
+                                      "emptied it: Kafka's BatchRetention.RETAIN_EMPTY)")
             marker = _control_type(view, start, end, lambda r: bad(base, last, r))
         if read_committed and pid >= 0:
             while pending and pending[0][1] <= last:
