@@ -8,12 +8,11 @@ in a virtualenv that interpreter lacks this package and Spark reports
 from __future__ import annotations
 
 import os
-import re
 import sys
-import warnings
 
-PANDAS_NOTICE = "PySpark does not yet fully support pandas"
-"""Start of the FutureWarning pyspark 4.x gives on every pandas conversion under pandas >= 3.0.0."""
+HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
+LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+"""The driver JVM's log4j 2 configuration that :func:`get_spark` uses."""
 
 
 def ensure_worker_python() -> None:
@@ -34,21 +33,6 @@ def ensure_worker_python() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-def quiet_pandas_notice() -> None:
-    """Filter pyspark's :data:`PANDAS_NOTICE` FutureWarning in this process and, through
-    ``PYTHONWARNINGS`` (inherited), in the Python workers Spark starts afterwards.
-
-    pyspark repeats it on every pandas conversion when pandas >= 3.0.0 is installed; this package's
-    test suite runs on pandas 3.1, so the notice says nothing a user of ``pykafka`` can act on.
-    Other warnings are untouched.
-    """
-    warnings.filterwarnings("ignore", message=re.escape(PANDAS_NOTICE), category=FutureWarning)
-    rule = f"ignore:{PANDAS_NOTICE}:FutureWarning"
-    current = os.environ.get("PYTHONWARNINGS", "")
-    if rule not in current.split(","):
-        os.environ["PYTHONWARNINGS"] = f"{current},{rule}" if current else rule
-
-
 def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: dict | None = None):
     """Return a SparkSession (``getOrCreate``) with workers on this interpreter.
 
@@ -62,11 +46,33 @@ def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: d
     Spark 4.1+) instead of loopback TCP: over TCP each Python task of a small micro-batch waited
     about 40 ms (Nagle's algorithm against delayed ACK, the stall SPARK-51667 fixed for the
     state server), measured in docs/benchmark-analysis.md; ``conf`` can
-    set it back to ``false``. pyspark's FutureWarning about pandas >= 3 is filtered
-    (:func:`quiet_pandas_notice`).
+    set it back to ``false``.
+
+    What a user sees first when a job fails, and on a normal run (each can be set back by ``conf``):
+
+    - ``spark.sql.execution.pyspark.udf.hideTraceback.enabled=true``: an error raised in Python (a
+      data source's, a UDF's) reaches the driver as its message only, so a wrong
+      ``kafka.bootstrap.servers`` or a missing topic shows ``BootstrapUnreachableError: cannot
+      reach ...`` in the first lines, not after the Python traceback printed twice (once as the
+      exception's frames, pyspark 4's ``recover_python_exception``, once in the message). The
+      driver JVM and its Python processes also get ``SPARK_HIDE_TRACEBACK=1`` (unless set), since
+      the streaming source runner reads only that variable. Set the conf to ``false`` to see the
+      tracebacks of your own UDFs;
+    - the driver JVM logs with :data:`LOG4J_CONFIG` (``spark.driver.extraJavaOptions``): Spark's
+      defaults at WARN without the start-up lines and the per-query AQE warning of streaming;
+    - ``SPARK_LOCAL_IP=127.0.0.1`` for a ``local`` master (unless set): Spark otherwise warns on
+      every start that the host name resolves to a loopback address.
     """
     ensure_worker_python()
-    quiet_pandas_notice()
+    conf = dict(conf or {})
+    hide = str(conf.get(HIDE_TRACEBACK, "true")).lower() == "true"
+    conf[HIDE_TRACEBACK] = "true" if hide else "false"
+    if hide:
+        os.environ.setdefault("SPARK_HIDE_TRACEBACK", "1")
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if "spark.driver.extraJavaOptions" not in conf and os.path.exists(LOG4J_CONFIG):
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     from pyspark.sql import SparkSession
 
     builder = (
@@ -82,6 +88,6 @@ def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: d
     )
     if os.name == "posix":
         builder = builder.config("spark.python.unix.domain.socket.enabled", "true")
-    for k, v in (conf or {}).items():
+    for k, v in conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
