@@ -5,7 +5,8 @@ as Spark's Kafka connector does). Kafka Java client names are translated to
 librdkafka's (:mod:`pyspark_kafka.javaconfig`: JAAS, key stores, renamed settings);
 a setting neither client knows makes client creation fail with an
 :class:`~pyspark_kafka.errors.OptionError` naming it. Secrets never appear in
-messages (:func:`pyspark_kafka.options.redact`).
+messages (:func:`pyspark_kafka.options.redact`). librdkafka's log lines go through Python
+``logging`` (:mod:`pyspark_kafka.librdkafka_log`), each distinct line once a minute.
 
 Consumers and producers on Spark executors are expensive to create (connection,
 metadata, fetch sessions, InitProducerId), so a :class:`ClientPool` keeps idle ones per
@@ -22,6 +23,7 @@ from typing import Callable, Iterator, Mapping
 
 from pyspark_kafka.errors import OptionError
 from pyspark_kafka.javaconfig import to_librdkafka
+from pyspark_kafka.librdkafka_log import with_logger
 from pyspark_kafka.options import KAFKA_PREFIX, kafka_params, redact
 
 # Java client settings that librdkafka lacks; the reader interprets the first one itself.
@@ -124,7 +126,7 @@ def new_consumer(conf: Mapping[str, object]):
     from confluent_kafka import Consumer, KafkaException
 
     try:
-        return Consumer(dict(conf))
+        return Consumer(with_logger(dict(conf)))
     except (KafkaException, ValueError, TypeError) as exc:
         raise _client_error("consumer", conf, exc) from None
 
@@ -166,7 +168,7 @@ def new_admin(conf: Mapping[str, object]):
 
     admin_conf = admin_config(conf)
     try:
-        return AdminClient(admin_conf)
+        return AdminClient(with_logger(admin_conf))
     except (KafkaException, ValueError, TypeError) as exc:
         raise _client_error("admin client", admin_conf, exc) from None
 
@@ -238,6 +240,6 @@ def new_producer(conf: Mapping[str, object]):
     from confluent_kafka import KafkaException, Producer
 
     try:
-        return Producer(dict(conf))
+        return Producer(with_logger(dict(conf)))
     except (KafkaException, ValueError, TypeError) as exc:
         raise _client_error("producer", {k: v for k, v in conf.items() if not callable(v)}, exc) from None

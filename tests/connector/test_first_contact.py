@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+import traceback
 
 import pytest
 
@@ -118,10 +119,17 @@ def test_subscribing_to_a_missing_topic_warns_naming_it(bootstrap, make_topic, c
     assert len(warnings) == 1 and "does not exist" in warnings[0], warnings
 
 
+CAUSE_WITHIN_LINES = 20
+"""The line naming the cause comes within this many lines of what Python prints for the error."""
+
+_last_error: list[BaseException] = [Exception()]
+
+
 def _user_text(action) -> tuple[str, float]:
     start = time.monotonic()
     with pytest.raises(Exception) as failure:
         action()
+    _last_error[0] = failure.value
     return str(failure.value), time.monotonic() - start
 
 
@@ -160,6 +168,13 @@ def test_every_spark_entry_point_fails_fast_with_the_cause_first(spark, tmp_path
         text, took = _user_text(action)
         ours = [line for line in text.splitlines() if "BootstrapUnreachableError:" in line]
         assert took < BOUND_S, (name, took)
+        # What Python prints for it uncaught: get_spark() hides Python tracebacks inside Spark errors
+        # (hideTraceback), so the cause is on the first line of the message, right after the driver's
+        # few frames; pyspark used to print our traceback twice first (the cause was line 126 of 128).
+        printed = "".join(traceback.format_exception(_last_error[0])).splitlines()
+        first = next(i for i, line in enumerate(printed) if "BootstrapUnreachableError:" in line)
+        assert first < CAUSE_WITHIN_LINES and printed.count("Traceback (most recent call last):") == 1, \
+            (name, "\n".join(printed[:40]))
         assert ours, (name, text[-3000:])
         assert f"({port}: connection refused)" in ours[0] and "kafka.socket.connection.setup.timeout.ms" in ours[0], \
             (name, ours[0])
