@@ -30,6 +30,7 @@ FILE_SECONDS: dict[str, int] = {
     "integration_tests/test_e2e_exactly_once.py": 73,
     "tests/test_flights_pipeline.py": 70,
     "integration_tests/test_bench_anchors.py": 68,
+    "tests/connector/sinks/test_sink_tables.py": 66,
     "integration_tests/test_cooperative_rebalance.py": 65,
     "integration_tests/test_two_broker_kill.py": 55,
     "tests/broker/cluster/test_cluster_admin.py": 50,

@@ -1,4 +1,4 @@
-"""Rules shared by the exactly-once sinks (SQL and Parquet): pure functions, no I/O.
+"""Rules shared by the exactly-once sinks (SQL, Parquet, Delta, Iceberg): pure functions, no I/O.
 
 Vocabulary (Kafka's terms): a *topic-partition* ``(topic, partition)``; its
 *next offset* is the offset of the first record not yet stored (last stored
@@ -266,6 +266,53 @@ def classify_span(lo: int, hi: int, next_offset: Optional[int]) -> str:
     if hi < next_offset:
         return "old"
     return "mixed"
+
+
+def span_verdict(span: OffsetSpan, stored: Mapping[TopicPartition, int]) -> str:
+    """``"new"``, ``"old"`` or ``"mixed"`` for staged rows with offset ``span`` against the stored next offsets.
+
+    Combines :func:`classify_span` over the span's topic-partitions: all new → ``"new"`` (keep
+    every row), all old → ``"old"`` (drop the rows), anything else → ``"mixed"`` (filter with
+    :func:`rows_after`).
+    """
+    verdicts = {classify_span(lo, hi, stored.get(tp)) for tp, (lo, hi) in span.items()}
+    if verdicts <= {"new"}:
+        return "new"
+    if verdicts == {"old"}:
+        return "old"
+    return "mixed"
+
+
+def rows_after(table, columns: SinkColumns, stored: Mapping[TopicPartition, int]):
+    """The rows of ``table`` (a ``pyarrow.Table``) not stored yet: ``offset >= stored next offset``
+    of their topic-partition (rows of topic-partitions with nothing stored are all kept).
+
+    With ``columns.fixed_topic`` the table has no topic column and every row belongs to that topic.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keep = pa.repeat(True, table.num_rows)
+    for (t, p), nxt in stored.items():
+        if columns.fixed_topic is not None and t != columns.fixed_topic:
+            continue  # another topic's offsets: none of these rows
+        mine = pc.equal(table[columns.partition], p)
+        if columns.fixed_topic is None:
+            mine = pc.and_(pc.equal(table[columns.topic], t), mine)
+        keep = pc.and_(keep, pc.invert(pc.and_(mine, pc.less(table[columns.offset], nxt))))
+    return table.filter(keep)
+
+
+def missing_dependency(package: str, extra: str, sink: str) -> "SinkError":
+    """The error for a sink whose optional library is not installed: names the pip command.
+
+    ``package``: the import name (e.g. ``deltalake``); ``extra``: this project's extra
+    (``delta``, ``iceberg``); ``sink``: the data source name.
+    """
+    return SinkError(
+        f"the {sink} sink needs the '{package}' package, which is not installed in this Python "
+        f"(driver and executors). Fix: pip install \"pyspark-kafka[{extra}]\""
+    )
 
 
 @dataclass(frozen=True)

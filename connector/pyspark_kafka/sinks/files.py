@@ -46,12 +46,13 @@ from pyspark_kafka.sinks.common import (
     check_offset_columns,
     check_same,
     check_topics,
-    classify_span,
     merge_spans,
     new_attempt_id,
     parse_sink_config,
     require_streaming_for_batch_mode,
+    rows_after,
     span_of_arrow,
+    span_verdict,
 )
 from pyspark_kafka.topic_partition import TopicPartition
 
@@ -219,32 +220,15 @@ def stage_batches(spec: ParquetSinkSpec, batches: Iterator, attempt_id: str) -> 
 
 
 def file_verdict(span: OffsetSpan, stored: Mapping[TopicPartition, int]) -> str:
-    """``"new"``, ``"old"`` or ``"mixed"`` for a staged file with offset ``span`` (see ``classify_span``)."""
-    verdicts = {classify_span(lo, hi, stored.get(tp)) for tp, (lo, hi) in span.items()}
-    if verdicts <= {"new"}:
-        return "new"
-    if verdicts == {"old"}:
-        return "old"
-    return "mixed"
+    """``"new"``, ``"old"`` or ``"mixed"`` for a staged file with offset ``span`` (see ``common.span_verdict``)."""
+    return span_verdict(span, stored)
 
 
 def _filter_file(spec: ParquetSinkSpec, rel: str, stored: Mapping[TopicPartition, int]) -> tuple[Optional[str], int]:
     """Rewrite a staged file keeping rows with ``offset >= stored next offset``; (new rel path or None, rows)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    cols = spec.config.columns
-    table = pq.read_table(os.path.join(spec.path, rel))
-    keep = pa.repeat(True, table.num_rows)
-    for (t, p), nxt in stored.items():
-        if cols.fixed_topic is not None and t != cols.fixed_topic:
-            continue  # another topic's offsets: none of this file's rows
-        mine = pc.equal(table[cols.partition], p)
-        if cols.fixed_topic is None:
-            mine = pc.and_(pc.equal(table[cols.topic], t), mine)
-        keep = pc.and_(keep, pc.invert(pc.and_(mine, pc.less(table[cols.offset], nxt))))
-    kept = table.filter(keep)
+    kept = rows_after(pq.read_table(os.path.join(spec.path, rel)), spec.config.columns, stored)
     if kept.num_rows == 0:
         return None, 0
     new_rel = rel[: -len(".parquet")] + "-filtered.parquet"
