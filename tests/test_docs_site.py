@@ -5,19 +5,20 @@ README.md and docs/ is run or marked illustrative with the reason, and the block
 Conventions (docs/index.md): the line right before a fenced block is either
 ``<!-- runs -->`` (executed here) or ``<!-- illustrative: REASON -->`` (not run; the reason says
 why, usually which test runs the same thing). Blocks marked ``runs`` are executed page by page, in
-page order, against a fresh embedded broker per page:
+page order, against a fresh embedded broker per page, as a reader would paste them into one script:
 
 - ``python`` blocks share one namespace per page (a page's later block uses an earlier one's
-  names); the session's SparkSession is the one ``get_spark()`` returns; streaming queries a page
-  starts are run to the end of their input (``processAllAvailable``) and stopped, and a failed one
-  fails the test;
+  names); the session's SparkSession is the one ``get_spark()`` returns. Nothing is added to them:
+  a block that starts a streaming query must end it itself (an AvailableNow trigger with
+  ``awaitTermination``, ``processAllAvailable``, ``stop``); a query still running when the page's
+  blocks are done fails the test. A ``# prints TEXT`` comment is a promise: the block's output
+  must contain TEXT;
 - ``bash`` blocks run as one script, ``console`` blocks run their ``$ `` lines (their output lines
   are not compared), with ``set -e``;
-- in both, ``127.0.0.1:9092`` / ``localhost:9092`` become the page broker's address, the CLI's
-  tool commands get ``--bootstrap-server`` (their default is 127.0.0.1:9092), ``pyspark-kafka``
-  runs as ``python -m pyspark_kafka`` of this interpreter, and ``/tmp/`` and relative
-  ``sqlite:///`` paths point into the test's temporary directory;
-- names a page leaves to the reader (``start_my_streaming_job``, ``check_my_job_output``) are no-ops.
+- the only changes: ``127.0.0.1:9092`` / ``localhost:9092`` become the page broker's address, the
+  CLI's tool commands get ``--bootstrap-server`` (their default is 127.0.0.1:9092),
+  ``pyspark-kafka`` runs as ``python -m pyspark_kafka`` of this interpreter, and ``/tmp/`` and
+  relative ``sqlite:///`` paths point into the test's temporary directory.
 """
 
 from __future__ import annotations
@@ -133,12 +134,18 @@ def _shell(block: dict, bootstrap: str, tmp: Path) -> str:
     return body.replace("pyspark-kafka ", f"{sys.executable} -m pyspark_kafka ")
 
 
+PROMISE = re.compile(r"#\s*prints\s+(.+?)(?:\s+on the first run.*)?$", re.M)
+
+
 def run_page(path: Path, tmp: Path, spark=None) -> None:
     """Run the ``<!-- runs -->`` blocks of ``path`` against a fresh embedded broker."""
+    import contextlib
+    import io
+
     from pyspark_kafka.broker import EmbeddedBroker
 
     runnable = [b for b in blocks(path) if b["mark"] == "runs"]
-    namespace = {"start_my_streaming_job": lambda *a, **k: None, "check_my_job_output": lambda *a, **k: None}
+    namespace: dict = {"__name__": "__main__"}
     work = tmp / path.stem
     work.mkdir(parents=True, exist_ok=True)
     with EmbeddedBroker(data_dir=work / "broker") as broker:
@@ -146,18 +153,20 @@ def run_page(path: Path, tmp: Path, spark=None) -> None:
             where = f"{path.relative_to(ROOT)}:{block['line']}"
             if block["lang"] == "python":
                 code = _adapt(block["body"], broker.bootstrap_servers, work)
-                exec(compile(code, where, "exec"), namespace)
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    exec(compile(code, where, "exec"), namespace)
+                for promise in PROMISE.findall(block["body"]):
+                    assert promise.strip() in out.getvalue(), f"{where} promises {promise!r}, printed {out.getvalue()!r}"
             else:
                 script = "set -e\n" + _shell(block, broker.bootstrap_servers, work)
                 r = subprocess.run(["bash", "-c", script], cwd=work, capture_output=True, text=True, timeout=120)
                 assert r.returncode == 0, f"{where}:\n{script}\n{r.stderr[-3000:]}"
         if spark is not None:
-            for query in spark.streams.active:
-                try:
-                    query.processAllAvailable()
-                finally:
-                    query.stop()
-                assert query.exception() is None, f"{path.name}: {query.exception()}"
+            running = list(spark.streams.active)
+            for query in running:
+                query.stop()
+            assert running == [], f"{path.name} leaves a streaming query running: show how it ends"
 
 
 def _pages_with(predicate) -> list[Path]:
