@@ -35,9 +35,13 @@ class KafkaDataSource(DataSource):
         return KafkaBatchReader(self.options, schema)
 
     def streamReader(self, schema: StructType):
+        from pyspark_kafka.errors import PySparkKafkaError
         from pyspark_kafka.read import KafkaStreamReader
 
-        return KafkaStreamReader(self.options, schema)
+        try:
+            return KafkaStreamReader(self.options, schema)
+        except PySparkKafkaError as exc:
+            return _refused_stream_reader(KafkaStreamReader, exc)
 
     def writer(self, schema: StructType, overwrite: bool):
         from pyspark_kafka.write import KafkaBatchWriter
@@ -59,3 +63,27 @@ def _reachable(writer, options):
 
     require_reachable(producer_config(options), options)
     return writer
+
+
+def _refused_stream_reader(base: type, error: Exception):
+    """A stream reader whose every call raises ``error`` (the option error its construction raised) and
+    whose ``stop()`` does nothing.
+
+    pyspark 4.3's streaming source runner (``python_streaming_source_runner.py``) calls
+    ``reader.stop()`` in a ``finally`` around the reader's construction, so an error raised by the
+    constructor reached the user as ``UnboundLocalError: cannot access local variable 'reader'``
+    instead of its own message. Raised from the first call instead, it reaches the user whole
+    (``tests/connector/read/test_reader_options.py::test_option_errors_reach_the_user_through_spark``).
+    """
+
+    def refuse(self, *args, **kwargs):
+        raise error
+
+    def latest_offset(self, start, limit):  # the signature pyspark inspects for admission control
+        raise error
+
+    members = {name: refuse for name in ("initialOffset", "getDefaultReadLimit", "prepareForTriggerAvailableNow",
+                                         "reportLatestOffset", "partitions", "read", "commit")}
+    cls = type("RefusedKafkaStreamReader", (base,), {**members, "latestOffset": latest_offset,
+                                                      "__init__": lambda self: None, "stop": lambda self: None})
+    return cls()

@@ -72,11 +72,13 @@ def _gather(buf, pos, lens, n, nbytes):
 
 
 @numba.njit(cache=True)
-def decode_records(buf, seg_start, seg_end, seg_count, seg_base, seg_ts, seg_append, seg_last_delta, lo, hi):
+def decode_records(buf, seg_start, seg_end, seg_count, seg_base, seg_ts, seg_append, seg_log_append, seg_last_delta,
+                   lo, hi):
     """Records of the sections ``[seg_start[s], seg_end[s])`` of ``buf`` (uint8) with ``lo <= offset < hi``.
 
     Per section (int64 arrays): ``seg_count`` records, ``seg_base`` base offset, ``seg_ts`` base
-    timestamp (ms), ``seg_append`` the LOG_APPEND_TIME timestamp or -1, ``seg_last_delta`` the
+    timestamp (ms), ``seg_append`` the batch's maxTimestamp, ``seg_log_append`` 1 when the batch uses
+    LOG_APPEND_TIME (every record then has ``seg_append``), ``seg_last_delta`` the
     batch's lastOffsetDelta. ``buf`` must hold ``sum(seg_count)`` at most ``len(buf) // 7`` records
     (the caller checks recordCount against the bytes). Returns ``(n, bad, bad_section, offsets,
     timestamps_ms, timestamp_types, key_valid, key_offsets int32, key_data, value_valid,
@@ -166,7 +168,7 @@ def decode_records(buf, seg_start, seg_end, seg_count, seg_base, seg_ts, seg_app
             o = seg_base[s] + od
             if o >= lo and o < hi:
                 offs[n] = o
-                if seg_append[s] >= 0:
+                if seg_log_append[s]:
                     ts[n] = seg_append[s]
                     tst[n] = 1
                 else:

@@ -39,6 +39,7 @@ from pyspark_kafka.record_format import (
     HEADER,
     LOG_OVERHEAD,
     MAGIC,
+    MAGIC_OFFSET,
     MAX_VARINT_BYTES,
     MAX_VARLONG_BYTES,
     MIN_BATCH_LENGTH,
@@ -51,6 +52,7 @@ from pyspark_kafka.record_format import (
 )
 
 HEADER_SIZE = BATCH_HEADER_SIZE
+_OFFSET_LENGTH = struct.Struct(">qi")
 """Bytes of a RecordBatch v2 header, up to and including its record count."""
 _INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
@@ -85,7 +87,8 @@ class Segments:
     """Records sections to decode, all in ``buf`` (a ``numpy.uint8`` array).
 
     Per section (numpy ``int64`` arrays of equal length): ``start``/``end`` byte positions,
-    ``count`` records, ``base_offset``, ``base_ts`` (ms), ``append_ts`` (the batch's max timestamp
+    ``count`` records, ``base_offset``, ``base_ts`` (ms), ``log_append`` (1 when the batch uses
+    LOG_APPEND_TIME, else 0: a negative maxTimestamp is still that batch's timestamp), ``append_ts`` (the batch's max timestamp
     when it uses LOG_APPEND_TIME, else -1), ``last_delta`` (the batch's lastOffsetDelta).
     ``next_offset``: the offset after the last complete batch (control and aborted batches
     included), or None when the bytes held no complete batch. ``topic``/``partition`` name the
@@ -103,10 +106,13 @@ class Segments:
     last_delta: np.ndarray | None = None
     topic: str = ""
     partition: int = -1
+    log_append: np.ndarray | None = None
 
     def __post_init__(self):
         if self.last_delta is None:
             self.last_delta = np.full(self.start.shape[0], _INT32_MAX, np.int64)
+        if self.log_append is None:
+            self.log_append = (self.append_ts >= 0).astype(np.int64)
 
 
 def select_batches(records, from_offset: int, read_committed: bool, aborted, *, check_crcs: bool = True,
@@ -128,7 +134,7 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
     view = memoryview(records)
     size = len(view)
     pos = 0
-    kept: list = []  # (start, end, count, base_offset, base_ts, append_ts, last_delta, piece or None)
+    kept: list = []  # (start, end, count, base_offset, base_ts, append_ts, last_delta, log_append, piece or None)
     compressed = False
     next_offset = None
     pending = sorted(aborted, key=lambda a: a[1]) if read_committed and aborted else []
@@ -137,18 +143,21 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
     def bad(first, last, reason):
         return corrupt(topic, partition, first, last, reason)
 
-    while pos + HEADER_SIZE <= size:
-        (base, length, _epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, _pe, _seq,
-         count) = HEADER.unpack_from(view, pos)
+    while pos + LOG_OVERHEAD <= size:
+        base, length = _OFFSET_LENGTH.unpack_from(view, pos)
         if length < MIN_BATCH_LENGTH:
             raise bad(base, None, f"its batchLength {length} is below the {MIN_BATCH_LENGTH}-byte minimum")
         end = pos + LOG_OVERHEAD + length
-        if end > size:
+        if end > size:  # Kafka's ByteBufferLogInputStream.nextBatch: a cut batch still shows a valid magic
+            if pos + MAGIC_OFFSET < size and view[pos + MAGIC_OFFSET] != MAGIC:
+                raise bad(base, None, f"a cut batch at the end of the answer has magic {view[pos + MAGIC_OFFSET]}")
             if next_offset is None:
                 raise bad(base, None, f"the Fetch answer holds {size - pos} bytes from this batch on but its "
                                       f"batchLength says {LOG_OVERHEAD + length}: no complete record batch (a "
                                       "broker always sends the first batch whole, KIP-74)")
             break  # a truncated batch at the end of the answer (partition_max_bytes)
+        (base, length, _epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, _pe, _seq,
+         count) = HEADER.unpack_from(view, pos)
         last = base + last_delta
         if magic != MAGIC:
             raise bad(base, last, f"it has magic {magic}: the columnar reader reads RecordBatch v2 (magic 2) only "
@@ -193,7 +202,8 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
                 continue
         if attrs & CONTROL_BIT or (count == 0 and start == end):
             continue
-        append_ts = max_ts if attrs & TIMESTAMP_TYPE_BIT else -1
+        log_append = 1 if attrs & TIMESTAMP_TYPE_BIT else 0
+        append_ts = max_ts if log_append else -1
         codec = attrs & COMPRESSION_MASK
         if codec:
             from pyspark_kafka.record_codecs import CodecError, decompress
@@ -206,9 +216,9 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
                 raise bad(base, last, f"its recordCount {count} is more than its {len(piece)} decompressed bytes "
                                       "can hold")
             compressed = True
-            kept.append((0, len(piece), count, base, base_ts, append_ts, last_delta, piece))
+            kept.append((0, len(piece), count, base, base_ts, append_ts, last_delta, log_append, piece))
         else:
-            kept.append((start, end, count, base, base_ts, append_ts, last_delta, None))
+            kept.append((start, end, count, base, base_ts, append_ts, last_delta, log_append, None))
     if size and next_offset is None:
         raise bad(None, None, f"the Fetch answer for offset {from_offset} holds {size} bytes but no complete record "
                               "batch")
@@ -227,7 +237,8 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
         starts = np.array([k[0] for k in kept], np.int64)
         ends = np.array([k[1] for k in kept], np.int64)
     return Segments(buf, starts, ends, *(np.array([k[i] for k in kept], np.int64) for i in (2, 3, 4, 5)),
-                    next_offset, np.array([k[6] for k in kept], np.int64), topic, partition)
+                    next_offset, np.array([k[6] for k in kept], np.int64), topic, partition,
+                    np.array([k[7] for k in kept], np.int64))
 
 
 def _control_type(view, start: int, end: int, bad) -> int:
@@ -289,7 +300,7 @@ def decode(seg: Segments, from_offset: int, until_offset: int, decoder: str | No
     if decoder == "numba":
         kernel = _numba_kernel()
         out = kernel(seg.buf, seg.start, seg.end, seg.count, seg.base_offset, seg.base_ts, seg.append_ts,
-                     seg.last_delta, from_offset, until_offset)
+                     seg.log_append, seg.last_delta, from_offset, until_offset)
     else:
         out = _decode_numpy(seg, from_offset, until_offset)
     (n, bad, bad_seg, offs, ts, tst, kvalid, koffs, kdata, vvalid, voffs, vdata, hpos, hend) = out
@@ -461,9 +472,9 @@ def _decode_numpy(seg: Segments, lo: int, hi: int):
         return _failed(8, first_bad(ok))
     offs = seg.base_offset[which] + od
     keep = (offs >= lo) & (offs < hi)
-    append = seg.append_ts[which]
-    ts = np.where(append >= 0, append, seg.base_ts[which] + tsd)[keep]
-    tst = (append >= 0).astype(np.int32)[keep]
+    log_append = seg.log_append[which] != 0
+    ts = np.where(log_append, seg.append_ts[which], seg.base_ts[which] + tsd)[keep]
+    tst = log_append.astype(np.int32)[keep]
     kvalid, koffs, kdata = _gather(buf, kp[keep], kl[keep])
     vvalid, voffs, vdata = _gather(buf, vp[keep], vl[keep])
     return (int(keep.sum()), 0, -1, offs[keep], ts, tst, kvalid, koffs, kdata, vvalid, voffs, vdata,
