@@ -57,3 +57,26 @@ def test_a_batch_with_headers_decodes_on_both_decoders():
     batch = build_batch(record, record_count=1, last_offset_delta=0, base_timestamp=0, max_timestamp=0)
     assert _read(batch) == {"numba": [0], "numpy": [0]}
     assert len(encode_record(0, 0, b"k", b"v")) == len(record) - len(head) + 1  # same layout but 0 headers
+
+
+def test_a_log_append_time_batch_keeps_a_negative_max_timestamp():
+    """Kafka gives every record of a LOG_APPEND_TIME batch its maxTimestamp, -1 included, with type 1
+    (round 3's decoders took -1 as 'no append time' and returned create times; found by the fuzzer)."""
+    from pyspark_kafka.broker.log.record_batch import TIMESTAMP_TYPE_BIT
+
+    batch = build_batch(encode_record(0, 5, b"k", b"v"), record_count=1, last_offset_delta=0,
+                        base_timestamp=1_700_000_000_000, max_timestamp=-1, attributes=TIMESTAMP_TYPE_BIT)
+    seg = select_batches(batch, 0, False, [], topic="t", partition=0)
+    for decoder in ("numba", "numpy"):
+        dec = decode(seg, 0, 1, decoder)
+        assert (dec.timestamps_ms.tolist(), dec.timestamp_types.tolist()) == ([-1], [1]), decoder
+
+
+@pytest.mark.parametrize("tail", [b"\x00" * 8 + b"\xff\xff\xff\xff" + b"\x00" * 5,  # batchLength -1
+                                  b"\x00" * 8 + b"\x00\x00\x01\x00" + b"\x00" * 4 + b"\x07"])  # cut, magic 7
+def test_a_cut_tail_that_cannot_be_a_batch_is_corrupt(tail):
+    """Kafka's ByteBufferLogInputStream.nextBatch: a cut last batch is dropped only when what is there
+    could start a batch (batchLength at least the minimum, magic 2)."""
+    with pytest.raises(CorruptRecordError):
+        _read(make_batch([b"a"]) + tail)
+    assert _read(make_batch([b"a"]) + make_batch([b"b"])[:30])["numba"] == [0]  # a real cut batch: dropped
