@@ -36,6 +36,9 @@ def ensure_worker_python() -> None:
 def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: dict | None = None):
     """Return a SparkSession (``getOrCreate``) with workers on this interpreter.
 
+    When a session is already active it is returned as it is, with the runtime settings of
+    ``conf`` applied (Spark cannot change the others on a running session).
+
     ``conf`` adds Spark settings (string keys and values). Defaults keep small
     local jobs quick: 2 shuffle partitions, no UI, loopback driver host, and Python
     workers started by :mod:`pyspark_kafka.worker_daemon` (``spark.python.daemon.module``),
@@ -64,6 +67,15 @@ def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: d
       every start that the host name resolves to a loopback address.
     """
     ensure_worker_python()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        # getOrCreate would warn "Using an existing Spark session" on every call; set what can be set
+        for k, v in (conf or {}).items():
+            if active.conf.isModifiable(k):
+                active.conf.set(k, v)
+        return active
     conf = dict(conf or {})
     hide = str(conf.get(HIDE_TRACEBACK, "true")).lower() == "true"
     conf[HIDE_TRACEBACK] = "true" if hide else "false"
@@ -73,7 +85,6 @@ def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: d
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if "spark.driver.extraJavaOptions" not in conf and os.path.exists(LOG4J_CONFIG):
         conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
-    from pyspark.sql import SparkSession
 
     builder = (
         SparkSession.builder.master(master)

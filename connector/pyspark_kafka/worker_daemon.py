@@ -12,7 +12,7 @@ Run as ``python -m pyspark_kafka.worker_daemon`` (Spark setting ``spark.python.d
 which :func:`pyspark_kafka.spark.get_spark` sets), this module removes that zip from
 ``sys.path`` when it is the zip *of the installed pyspark package it sits in*
 (``<pkg>/python/lib/pyspark.zip`` with ``<pkg>/__init__.py`` beside it: the same files, so the
-same version), then runs ``pyspark.daemon`` unchanged. A zip of a separate Spark distribution
+same version), then runs ``pyspark.daemon`` (its ``worker`` ends quietly on a socket Spark has closed). A zip of a separate Spark distribution
 (``SPARK_HOME`` elsewhere) is kept. Importing this module does nothing but define functions;
 :mod:`pyspark_kafka` itself does not import pyspark, so nothing is compiled from the zip before.
 """
@@ -20,7 +20,6 @@ same version), then runs ``pyspark.daemon`` unchanged. A zip of a separate Spark
 from __future__ import annotations
 
 import os
-import runpy
 import sys
 from typing import Sequence
 
@@ -98,11 +97,34 @@ def launcher(python: str, directory: str | None = None) -> str | None:
     return path
 
 
+def quiet_on_closed_socket(worker):
+    """``pyspark.daemon.worker`` that ends quietly when Spark has closed the worker's socket.
+
+    When a query is stopped or the driver exits while a Python task is finishing, the JVM closes the
+    socket and the forked worker's last ``flush`` raises ``BrokenPipeError``; pyspark's daemon prints
+    that traceback on stderr (the flights job ended with two of them). The JVM already knows the task
+    is gone, so the worker ends as after a failed task (code 1: the daemon waits for the socket to
+    close and lets the process exit), without a traceback.
+    """
+    def run(sock, authenticated):
+        try:
+            return worker(sock, authenticated)
+        except (BrokenPipeError, ConnectionResetError):
+            return 1
+
+    return run
+
+
 def main() -> None:
-    """Drop the installed pyspark's own zip from ``sys.path``, then run ``pyspark.daemon`` as ``__main__``
-    (its arguments, e.g. the worker module, are left in ``sys.argv``)."""
+    """Drop the installed pyspark's own zip from ``sys.path``, then run ``pyspark.daemon``'s manager
+    with :func:`quiet_on_closed_socket` around its ``worker`` (its arguments, e.g. the worker module,
+    are left in ``sys.argv``)."""
     sys.path[:] = without_bundled_zip(sys.path)
-    runpy.run_module(PYSPARK_DAEMON, run_name="__main__", alter_sys=True)
+    import importlib
+
+    daemon = importlib.import_module(PYSPARK_DAEMON)
+    daemon.worker = quiet_on_closed_socket(daemon.worker)
+    daemon.manager()
 
 
 if __name__ == "__main__":

@@ -86,3 +86,16 @@ def test_driver_side_python_processes_start_through_the_launcher(monkeypatch):
     monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", "/opt/my/python")  # the user's choice is kept
     ensure_worker_python()
     assert os.environ["PYSPARK_DRIVER_PYTHON"] == "/opt/my/python"
+
+
+def test_a_worker_whose_socket_spark_closed_ends_quietly(capsys):
+    """Issue 37: a stopped query or an exiting driver left pyspark's daemon printing a
+    ``BrokenPipeError`` traceback per worker; the wrapped worker ends with code 1, silently."""
+    from pyspark_kafka.worker_daemon import quiet_on_closed_socket
+
+    def closed(sock, authenticated):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    assert quiet_on_closed_socket(closed)(None, True) == 1
+    assert quiet_on_closed_socket(lambda sock, authenticated: 0)(None, True) == 0
+    assert capsys.readouterr().err == ""
