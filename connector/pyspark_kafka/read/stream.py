@@ -29,7 +29,7 @@ from pyspark_kafka.read.stream_group import StreamGroup
 from pyspark_kafka.read.offset_reader import OffsetReader
 from pyspark_kafka.read.options import check_schema, parse_reader_options, unique_group_id
 from pyspark_kafka.read.partition_reader import KafkaInputPartition, executor_conf, read_partition
-from pyspark_kafka.read.planning import input_partitions, report_data_loss
+from pyspark_kafka.read.planning import input_partitions, pack_small_trigger, report_data_loss
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -183,7 +183,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             report_data_loss(self._opts.fail_on_data_loss),
             earliest=earliest,
         )
-        return input_partitions(ranges, self._opts, self._conf)
+        return pack_small_trigger(input_partitions(ranges, self._opts, self._conf), self._opts)
 
     def read(self, partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
         """Executor side: the records of one offset range as record batches."""

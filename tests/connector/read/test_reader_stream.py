@@ -33,12 +33,34 @@ def test_max_offsets_per_trigger_is_spread_by_backlog(bootstrap, make_topic):
         assert reader.reportLatestOffset() == {topic: {"0": 90, "1": 10}}  # the backlog, for query progress
         # ReadAllAvailable (e.g. Trigger.Once) ignores the option
         assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 90, "1": 10}}
-        parts = reader.partitions(start, end)
-        assert [(p.range.partition, p.range.from_offset, p.range.until_offset) for p in parts] == [(0, 0, 45), (1, 0, 5)]
-        values = [v for p in parts for batch in reader.read(p) for v in batch.column("value").to_pylist()]
-        assert len(values) == 50 and len(set(values)) == 50
+        (group,) = reader.partitions(start, end)  # a small micro-batch: one task reads both ranges
+        assert [(p.range.partition, p.range.from_offset, p.range.until_offset) for p in group.parts] == [
+            (0, 0, 45), (1, 0, 5)]
+        rows = [r for batch in reader.read(group) for r in batch.to_pylist()]
+        assert len({r["value"] for r in rows}) == 50
+        assert [(r["partition"], r["offset"]) for r in rows] == [(0, o) for o in range(45)] + [(1, o) for o in range(5)]
     finally:
         reader.stop()
+
+
+def test_only_small_micro_batches_over_several_partitions_are_read_by_one_task(bootstrap, make_topic, monkeypatch):
+    """pack_small_trigger: one task for a small micro-batch; one per range when the micro-batch is
+    larger than SMALL_TRIGGER_RECORDS or the user asks for parallelism (minPartitions)."""
+    from pyspark_kafka.read import planning
+
+    topic = make_topic(partitions=2)
+    produce(bootstrap, topic, 30, partition=0)
+    produce(bootstrap, topic, 30, partition=1)
+    for options, limit, tasks in [({}, 60, 1), ({}, 59, 2), ({"minPartitions": "2"}, 60, 2)]:
+        monkeypatch.setattr(planning, "SMALL_TRIGGER_RECORDS", limit)
+        reader = stream_reader(bootstrap, subscribe=topic, startingOffsets="earliest", **options)
+        try:
+            start = reader.initialOffset()
+            parts = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
+            assert len(parts) == tasks, (options, limit)
+            assert sum(b.num_rows for p in parts for b in reader.read(p)) == 60
+        finally:
+            reader.stop()
 
 
 def test_min_offsets_per_trigger_waits_for_records_or_max_trigger_delay(bootstrap, make_topic):
