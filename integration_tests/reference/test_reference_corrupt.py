@@ -9,7 +9,10 @@ flipped, so the CRC-32C no longer matches; ``batchLength`` raised by 8; a byte o
 flipped), and the node is restarted on the damaged files. A clean shutdown leaves
 ``.kafka_cleanshutdown`` and a recovery point at the log end, so neither broker re-validates the
 segment on restart: both keep the high watermark and serve the damaged bytes (checked, with the log
-line that says so).
+line that says so). After an unclean stop (SIGKILL, recovery point 0) both would re-validate the segment
+and truncate it at the damaged batch (Kafka 4.4.0: "Corruption found in segment 0, truncating to offset
+1500"; ours logs the same), leaving a shorter log and nothing for a reader to fail on: checked by hand
+(2026-11-28), not here, which would cost another restart.
 
 Then ONE job (:mod:`corrupt_job`, its own driver with Spark's ``spark-sql-kafka-0-10`` in
 ``spark.jars``, the pyspark of :func:`~pyspark_kafka.testing.reference.reference_spark`; started first, so
@@ -396,8 +399,10 @@ def test_restart_serves_the_damaged_segment(corrupt, backend):
     at :data:`RECORDS` and the restart log says why (no recovery, nothing truncated)."""
     b = _backend(corrupt, backend)
     assert b.watermarks == {s: (0, RECORDS) for s in DAMAGED}, b.watermarks
-    expected = "Skipping recovery" if backend == "apache-kafka" else "clean shutdown; re-validated 0 segments, truncated 0 bytes"
-    assert any(expected in ln for ln in b.restart_log), b.restart_log
+    if backend == "apache-kafka":  # "Skipping recovery of 3 logs from <dir> since clean shutdown file was found"
+        assert any("Skipping recovery" in ln for ln in b.restart_log), b.restart_log
+    else:  # "loaded 3 topics, 3 partitions from <dir> in 2 ms (clean shutdown; re-validated 0 segments, truncated 0 bytes)"
+        assert any("(clean shutdown" in ln and "truncated 0 bytes" in ln for ln in b.restart_log), b.restart_log
 
 
 BEFORE_DAMAGE_DIFFERENCE = (
