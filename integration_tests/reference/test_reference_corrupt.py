@@ -27,8 +27,9 @@ kafka-clients 3.9.2 raise ``KafkaException`` "Record batch for partition T-0 at 
 cause: Record is corrupt (stored crc = ..., computed crc = ...)"); ours fails with a message line
 naming the corruption ("corrupt", any case, outside the topic name), the topic and the partition; with
 ``failOnDataLoss=false`` ours does what Spark's connector does (its ``KafkaDataConsumer`` counts only
-offsets out of range as data loss: both fail); the ranges around the damage read whole (a known
-difference before the damage: :data:`BEFORE_DAMAGE_DIFFERENCE`, strict xfail); without the CRC check a
+offsets out of range as data loss: both fail); the ranges around the damage read whole (the one
+before it too: a Fetch answer brings the damaged batch along, but like Kafka's consumer ours checks
+only the batches it reads into); without the CRC check a
 flipped value byte is read by all three and a raised length still fails every reader.
 The outcomes are printed (``pytest -s``) and kept in the module's ``corrupt-result.json``.
 """
@@ -405,22 +406,11 @@ def test_restart_serves_the_damaged_segment(corrupt, backend):
         assert any("(clean shutdown" in ln and "truncated 0 bytes" in ln for ln in b.restart_log), b.restart_log
 
 
-BEFORE_DAMAGE_DIFFERENCE = (
-    "pykafka fails a range that ends where the damaged batch starts: a Fetch answer carries the batches after the "
-    "range's end too, and both read paths check them (the columnar reader's CRC check, librdkafka's with "
-    "check.crcs=true) and raise CorruptRecordError for a batch the range does not hold. Spark's connector "
-    "(kafka-clients) validates a batch only when it iterates into it, and reads the range. Reading around a damaged "
-    "batch (startingOffsets/endingOffsets JSON), the workaround Kafka's error suggests ('seek past the record'), "
-    "therefore fails in pykafka for the part before the damage")
-
-
 def _around_params():
     for backend in BACKENDS:
         for side in ("before", "after"):
             for reader in READERS:
-                marks = (pytest.mark.xfail(strict=True, reason=BEFORE_DAMAGE_DIFFERENCE)
-                         if side == "before" and reader in OURS else ())
-                yield pytest.param(backend, side, reader, id=f"{backend}-{side}-{reader}", marks=marks)
+                yield pytest.param(backend, side, reader, id=f"{backend}-{side}-{reader}")
 
 
 @pytest.mark.parametrize("backend, side, reader", list(_around_params()))

@@ -162,7 +162,8 @@ def read_range_columnar(part, config: FetchConfig, schema: pa.Schema, on_out_of_
             end = int(data.last_stable_offset) if committed and data.last_stable_offset >= 0 \
                 else int(data.high_watermark)
             seg = select_batches(data.records or b"", next_offset, committed, aborted, check_crcs=check_crcs,
-                                 topic=topic, partition=partition, high_watermark=int(data.high_watermark))
+                                 topic=topic, partition=partition, high_watermark=int(data.high_watermark),
+                                 until_offset=until)
             if seg.next_offset is None:  # an empty answer (one with bytes but no whole batch raised above)
                 if next_offset < end:
                     # records below the partition's end exist but none came: never end or skip silently

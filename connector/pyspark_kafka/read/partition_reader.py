@@ -343,6 +343,9 @@ def _take(consumer, part: KafkaInputPartition, msgs: list, next_offset: int, bui
             next_offset = _on_out_of_range(consumer, part, next_offset)
             break
         elif code == KafkaError._BAD_MSG:  # librdkafka's check.crcs (or a batch it cannot parse)
+            if m.offset() >= until:  # a damaged batch past the range, fetched along: not read, as on Spark's
+                next_offset = until
+                break
             raise corrupt_record_error(rng.topic, rng.partition, m.offset(), None, err.str())
         elif code == KafkaError.GROUP_AUTHORIZATION_FAILED and m.topic() is None:
             _group_denied_once(err)

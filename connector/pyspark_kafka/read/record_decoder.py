@@ -116,13 +116,17 @@ class Segments:
 
 
 def select_batches(records, from_offset: int, read_committed: bool, aborted, *, check_crcs: bool = True,
-                   topic: str = "", partition: int = -1, high_watermark: int | None = None) -> Segments:
+                   topic: str = "", partition: int = -1, high_watermark: int | None = None,
+                   until_offset: int | None = None) -> Segments:
     """The batches of ``records`` (bytes of one partition's Fetch answer for ``from_offset``) that
     hold records to read, with every batch header checked.
 
     ``aborted``: the partition's ``(producer_id, first_offset)`` aborted transactions (Fetch
     response), used when ``read_committed``. ``check_crcs``: verify each batch's CRC-32C (Kafka's
     ``check.crcs``, default true). ``high_watermark``: the answer's high watermark, when known.
+    ``until_offset``: the end of the range being read; batches starting at or after it are neither
+    checked nor kept (Kafka's consumer checks only the batches it reads into, so a range ending just
+    before a damaged batch reads, as on Spark's connector).
     Checks (Kafka's ``DefaultRecordBatch.ensureValid`` and the Java consumer's ``CompletedFetch``):
     batchLength at least 49; a non-empty answer holds at least one complete batch (KIP-74: the
     broker always sends the first batch whole; a truncated *last* batch is normal and dropped);
@@ -145,16 +149,28 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
 
     while pos + LOG_OVERHEAD <= size:
         base, length = _OFFSET_LENGTH.unpack_from(view, pos)
+        # where the batch should start: its own baseOffset may be what is damaged
+        expected = from_offset if next_offset is None else next_offset
+        if until_offset is not None and base >= until_offset and (next_offset is None or base >= next_offset):
+            # past the range: Kafka's consumer never iterates (nor checks) a batch it does not read into
+            if high_watermark is not None and base >= high_watermark >= 0:
+                raise bad(expected, None, f"the batch there says base offset {base}, at or past the partition's "
+                                          f"high watermark {high_watermark}")
+            if next_offset is None:
+                next_offset = base  # [from_offset, until_offset) holds no record (compacted away)
+            break
         if length < MIN_BATCH_LENGTH:
-            raise bad(base, None, f"its batchLength {length} is below the {MIN_BATCH_LENGTH}-byte minimum")
+            raise bad(expected, None, f"the batch there has batchLength {length}, below the {MIN_BATCH_LENGTH}-byte "
+                                      f"minimum (its header says base offset {base})")
         end = pos + LOG_OVERHEAD + length
         if end > size:  # Kafka's ByteBufferLogInputStream.nextBatch: a cut batch still shows a valid magic
             if pos + MAGIC_OFFSET < size and view[pos + MAGIC_OFFSET] != MAGIC:
-                raise bad(base, None, f"a cut batch at the end of the answer has magic {view[pos + MAGIC_OFFSET]}")
+                raise bad(expected, None, f"a cut batch at the end of the answer has magic {view[pos + MAGIC_OFFSET]} "
+                                          f"(its header says base offset {base})")
             if next_offset is None:
-                raise bad(base, None, f"the Fetch answer holds {size - pos} bytes from this batch on but its "
-                                      f"batchLength says {LOG_OVERHEAD + length}: no complete record batch (a "
-                                      "broker always sends the first batch whole, KIP-74)")
+                raise bad(expected, None, f"the Fetch answer holds {size - pos} bytes from this batch on but its "
+                                          f"batchLength says {LOG_OVERHEAD + length}: no complete record batch (a "
+                                          "broker always sends the first batch whole, KIP-74)")
             break  # a truncated batch at the end of the answer (partition_max_bytes)
         (base, length, _epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, _pe, _seq,
          count) = HEADER.unpack_from(view, pos)

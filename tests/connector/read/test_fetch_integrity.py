@@ -38,9 +38,10 @@ def _produce(bootstrap: str, topic: str) -> None:
     assert producer.flush(30) == 0
 
 
-def _rows(bootstrap: str, topic: str, path: str, fail_on_data_loss: bool = True, **options) -> list:
+def _rows(bootstrap: str, topic: str, path: str, fail_on_data_loss: bool = True, until: int = RECORDS,
+          **options) -> list:
     conf = executor_conf({"kafka.bootstrap.servers": bootstrap, **options}, "integrity-test")
-    part = KafkaInputPartition(O.OffsetRange(topic, 0, 0, RECORDS), conf, POLL_TIMEOUT_MS, fail_on_data_loss,
+    part = KafkaInputPartition(O.OffsetRange(topic, 0, 0, until), conf, POLL_TIMEOUT_MS, fail_on_data_loss,
                                False, path)
     return [row for batch in read_partition(part) for row in batch.to_pylist()]
 
@@ -123,6 +124,18 @@ def test_a_damaged_batch_fails_the_consumer_path_naming_corruption(bootstrap, to
     message = str(caught.value)
     assert isinstance(caught.value, CorruptRecordError), message
     assert f"{topic}-0" in message.splitlines()[0] and "corrupt" in message.splitlines()[0]
+
+
+@pytest.mark.parametrize("path", ["columnar", "consumer"])
+def test_a_range_ending_before_a_damaged_batch_reads_as_on_sparks_connector(bootstrap, topic, path):
+    """The Fetch answer brings the damaged batch along, but a range that ends before it never reads into
+    it: Kafka's consumer checks only the batches it iterates, so Spark's connector reads such a range
+    (integration_tests/reference/test_reference_corrupt.py); one that reaches into it fails."""
+    with KafkaProxy(bootstrap, on_fetch_response=_flip_value_byte_of_batch_at(30)) as proxy:
+        rows = _rows(proxy.bootstrap, topic, path, until=30)
+        assert [r["offset"] for r in rows] == list(range(30))
+        with pytest.raises(CorruptRecordError):
+            _rows(proxy.bootstrap, topic, path, until=31)
 
 
 def test_the_same_batch_undamaged_reads_whole_through_the_proxy(bootstrap, topic):
