@@ -25,7 +25,9 @@ import time
 from importlib import metadata as importlib_metadata
 from typing import Callable
 
-REPETITIONS = 3
+REPETITIONS = int(os.environ.get("PYSPARK_KAFKA_BENCH_REPETITIONS") or 3)
+"""Repetitions of every figure (3; the environment variable ``PYSPARK_KAFKA_BENCH_REPETITIONS``
+sets another, read when this module is imported)."""
 
 
 class Skipped(Exception):

@@ -10,18 +10,28 @@ Run by :mod:`spark_connector_bench` with the interpreter of
 only runs Spark. ``SPEC.json``::
 
     {"bootstrap": "127.0.0.1:P", "jars": [...], "master": "local[2]", "repetitions": 3,
-     "read": {"topic": T, "count": N, "warmup_topic": W, "warmup_count": n},
+     "read": {"topic": T, "count": N, "warmup_topic": W, "warmup_count": n,
+              "variants": ["pykafka", "pykafka-nocrc", "kafka"] (optional; default the two formats),
+              "full_warmup": false (optional: true = each variant also reads T once, untimed, first)},
      "write": {"topics": {"kafka": T1, "pykafka": T2}, "count": N, "partitions": 2,
-               "value_bytes": 100, "producer": {"acks": "all", ...}},
+               "value_bytes": 100, "producer": {"acks": "all", ...}} | null,
      "flights": {"topic": F, "rows": R, "max_offsets_per_trigger": 50000, "workdir": DIR,
                  "warmup": {"topic": F2, "rows": r}} | null}
+
+A read variant is a format, or one of :data:`READ_VARIANTS`: a format with source options
+(``pykafka-nocrc``: ``format("pykafka")`` with ``kafka.check.crcs=false``, issue 34's
+checks-off side). The write and the flights job run only the two formats; ``"write": null``
+leaves the write out (``"flights": null`` the flights job).
 
 Measured per format and repetition (every figure is checked, else the job exits 1):
 
 - ``read``: ``readStream.format(fmt)`` (``subscribe``, ``startingOffsets=earliest``),
   ``Trigger.AvailableNow`` into the ``noop`` sink; seconds from ``start()`` to the end of the
-  query; the query's progress must count exactly ``count`` input rows.
-- ``batch_read``: ``spark.read.format(fmt)`` of the same topic and ``count()``; exactly ``count``.
+  query; the query's progress must count exactly ``count`` input rows. ``read_cpu``: its CPU
+  seconds (utime + stime of this process and every descendant, exited ones included:
+  ``read_paths_job.tree_cpu_seconds``, before and after).
+- ``batch_read``: ``spark.read.format(fmt)`` of the same topic and ``count()``; exactly ``count``;
+  ``batch_read_cpu`` likewise.
 - ``write``: ``spark.range(count)`` as a ``value_bytes`` string, ``df.write.format(fmt)`` with
   the ``producer`` settings as ``kafka.*`` options; seconds to the return of ``save()``; the
   topic's end offsets (read with confluent-kafka) must grow by exactly ``count``.
@@ -30,10 +40,16 @@ Measured per format and repetition (every figure is checked, else the job exits 
   fresh checkpoint, ``Trigger.AvailableNow``); seconds from building the query to its end, and
   the sum of its micro-batch durations; ``flights_report.check`` must find every flight once.
 
-Before the timing each format reads, writes and (with ``flights``) runs the flights query once
-on small topics of their own. The order of the two formats flips every repetition. Prints one JSON line:
-``{"spark", "python", "pykafka_module", "seconds", "read": {fmt: [s, ...]}, "batch_read": {...}, "write": {...},
-"flights": {fmt: [{"stream": s, "batches": s}, ...]}}``.
+Before the timing each read variant reads, each format writes and (with ``flights``) runs the
+flights query once on small topics of their own; with ``full_warmup`` each read variant also reads
+the measured topic once (stream and batch, untimed): without it the first repetition is the slowest
+for every variant (the JVM's JIT and heap still growing: 1.4-3.5x the CPU per record of the later ones
+on 2,000,000 records), which hits the variant measured first. The variants take turns within every repetition
+(one of each, never all repetitions of one then the other), their order reversed every other
+repetition (:func:`orders`). Prints one JSON line: ``{"spark", "python", "pykafka_module", "seconds",
+"read": {variant: [s, ...]}, "read_cpu": {...}, "batch_read": {...}, "batch_read_cpu": {...},
+"write": {fmt: [s, ...]}, "write_cpu": {...}, "flights": {fmt: [{"stream": s, "batches": s}, ...]},
+"flights_cpu": {...}, "order": [[variant, ...] per repetition], "load": [[1, 5, 15 min] per repetition]}``.
 """
 
 from __future__ import annotations
@@ -46,13 +62,24 @@ import tempfile
 import time
 
 FORMATS = ("pykafka", "kafka")
+READ_VARIANTS = {"pykafka-nocrc": ("pykafka", {"kafka.check.crcs": "false"})}
+"""Read variants that are a format with source options: ``name -> (format, options)``."""
 QUERY_TIMEOUT_S = 900  # bound on one streaming query
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 
-def orders(repetitions: int) -> list[tuple[str, str]]:
-    """The order of the formats per repetition: pykafka first, then kafka first, and so on."""
-    return [FORMATS if rep % 2 == 0 else FORMATS[::-1] for rep in range(repetitions)]
+def orders(repetitions: int, variants=FORMATS) -> list[tuple[str, ...]]:
+    """The order of ``variants`` per repetition: as given, then reversed, and so on (two formats:
+    pykafka first, then kafka first; three: a b c, c b a, a b c, ...: every pair alternates which
+    goes first, and neighbours stay neighbours)."""
+    variants = tuple(variants)
+    return [variants if rep % 2 == 0 else variants[::-1] for rep in range(repetitions)]
+
+
+def variant_reader(reader, variant: str):
+    """``reader`` (``spark.read`` or ``spark.readStream``) with the format and options of read ``variant``."""
+    fmt, options = READ_VARIANTS.get(variant, (variant, {}))
+    return reader.format(fmt).options(**options)
 
 
 def _await(query) -> None:
@@ -67,11 +94,12 @@ def _await(query) -> None:
 
 
 def read_seconds(spark, fmt: str, bootstrap: str, topic: str, expected: int) -> float:
-    """One AvailableNow query of ``topic`` into ``noop``; its seconds. Raises RuntimeError unless
-    the query counted exactly ``expected`` input rows."""
+    """One AvailableNow query of ``topic`` into ``noop`` by read variant ``fmt`` (a format or a name
+    of :data:`READ_VARIANTS`); its seconds. Raises RuntimeError unless the query counted exactly
+    ``expected`` input rows."""
     with tempfile.TemporaryDirectory() as checkpoint:
         started = time.perf_counter()
-        query = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+        query = (variant_reader(spark.readStream, fmt).option("kafka.bootstrap.servers", bootstrap)
                  .option("subscribe", topic).option("startingOffsets", "earliest").load()
                  .writeStream.format("noop").option("checkpointLocation", checkpoint)
                  .trigger(availableNow=True).start())
@@ -84,11 +112,11 @@ def read_seconds(spark, fmt: str, bootstrap: str, topic: str, expected: int) -> 
 
 
 def batch_read_seconds(spark, fmt: str, bootstrap: str, topic: str, expected: int) -> float:
-    """``spark.read.format(fmt)`` of the whole topic (default ``earliest`` to ``latest``) and
-    ``count()``; seconds from ``load()`` to the count. Raises RuntimeError unless it is ``expected``.
-    (Neither connector pushes the count down: both read every record.)"""
+    """``spark.read.format(fmt)`` (read variant ``fmt``) of the whole topic (default ``earliest`` to
+    ``latest``) and ``count()``; seconds from ``load()`` to the count. Raises RuntimeError unless it
+    is ``expected``. (Neither connector pushes the count down: both read every record.)"""
     started = time.perf_counter()
-    rows = (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    rows = (variant_reader(spark.read, fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
             .load().count())
     seconds = time.perf_counter() - started
     if rows != expected:
@@ -153,38 +181,61 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", required=True)
     spec = json.loads(open(ap.parse_args(argv).spec).read())
+    variants = tuple(spec["read"].get("variants") or FORMATS)
+    unknown = [v for v in variants if v not in FORMATS and v not in READ_VARIANTS]
+    if unknown:
+        print(f"spark_connector_job: unknown read variants {unknown}", file=sys.stderr, flush=True)
+        return 1
     from pyspark_kafka.spark import get_spark
 
     began = time.monotonic()
     spark = get_spark("spark-connector-bench", master=spec["master"],
                       conf={"spark.jars": ",".join(spec["jars"]), "spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
-    bootstrap, read, write, flights = spec["bootstrap"], spec["read"], spec["write"], spec.get("flights")
+    bootstrap, read, write, flights = spec["bootstrap"], spec["read"], spec.get("write"), spec.get("flights")
     from read_paths_job import tree_cpu_seconds  # imports this module: not at the top
 
-    out = {"read": {f: [] for f in FORMATS}, "batch_read": {f: [] for f in FORMATS}, "write": {f: [] for f in FORMATS},
+    out = {"read": {v: [] for v in variants}, "batch_read": {v: [] for v in variants},
+           "read_cpu": {v: [] for v in variants}, "batch_read_cpu": {v: [] for v in variants},
+           "write": {f: [] for f in FORMATS} if write else None,
            "flights": {f: [] for f in FORMATS} if flights else None,
-           "write_cpu": {f: [] for f in FORMATS}, "flights_cpu": {f: [] for f in FORMATS}}
+           "write_cpu": {f: [] for f in FORMATS}, "flights_cpu": {f: [] for f in FORMATS},
+           "order": [], "load": []}
+
+    def timed(fn, seconds: dict, cpu_seconds: dict, key: str) -> None:
+        cpu = tree_cpu_seconds()
+        seconds[key].append(fn())
+        cpu_seconds[key].append(tree_cpu_seconds() - cpu)
+
     try:
-        for fmt in FORMATS:  # start the Python workers and load each connector's classes
-            read_seconds(spark, fmt, bootstrap, read["warmup_topic"], read["warmup_count"])
-            batch_read_seconds(spark, fmt, bootstrap, read["warmup_topic"], read["warmup_count"])
-            write_seconds(spark, fmt, bootstrap, write, write["topics"][fmt], min(write["count"], 20_000))
+        for v in variants:  # start the Python workers and load each connector's classes
+            read_seconds(spark, v, bootstrap, read["warmup_topic"], read["warmup_count"])
+            batch_read_seconds(spark, v, bootstrap, read["warmup_topic"], read["warmup_count"])
+        for v in variants if read.get("full_warmup") else ():  # and the JVM's JIT and heap at full size
+            read_seconds(spark, v, bootstrap, read["topic"], read["count"])
+            batch_read_seconds(spark, v, bootstrap, read["topic"], read["count"])
+        for fmt in FORMATS:
+            if write:
+                write_seconds(spark, fmt, bootstrap, write, write["topics"][fmt], min(write["count"], 20_000))
             if flights:  # and the flights query's sink, join and JSON parsing
                 flights_seconds(spark, fmt, bootstrap, {**flights, **flights["warmup"]}, "warmup")
-        for rep, order in enumerate(orders(spec["repetitions"])):
-            for fmt in order:
-                print(f"[spark_connector] repetition {rep + 1}: {fmt}", file=sys.stderr, flush=True)
-                out["read"][fmt].append(read_seconds(spark, fmt, bootstrap, read["topic"], read["count"]))
-                out["batch_read"][fmt].append(batch_read_seconds(spark, fmt, bootstrap, read["topic"], read["count"]))
-                cpu = tree_cpu_seconds()
-                out["write"][fmt].append(write_seconds(spark, fmt, bootstrap, write, write["topics"][fmt],
-                                                       write["count"]))
-                out["write_cpu"][fmt].append(tree_cpu_seconds() - cpu)
+        for rep, order in enumerate(orders(spec["repetitions"], variants)):
+            out["order"].append(list(order))
+            out["load"].append(os.getloadavg())  # 1/5/15-minute load average as the repetition starts
+            for v in order:
+                print(f"[spark_connector] repetition {rep + 1}: {v}", file=sys.stderr, flush=True)
+                timed(lambda: read_seconds(spark, v, bootstrap, read["topic"], read["count"]),
+                      out["read"], out["read_cpu"], v)
+                timed(lambda: batch_read_seconds(spark, v, bootstrap, read["topic"], read["count"]),
+                      out["batch_read"], out["batch_read_cpu"], v)
+                if v not in FORMATS:  # a read-only variant
+                    continue
+                if write:
+                    timed(lambda: write_seconds(spark, v, bootstrap, write, write["topics"][v], write["count"]),
+                          out["write"], out["write_cpu"], v)
                 if flights:
-                    cpu = tree_cpu_seconds()
-                    out["flights"][fmt].append(flights_seconds(spark, fmt, bootstrap, flights, rep))
-                    out["flights_cpu"][fmt].append(tree_cpu_seconds() - cpu)
+                    timed(lambda: flights_seconds(spark, v, bootstrap, flights, rep),
+                          out["flights"], out["flights_cpu"], v)
         import pyspark_kafka
 
         print(json.dumps({"spark": spark.version, "python": sys.executable,

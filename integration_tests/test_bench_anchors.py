@@ -56,8 +56,11 @@ def test_spark_connector_bench_runs_both_connectors_on_tiny_data():
         rows = spark_connector_bench.measure(2000, 2000, 300, repetitions=1)
     except common.Skipped as e:
         pytest.skip(str(e))
-    # five read/write rows, the write's CPU per record, three flights rows and the flights' CPU per record
-    assert len(rows) == 10
+    # five read/write rows, the reads' and the write's CPU per record, three flights rows and the flights'
+    # CPU per record, and issue 34's checks on vs kafka.check.crcs=false (both reads: records/s and CPU)
+    assert len(rows) == 16
+    nocrc = [r for r in rows if "integrity checks on vs kafka.check.crcs=false" in r["metric"]]
+    assert len(nocrc) == 4 and all(r["anchor_label"].startswith("pykafka with kafka.check.crcs=false") for r in nocrc)
     assert sum(1 for r in rows if r["metric"].startswith(("write vs Spark's connector: CPU per record",
                                                           "flights job stream (300 flights), source pykafka vs "
                                                           "kafka: CPU per record"))) == 2
