@@ -45,19 +45,22 @@ SPARK_CORES = 2
 ANCHOR = "plain confluent-kafka consume loop (1 thread)"
 
 
-def _fill_topic(bootstrap: str, count: int) -> str:
+def _fill_topic(bootstrap: str, count: int, partitions: int = None) -> str:
+    """A new topic of ``count`` 100-byte records spread round robin over ``partitions`` (default
+    :data:`PARTITIONS`); returns its name."""
+    partitions = partitions or PARTITIONS
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     name = f"read-bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
-    admin.create_topics([NewTopic(name, num_partitions=PARTITIONS, replication_factor=1)])[name].result(30)
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000})
     value = b"x" * VALUE_BYTES
     for i in range(count):
         while True:
             try:
-                producer.produce(name, value, None, i % PARTITIONS)
+                producer.produce(name, value, None, i % partitions)
                 break
             except BufferError:
                 producer.poll(0.05)

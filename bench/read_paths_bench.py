@@ -89,7 +89,7 @@ def job_entry(entry: str) -> tuple[str, bool, dict]:
 
 
 def measure_small(connectors: list[str], repetitions: int = REPETITIONS, rounds: int = 1,
-                  variants: tuple = ("kafka", "pykafka")) -> list[dict]:
+                  variants: tuple = ("kafka", "pykafka"), partitions: int | None = None) -> list[dict]:
     """Small micro-batches and the first micro-batch only, for comparing checkouts change by change.
 
     One Apache Kafka with the 20,000-record topic; per round, one job per connector directory of
@@ -99,6 +99,7 @@ def measure_small(connectors: list[str], repetitions: int = REPETITIONS, rounds:
     settings to that job's SparkSession (e.g. ``@spark.python.unix.domain.socket.enabled=true``), so one run
     can compare settings on the same checkout. Returns one entry per job:
     ``{"connector", "round", "load": os.getloadavg() after it, "results": job results}``.
+    ``partitions``: of the small-trigger topic (default: read_bench's 2; issue 35 measured 4).
     """
     from broker_bench import apache_kafka
     from read_bench import _fill_topic
@@ -114,7 +115,7 @@ def measure_small(connectors: list[str], repetitions: int = REPETITIONS, rounds:
         spec = {"bootstrap": bootstrap, "jars": [str(j) for j in ref.jars], "master": "local[2]",
                 "repetitions": repetitions, "topic": None, "count": 0,
                 "warmup_topic": _fill_topic(bootstrap, 1000), "warmup_count": 1000,
-                "small": {"topic": _fill_topic(bootstrap, SMALL_RECORDS), "count": SMALL_RECORDS,
+                "small": {"topic": _fill_topic(bootstrap, SMALL_RECORDS, partitions), "count": SMALL_RECORDS,
                           "per_trigger": PER_TRIGGER}, "variants": list(variants)}
         for r in range(rounds):
             for c in connectors:
@@ -190,6 +191,8 @@ if __name__ == "__main__":
                          "connector/ directory (checkouts to compare), Spark's connector in each; DIR@KEY=VALUE adds a Spark "
                          "setting to that job")
     ap.add_argument("--rounds", type=int, default=1, help="with --small-only: rounds over the directories")
+    ap.add_argument("--small-partitions", type=int, default=None,
+                    help="with --small-only: partitions of the small-trigger topic (default 2)")
     args = ap.parse_args()
     if args.small_only:
         try:
@@ -197,7 +200,8 @@ if __name__ == "__main__":
                 job_entry(entry)  # every entry checked before Apache Kafka starts
         except ValueError as e:
             ap.error(str(e))
-        raw = measure_small(args.small_only.split(","), args.repetitions, args.rounds)
+        raw = measure_small(args.small_only.split(","), args.repetitions, args.rounds,
+                            partitions=args.small_partitions)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(raw, f)
