@@ -65,13 +65,16 @@ HEADERS_SQL = "transform(headers, h -> array(h.key, hex(h.value))) AS headers"
 
 
 _RAISED = re.compile(r"^([\w.]+(?:Error|Exception)): (.*)$")
+_RAISED_INSIDE = re.compile(r"([A-Za-z_]\w*(?:\.\w+)+(?:Error|Exception)): (.*)$")
+"""A dotted exception name inside a line: with ``spark.sql.execution.pyspark.udf.hideTraceback.enabled``
+(``get_spark``) Spark prints the Python error on its ``[PYTHON_DATA_SOURCE_ERROR]`` line, no traceback."""
 
 
 def _error(exc: BaseException) -> dict:
     """Class and message of a failed case; for a Python data source the *innermost* raised
     exception of the worker's traceback (Spark wraps it in ``PYTHON_DATA_SOURCE_ERROR``)."""
     lines = str(exc).strip().splitlines()
-    raised = [m for m in (_RAISED.match(ln.strip()) for ln in lines) if m]
+    raised = [m for m in (_RAISED.match(ln.strip()) or _RAISED_INSIDE.search(ln) for ln in lines) if m]
     if raised:
         return {"class": type(exc).__name__, "cause": raised[-1].group(1), "message": raised[-1].group(2)[:400]}
     return {"class": type(exc).__name__, "message": lines[0][:400] if lines else ""}

@@ -120,8 +120,17 @@ def observe_java(plain: str) -> dict:
     filters, DeleteAcls; ``{}`` when the driver cannot run here."""
     if java_driver.unavailable():
         return {}
-    results = java_driver.admin(plain, [
-        {"op": "create_acls", "acls": JAVA_ACLS},
+    created = java_driver.admin(plain, [{"op": "create_acls", "acls": JAVA_ACLS}])
+    # Apache Kafka answers CreateAcls once the controller committed them; its broker's authorizer applies
+    # them from the metadata log a moment later (a describe right after can miss them, as in one CI run
+    # under load). Wait, bounded, until every ACL created is visible before observing.
+    names = ("name=j-orders,", "name=j-,", "name=*,", "name=kafka-cluster,", "name=j-tx,")
+    deadline = time.monotonic() + 30
+    while True:
+        (seen,) = java_driver.admin(plain, [{"op": "describe_acls", "filter": ANY_ACL}])
+        if all(any(n in str(entry) for entry in seen) for n in names) or time.monotonic() > deadline:
+            break
+    results = created + java_driver.admin(plain, [
         {"op": "describe_acls", "filter": ["ANY", "j-", "ANY", None, None, "ANY", "ANY"]},
         {"op": "describe_acls", "filter": ["TOPIC", "j-orders", "MATCH", None, None, "ANY", "ANY"]},
         {"op": "describe_acls", "filter": ["ANY", None, "PREFIXED", None, None, "ANY", "ANY"]},

@@ -245,7 +245,7 @@ def test_streaming_query_writes_once_and_a_replayed_micro_batch_adds_nothing(spa
     def run():
         query = (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
                  .option("subscribe", source).option("startingOffsets", "earliest")
-                 .option("maxOffsetsPerTrigger", "60").load()
+                 .option("maxOffsetsPerTrigger", "60").option("minPartitions", "3").load()  # a writer task per partition
                  .selectExpr("key", "value")
                  .writeStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
                  .option("topic", sink).option("deliveryGuarantee", "exactly-once")
