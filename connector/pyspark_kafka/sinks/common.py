@@ -400,3 +400,29 @@ def offsets_json(
         {t: dict(sorted(ps.items(), key=lambda kv: int(kv[0]))) for t, ps in sorted(out.items())},
         separators=(",", ":"),
     )
+
+
+class StagedSinkWriter:
+    """The driver-side writer shared by the staging sinks (``pykafka-parquet``, ``-delta``, ``-iceberg``).
+
+    Executors stage a task's rows as data files (``stage``), the driver makes them visible with the
+    batch's offsets in one commit (``commit``) or deletes what an aborted job staged (``abort``); each
+    sink sets the three as ``staticmethod`` s of its own module. One subclass pairs it with pyspark's
+    ``DataSourceArrowWriter`` (batch: ``commit(messages)``), another with
+    ``DataSourceStreamArrowWriter`` (streaming: ``commit(messages, batchId)``).
+    """
+
+    stage = commit_staged = abort_staged = None  # set by each sink: (spec, iterator, attempt id), (spec, messages, batch id), (spec, messages)
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def write(self, iterator):
+        return self.stage(self.spec, iterator, new_attempt_id())
+
+    def commit(self, messages, batchId: int | None = None) -> None:
+        self.commit_staged(self.spec, messages, batchId)
+
+    def abort(self, messages, batchId: int | None = None) -> None:
+        self.abort_staged(self.spec, messages)
+

@@ -65,7 +65,7 @@ from pyspark_kafka.sinks.common import (
     check_topics,
     merge_spans,
     missing_dependency,
-    new_attempt_id,
+    StagedSinkWriter,
     parse_sink_config,
     require_streaming_for_batch_mode,
     rows_after,
@@ -605,32 +605,16 @@ def abort(spec: DeltaSinkSpec, messages) -> None:
     _delete(fs, [i["path"] for m in (messages or []) if m is not None for i in getattr(m, "file_info", [])])
 
 
-class _DeltaWriterBase:
-    def __init__(self, spec: DeltaSinkSpec):
-        self.spec = spec
-
-    def write(self, iterator) -> DeltaStagedWrite:
-        return stage_batches(self.spec, iterator, new_attempt_id())
+class _DeltaWriter(StagedSinkWriter):
+    stage, commit_staged, abort_staged = staticmethod(stage_batches), staticmethod(commit), staticmethod(abort)
 
 
-class DeltaBatchWriter(_DeltaWriterBase, DataSourceArrowWriter):
+class DeltaBatchWriter(_DeltaWriter, DataSourceArrowWriter):
     """Batch ``df.write.format("pykafka-delta")``: one Delta commit for the job, exactly once by the offsets."""
 
-    def commit(self, messages) -> None:
-        commit(self.spec, messages, None)
 
-    def abort(self, messages) -> None:
-        abort(self.spec, messages)
-
-
-class DeltaStreamWriter(_DeltaWriterBase, DataSourceStreamArrowWriter):
+class DeltaStreamWriter(_DeltaWriter, DataSourceStreamArrowWriter):
     """Streaming ``writeStream.format("pykafka-delta")``: one Delta commit per micro-batch."""
-
-    def commit(self, messages, batchId: int) -> None:
-        commit(self.spec, messages, batchId)
-
-    def abort(self, messages, batchId: int) -> None:
-        abort(self.spec, messages)
 
 
 class DeltaSinkDataSource(DataSource):

@@ -47,7 +47,7 @@ from pyspark_kafka.sinks.common import (
     check_same,
     check_topics,
     merge_spans,
-    new_attempt_id,
+    StagedSinkWriter,
     parse_sink_config,
     require_streaming_for_batch_mode,
     rows_after,
@@ -294,15 +294,17 @@ def commit(spec: ParquetSinkSpec, messages: list, batch_id: Optional[int]) -> Op
     return manifest
 
 
-class _ParquetWriterBase:
-    def __init__(self, spec: ParquetSinkSpec):
-        self.spec = spec
-
-    def write(self, iterator) -> StagedWrite:
-        return stage_batches(self.spec, iterator, new_attempt_id())
+def _recover(spec: ParquetSinkSpec, messages) -> None:
+    """An aborted job: roll the manifest log forward or back (:meth:`ManifestLog.recover`), which deletes
+    what was staged and not published."""
+    ManifestLog(spec.path).recover()
 
 
-class ParquetBatchWriter(_ParquetWriterBase, DataSourceArrowWriter):
+class _ParquetWriter(StagedSinkWriter):
+    stage, commit_staged, abort_staged = staticmethod(stage_batches), staticmethod(commit), staticmethod(_recover)
+
+
+class ParquetBatchWriter(_ParquetWriter, DataSourceArrowWriter):
     """Batch ``df.write.format("pykafka-parquet")``: exactly-once by the stored offsets.
 
     Created once per job on the driver: recovers what a killed earlier run left.
@@ -312,21 +314,9 @@ class ParquetBatchWriter(_ParquetWriterBase, DataSourceArrowWriter):
         super().__init__(spec)
         ManifestLog(spec.path).recover()
 
-    def commit(self, messages) -> None:
-        commit(self.spec, messages, None)
 
-    def abort(self, messages) -> None:
-        ManifestLog(self.spec.path).recover()
-
-
-class ParquetStreamWriter(_ParquetWriterBase, DataSourceStreamArrowWriter):
+class ParquetStreamWriter(_ParquetWriter, DataSourceStreamArrowWriter):
     """Streaming ``writeStream.format("pykafka-parquet")``: one manifest per micro-batch."""
-
-    def commit(self, messages, batchId: int) -> None:
-        commit(self.spec, messages, batchId)
-
-    def abort(self, messages, batchId: int) -> None:
-        ManifestLog(self.spec.path).recover()
 
 
 class ParquetSinkDataSource(DataSource):

@@ -54,7 +54,7 @@ from pyspark_kafka.sinks.common import (
     check_topics,
     merge_spans,
     missing_dependency,
-    new_attempt_id,
+    StagedSinkWriter,
     parse_sink_config,
     require_streaming_for_batch_mode,
     rows_after,
@@ -450,32 +450,16 @@ def abort(spec: IcebergSinkSpec, messages) -> None:
     _delete(spec.file_io(), [i["path"] for m in (messages or []) if m is not None for i in getattr(m, "file_info", [])])
 
 
-class _IcebergWriterBase:
-    def __init__(self, spec: IcebergSinkSpec):
-        self.spec = spec
-
-    def write(self, iterator) -> IcebergStagedWrite:
-        return stage_batches(self.spec, iterator, new_attempt_id())
+class _IcebergWriter(StagedSinkWriter):
+    stage, commit_staged, abort_staged = staticmethod(stage_batches), staticmethod(commit), staticmethod(abort)
 
 
-class IcebergBatchWriter(_IcebergWriterBase, DataSourceArrowWriter):
+class IcebergBatchWriter(_IcebergWriter, DataSourceArrowWriter):
     """Batch ``df.write.format("pykafka-iceberg")``: one append for the job, exactly once by the offsets."""
 
-    def commit(self, messages) -> None:
-        commit(self.spec, messages, None)
 
-    def abort(self, messages) -> None:
-        abort(self.spec, messages)
-
-
-class IcebergStreamWriter(_IcebergWriterBase, DataSourceStreamArrowWriter):
+class IcebergStreamWriter(_IcebergWriter, DataSourceStreamArrowWriter):
     """Streaming ``writeStream.format("pykafka-iceberg")``: one append per micro-batch."""
-
-    def commit(self, messages, batchId: int) -> None:
-        commit(self.spec, messages, batchId)
-
-    def abort(self, messages, batchId: int) -> None:
-        abort(self.spec, messages)
 
 
 class IcebergSinkDataSource(DataSource):
