@@ -63,6 +63,25 @@ FETCH_MAX_BYTES = 8 * 1024 * 1024  # Kafka's KafkaRaftClient MAX_FETCH_SIZE_BYTE
 CHECK_QUORUM_FACTOR = 1.5  # Kafka: the leader resigns after 1.5 x fetch timeout without a majority fetching
 
 
+def _consume(task: asyncio.Future) -> None:
+    """Read a finished request task's outcome, so that asyncio never reports it as an exception nobody retrieved;
+    the outcome itself is dropped (the caller has stopped waiting for it)."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _current_leader(task: asyncio.Future) -> Any | None:
+    """The ``CurrentLeader`` of a finished Fetch request task, or None when the voter did not answer one
+    (refused, timed out, no metadata partition); the task's outcome is read either way."""
+    _consume(task)
+    if task.cancelled() or task.exception() is not None:
+        return None
+    try:
+        return metadata_partition(task.result()).current_leader
+    except ValueError:
+        return None
+
+
 class RaftMetadataLog(RaftApis):
     """The replicated metadata log of one node (voter or observer); see the module docstring.
 
@@ -400,7 +419,12 @@ class RaftMetadataLog(RaftApis):
         Asking one random voter waited out the request timeout whenever it picked a silent one (a paused old
         leader): a broker then learned of the new leader 2-4 s after the election, past its 2 s session in
         ``test_a_paused_active_controller_is_replaced_without_fencing_the_brokers`` (issue 25). The questions
-        still unanswered are left to end by their own timeout (never cancelled mid-answer on a shared channel)."""
+        still unanswered are left to end by their own timeout (never cancelled mid-answer on a shared channel).
+
+        Every answer of a round is read before one is acted on, and each question still unanswered gets a
+        callback that reads its end: a refused request that finished in the same round as the leader's answer
+        was otherwise never read, and asyncio logged "Task exception was never retrieved" at ERROR for it when
+        the task was collected (issue #38)."""
         version = self._version
         timeout = self.config.request_timeout_ms / 1000
         pending = {asyncio.ensure_future(self._channel(v, "fetch").request(self._fetch_request(max_wait_ms=0),
@@ -409,19 +433,16 @@ class RaftMetadataLog(RaftApis):
         try:
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    try:
-                        leader = metadata_partition(task.result()).current_leader
-                    except Exception:  # a voter that cannot answer: another may
-                        continue
-                    if self._version != version:
-                        return
+                leaders = [leader for leader in map(_current_leader, done) if leader is not None]
+                if self._version != version:
+                    return
+                for leader in sorted(leaders, key=lambda leader: -leader.leader_epoch):  # the newest epoch first
                     if leader.leader_id >= 0 and leader.leader_epoch >= self.epoch:
                         self._become_follower(leader.leader_epoch, leader.leader_id)
                         return
         finally:
             for task in pending:
-                task.add_done_callback(lambda t: t.cancelled() or t.exception())  # result dropped, never unretrieved
+                task.add_done_callback(_consume)
         await self._wait_change(0.1)
 
     def _fetch_request(self, max_wait_ms: int | None = None) -> Any:
@@ -514,7 +535,10 @@ class RaftMetadataLog(RaftApis):
                     return
         finally:
             for task in [*tasks, changed]:
-                task.cancel()
+                if task.done():
+                    _consume(task)  # a vote answered (or refused) in the round that ended the campaign
+                else:
+                    task.cancel()
         if self._version != version:
             return
         # Lost or split vote: back off, then stand again with a higher epoch (Kafka's election backoff).

@@ -149,7 +149,7 @@ class RaftChannel:
 
     ``await request(entity, timeout_s)`` returns the kio response entity; any failure (refused,
     timed out, closed, undecodable) raises ConnectionError and closes the connection (the next
-    request reconnects).
+    request reconnects); a cancelled request closes it too.
     """
 
     def __init__(self, host: str, port: int, client_id: str) -> None:
@@ -167,6 +167,9 @@ class RaftChannel:
                 self.close()
                 raise ConnectionError(f"{type(entity).__name__} to {self.host}:{self.port} failed: "
                                       f"{type(exc).__name__} {exc}") from None
+            except asyncio.CancelledError:
+                self.close()  # an answer still owed on this connection must never be read as the next request's
+                raise
 
     async def _exchange(self, entity: Any) -> Any:
         if self._writer is None:
