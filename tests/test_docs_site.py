@@ -213,3 +213,107 @@ def test_cluster_blocks_run(tmp_path):
     assert [p.name for p in pages] == ["testing-your-jobs.md"]
     for page in pages:
         run_page(page, tmp_path)
+
+
+# --- Two audiences (issue 37): user pages are short and free of the project's internals ---------
+
+NAV_CONTRIBUTOR = "For contributors"
+MAX_USER_WORDS = 3000
+MAX_LINE = 200
+INTERNAL_PATH = re.compile(r"\b(?:connector|tests|integration_tests|bench)/[\w./*-]*|\bpyspark_kafka/[\w/*-]*\.py\b")
+ISSUE_NUMBER = re.compile(r"\bissues? \d+|(?<![\w.)(/#&])#\d{2,}\b|\brounds? \d", re.I)
+
+
+def nav_pages() -> tuple[list[str], list[str]]:
+    """``(user pages, contributor pages)`` of ``mkdocs.yml``'s nav, as paths under ``docs/``.
+
+    A top-level nav section whose title starts with ``For contributors`` is a contributor
+    section; every other section is for users (the rule of docs/index.md, "Two audiences").
+    """
+    import yaml
+
+    def leaves(node) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, list):
+            return [p for n in node for p in leaves(n)]
+        return [p for v in node.values() for p in leaves(v)]
+
+    user, contributor = [], []
+    for section in yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]:
+        ((title, node),) = section.items()
+        (contributor if title.startswith(NAV_CONTRIBUTOR) else user).extend(leaves(node))
+    return user, contributor
+
+
+def prose(text: str) -> list[tuple[int, str]]:
+    """``(line number, line)`` of a page outside fenced code blocks, HTML comments blanked."""
+    text = re.sub(r"<!--.*?-->", lambda m: re.sub(r"[^\n]", " ", m.group()), text, flags=re.S)
+    out, fenced = [], False
+    for number, line in enumerate(text.split("\n"), 1):
+        if line.strip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            out.append((number, line))
+    return out
+
+
+def user_page_problems(name: str, text: str) -> list[str]:
+    """What makes ``text`` (page ``name``) wrong for a user page: over ``MAX_USER_WORDS`` words, or
+    naming a module or test file, or an issue or round number.
+
+    Words are ``len(line.split())`` summed over the prose: fenced code blocks and HTML comments
+    (the ``runs``/``illustrative`` marks, which readers do not see) are not counted and not
+    searched; inline code is (a file path in backticks is still a path). ``pyspark_kafka.x``
+    import names are fine: users type them.
+    """
+    lines = prose(text)
+    problems = []
+    words = sum(len(line.split()) for _, line in lines)
+    if words > MAX_USER_WORDS:
+        problems.append(f"{name}: {words} words (at most {MAX_USER_WORDS}: move internals to a contributor page)")
+    for number, line in lines:
+        for pattern, what in ((INTERNAL_PATH, "a module or test path"), (ISSUE_NUMBER, "an issue number")):
+            for m in pattern.finditer(line):
+                problems.append(f"{name}:{number}: {what} {m.group()!r}")
+    return problems
+
+
+def long_lines(name: str, text: str) -> list[str]:
+    """Lines over ``MAX_LINE`` characters outside code blocks and tables (wrap prose near 110)."""
+    return [f"{name}:{number}: {len(line)} characters" for number, line in prose(text)
+            if len(line) > MAX_LINE and not line.lstrip().startswith("|")]
+
+
+def test_nav_has_both_audiences():
+    user, contributor = nav_pages()
+    assert {"index.md", "getting-started.md", "reader.md", "writer.md"} <= set(user)
+    assert {"architecture.md", "testing.md", "benchmark-results.md", "benchmark-history.md"} <= set(contributor)
+    assert not set(user) & set(contributor)
+
+
+def test_user_pages_are_short_and_free_of_internals():
+    """User pages: at most 3,000 words of prose, no module/test paths, no issue or round numbers."""
+    user, _ = nav_pages()
+    problems = [p for page in user for p in user_page_problems(page, (ROOT / "docs" / page).read_text())]
+    assert problems == [], "\n".join(problems)
+
+
+def test_checks_catch_planted_defects():
+    """The checks above fail on a planted defect of each kind (and pass on clean prose)."""
+    clean = "# Page\n\nRead with `from pyspark_kafka.sinks import stored_offsets`; see [x](reader.md#a-1).\n"
+    assert user_page_problems("p.md", clean) == []
+    assert user_page_problems("p.md", "word " * 3001)
+    assert user_page_problems("p.md", "See `connector/pyspark_kafka/read/batch.py`.")
+    assert user_page_problems("p.md", "Tested by tests/test_cli.py.")
+    assert user_page_problems("p.md", "Fixed in issue 27.")
+    assert user_page_problems("p.md", "Measured in round 3.")
+    assert user_page_problems("p.md", "See #34.")
+    assert user_page_problems("p.md", "```\nconnector/x.py #34\n```\n") == []
+    assert long_lines("p.md", "x " * 150) and not long_lines("p.md", "| " + "x " * 150 + "|")
+
+
+def test_no_long_lines():
+    """Every docs page (both audiences): no line over 200 characters outside code blocks and tables."""
+    problems = [p for page in PAGES[1:] for p in long_lines(page.name, page.read_text())]
+    assert problems == [], "\n".join(problems)

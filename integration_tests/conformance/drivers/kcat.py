@@ -114,7 +114,7 @@ class KcatDriver(Driver):
                 raise Unsupported(
                     f"kcat's librdkafka: '{refused.group(0)}': it infers codec support from old Produce "
                     "versions, and this broker (like Apache Kafka 4.0, KIP-896) serves Produce 3+ only, so it "
-                    "sends the batch uncompressed (librdkafka issue 4956, fixed in later librdkafka)")
+                    "sends the batch uncompressed (a librdkafka bug, fixed in later librdkafka)")
 
     def transactions(self, topic: str, steps: list[tuple[list[bytes], bool]]) -> None:
         for values, commit in steps:
