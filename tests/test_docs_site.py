@@ -228,7 +228,7 @@ def nav_pages() -> tuple[list[str], list[str]]:
     """``(user pages, contributor pages)`` of ``mkdocs.yml``'s nav, as paths under ``docs/``.
 
     A top-level nav section whose title starts with ``For contributors`` is a contributor
-    section; every other section is for users (the rule of docs/index.md, "Two audiences").
+    section; every other section is for users (docs/index.md states the rule for readers).
     """
     import yaml
 
