@@ -16,7 +16,7 @@ run), see :data:`BROKER_CONFIG`:
   :class:`pyspark_kafka.testing.apache_kafka.ApacheKafka`).
 
 librdkafka must be built first (``./configure --no-download --disable-gssapi && make libs`` and ``make -C tests
-test-runner``; docs/compatibility.md). Each test number runs as its own ``tests/test-runner -L -Q`` process (broker
+test-runner``; docs/compatibility-tests.md). Each test number runs as its own ``tests/test-runner -L -Q`` process (broker
 tests only, quick mode, ``TEST_KAFKA_VERSION=4.0.0``) with a wall-clock bound, ``--parallel`` at a time; its result
 per test name comes from the runner's JSON report (``TEST_REPORT``), and a process killed at the bound counts its
 tests as ``TIMEOUT``. The suite's admin steps call ``$KAFKA_PATH/bin/kafka-*.sh``: :func:`kafka_home` makes a folder
