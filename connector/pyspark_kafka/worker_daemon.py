@@ -97,6 +97,41 @@ def launcher(python: str, directory: str | None = None) -> str | None:
     return path
 
 
+KEEP_ZIP_ENV = "PYSPARK_KAFKA_KEEP_PYSPARK_ZIP"
+"""Set to any non-empty value to keep pyspark's zip on ``sys.path`` (turns :func:`startup_hook` off)."""
+
+STARTUP_PTH = "pyspark_kafka_bytecode.pth"
+"""The ``.pth`` file the package installs into ``site-packages`` (``setup.py``); its one line calls
+:func:`startup_hook` when ``PYTHONPATH`` names a ``pyspark.zip``."""
+
+
+def startup_hook() -> None:
+    """Run at interpreter start by :data:`STARTUP_PTH`: drop the installed pyspark's own zip from ``sys.path``.
+
+    Spark starts each Python process (executor workers and their daemon, the planner workers, the
+    source runner of every new streaming query) with ``<pkg>/python/lib/pyspark.zip`` first on
+    ``PYTHONPATH``. Python caches no bytecode for modules imported from a zip, so each of those
+    processes compiles pyspark's modules again: about 0.5 s of CPU per new streaming query in a
+    ``SparkSession`` built without :func:`pyspark_kafka.spark.get_spark` (measured in
+    docs/benchmark-analysis.md). The zip holds the same files as the installed package beside it
+    (the rule of :func:`bundled_pyspark_zip`), so importing the package's compiled bytecode
+    instead changes nothing else; a zip of a separate Spark distribution (``SPARK_HOME``
+    elsewhere) is kept. The same rule as :func:`main` and :func:`launcher`, for sessions the user
+    builds.
+
+    Does nothing when :data:`KEEP_ZIP_ENV` is set. Never raises: an interpreter start must not
+    fail because of this hook.
+    """
+    try:
+        if os.environ.get(KEEP_ZIP_ENV):
+            return
+        kept = without_bundled_zip(sys.path)
+        if len(kept) != len(sys.path):
+            sys.path[:] = kept
+    except Exception:  # noqa: BLE001 - see the docstring
+        pass
+
+
 def quiet_on_closed_socket(worker):
     """``pyspark.daemon.worker`` that ends quietly when Spark has closed the worker's socket.
 

@@ -99,3 +99,38 @@ def test_a_worker_whose_socket_spark_closed_ends_quietly(capsys):
     assert quiet_on_closed_socket(closed)(None, True) == 1
     assert quiet_on_closed_socket(lambda sock, authenticated: 0)(None, True) == 0
     assert capsys.readouterr().err == ""
+
+
+def _installed_pyspark_zip() -> str:
+    import pyspark
+
+    return os.path.join(os.path.dirname(pyspark.__file__), "python", "lib", "pyspark.zip")
+
+
+def test_the_startup_pth_makes_any_spark_python_process_import_the_installed_pyspark():
+    """``pip install`` (``-e`` too) puts ``pyspark_kafka_bytecode.pth`` into ``site-packages``; with the
+    installed pyspark's own zip on ``PYTHONPATH`` (as Spark starts every Python process, in sessions
+    not built by ``get_spark`` too) a new interpreter imports pyspark's compiled package instead;
+    ``PYSPARK_KAFKA_KEEP_PYSPARK_ZIP`` turns that off."""
+    import site
+    import subprocess
+    import sys
+
+    from pyspark_kafka.worker_daemon import KEEP_ZIP_ENV, STARTUP_PTH
+
+    source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "connector", STARTUP_PTH)
+    installed = [os.path.join(d, STARTUP_PTH) for d in site.getsitepackages() if os.path.isfile(os.path.join(d, STARTUP_PTH))]
+    assert installed, f"{STARTUP_PTH} is not in site-packages: install the package with pip (setup.py copies it)"
+    assert open(installed[0]).read() == open(source).read()
+    zip_path = _installed_pyspark_zip()
+    assert os.path.isfile(zip_path)
+    probe = "import pyspark, sys; print(pyspark.__file__); print(sum(p.endswith('pyspark.zip') for p in sys.path))"
+    env = {k: v for k, v in os.environ.items() if k != KEEP_ZIP_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([zip_path, "/nonexistent"])
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    pyspark_file, zips = done.stdout.split()
+    assert ".zip" not in pyspark_file and os.path.isfile(pyspark_file) and zips == "0", done.stdout
+    env[KEEP_ZIP_ENV] = "1"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == [os.path.join(zip_path, "pyspark", "__init__.py"), "1"], done.stdout
