@@ -22,13 +22,13 @@ FILE_SECONDS: dict[str, int] = {
     "integration_tests/reference/test_reference_stream.py": 199,
     "integration_tests/reference/test_reference_batch.py": 190,
     "integration_tests/test_differential.py": 166,
-    "tests/test_flights_pipeline.py": 140,  # + the --sink delta kill run (70 s alone, load 5-6, 2026-11-28)
     "integration_tests/test_conformance.py": 152,
-    "integration_tests/reference/test_reference_tables.py": 75,  # alone, load 7 (2026-11-28)
+    "tests/test_flights_pipeline.py": 140,  # + the --sink delta kill run (70 s alone, load 5-6, 2026-11-28)
     "tests/broker/cluster/test_embedded_cluster.py": 101,
     "tests/connector/write/test_writer_eos_kill.py": 98,
     "integration_tests/test_secured_spark.py": 95,
     "integration_tests/test_spark_distributed.py": 85,
+    "integration_tests/reference/test_reference_tables.py": 75,  # alone, load 7 (2026-11-28)
     "integration_tests/test_e2e_exactly_once.py": 73,
     "integration_tests/test_bench_anchors.py": 68,
     "tests/connector/sinks/test_sink_tables.py": 66,
