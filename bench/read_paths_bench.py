@@ -89,7 +89,8 @@ def job_entry(entry: str) -> tuple[str, bool, dict]:
 
 
 def measure_small(connectors: list[str], repetitions: int = REPETITIONS, rounds: int = 1,
-                  variants: tuple = ("kafka", "pykafka"), partitions: int | None = None) -> list[dict]:
+                  variants: tuple = ("kafka", "pykafka"), partitions: int | None = None,
+                  sessions: tuple = ("get_spark",)) -> list[dict]:
     """Small micro-batches and the first micro-batch only, for comparing checkouts change by change.
 
     One Apache Kafka with the 20,000-record topic; per round, one job per connector directory of
@@ -100,6 +101,8 @@ def measure_small(connectors: list[str], repetitions: int = REPETITIONS, rounds:
     can compare settings on the same checkout. Returns one entry per job:
     ``{"connector", "round", "load": os.getloadavg() after it, "results": job results}``.
     ``partitions``: of the small-trigger topic (default: read_bench's 2; issue 35 measured 4).
+    ``sessions``: one job per entry and connector: ``"get_spark"`` and/or ``"plain"`` (the user's own
+    ``SparkSession.builder``, see ``read_paths_job``); the entry's ``"session"`` names it.
     """
     from broker_bench import apache_kafka
     from read_bench import _fill_topic
@@ -119,19 +122,21 @@ def measure_small(connectors: list[str], repetitions: int = REPETITIONS, rounds:
                           "per_trigger": PER_TRIGGER}, "variants": list(variants)}
         for r in range(rounds):
             for c in connectors:
-                path, compile_bytecode, conf = job_entry(c)
-                res = run_job(ref, {**spec, "conf": conf}, workdir, JOB, connector=path,
-                              compile_bytecode=compile_bytecode)["results"]
-                out.append({"connector": c, "round": r, "load": os.getloadavg(), "results": res})
-                _print_small(out[-1])
+                for session in sessions:
+                    path, compile_bytecode, conf = job_entry(c)
+                    res = run_job(ref, {**spec, "conf": conf, "session": session}, workdir, JOB, connector=path,
+                                  compile_bytecode=compile_bytecode)["results"]
+                    out.append({"connector": c, "session": session, "round": r, "load": os.getloadavg(),
+                                "results": res})
+                    _print_small(out[-1])
     return out
 
 
 def _print_small(entry: dict) -> None:
     """One job of :func:`measure_small` as a few lines (medians of its repetitions)."""
     med = statistics.median
-    print(f"== {entry['connector']} round {entry['round']} load {tuple(round(x, 2) for x in entry['load'])}",
-          flush=True)
+    print(f"== {entry['connector']} {entry.get('session', 'get_spark')} round {entry['round']} "
+          f"load {tuple(round(x, 2) for x in entry['load'])}", flush=True)
     res = entry["results"]
     for v, r in res.items():
         phases = {k: med(p.get(k, 0) for p in r["small_phases"]) for k in r["small_phases"][0]}
@@ -140,12 +145,20 @@ def _print_small(entry: dict) -> None:
               f"first {med(r['first_batch_s']):.3f} s {[round(x, 3) for x in sorted(r['first_batch_s'])]}", flush=True)
         print(f"  {'':10s} phases {phases}", flush=True)
         print(f"  {'':10s} first  {first}", flush=True)
+        q = r.get("query_1k", [])
+        if q:
+            print(f"  {'':10s} 1k query {med(m['s'] for m in q):.3f} s {[round(m['s'], 3) for m in q]}  "
+                  f"cpu {med(m['cpu'] for m in q):.3f} s {[round(m['cpu'], 3) for m in q]}  "
+                  f"first (cold) {r['warmup'].get('query_1k')}", flush=True)
         for st in r.get("small_stages", []):
             print(f"  {'':10s} stages {st}", flush=True)
     if "kafka" in res and "pykafka" in res:
         k, p = res["kafka"], res["pykafka"]
         print(f"  ratio (Spark's / ours, time): trigger {med(k['small_trigger_ms']) / med(p['small_trigger_ms']):.2f}  "
               f"first {med(k['first_batch_s']) / med(p['first_batch_s']):.2f}", flush=True)
+        if k.get("query_1k") and p.get("query_1k"):
+            print(f"  ratio (Spark's / ours): 1k query time {med(m['s'] for m in k['query_1k']) / med(m['s'] for m in p['query_1k']):.2f}  "
+                  f"cpu {med(m['cpu'] for m in k['query_1k']) / med(m['cpu'] for m in p['query_1k']):.2f}", flush=True)
 
 
 def rows(result: dict, count: int) -> list[dict]:
@@ -170,6 +183,13 @@ def rows(result: dict, count: int) -> list[dict]:
                               higher_is_better=False))
             out.append(metric(f"time to the first micro-batch, {name}", "s", ours["first_batch_s"],
                               spark["first_batch_s"], label, higher_is_better=False))
+        if ours.get("query_1k"):
+            out.append(metric(f"whole AvailableNow query of 1,000 records, {name}", "s",
+                              [m["s"] for m in ours["query_1k"]], [m["s"] for m in spark["query_1k"]], label,
+                              higher_is_better=False))
+            out.append(metric(f"whole AvailableNow query of 1,000 records, {name}: CPU", "s",
+                              [m["cpu"] for m in ours["query_1k"]], [m["cpu"] for m in spark["query_1k"]], label,
+                              higher_is_better=False, note="driver + JVM + every Python process, runner included"))
     return out
 
 
@@ -193,6 +213,8 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=1, help="with --small-only: rounds over the directories")
     ap.add_argument("--small-partitions", type=int, default=None,
                     help="with --small-only: partitions of the small-trigger topic (default 2)")
+    ap.add_argument("--sessions", default="get_spark",
+                    help="with --small-only: comma-separated get_spark,plain (a SparkSession the user builds)")
     args = ap.parse_args()
     if args.small_only:
         try:
@@ -201,7 +223,7 @@ if __name__ == "__main__":
         except ValueError as e:
             ap.error(str(e))
         raw = measure_small(args.small_only.split(","), args.repetitions, args.rounds,
-                            partitions=args.small_partitions)
+                            partitions=args.small_partitions, sessions=tuple(args.sessions.split(",")))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(raw, f)

@@ -9,13 +9,18 @@ each ``readPath``, timed in ONE SparkSession, with the CPU of the whole Spark ap
      "topic": T, "count": N, "warmup_topic": W, "warmup_count": n,
      "small": {"topic": S, "count": 20000, "per_trigger": 1000} | null,
      "variants": ["kafka", "pykafka:consumer", "pykafka:columnar"],
-     "conf": {spark setting: value} (optional, added to the SparkSession's)}
+     "conf": {spark setting: value} (optional, added to the SparkSession's),
+     "session": "get_spark" (default: ``pyspark_kafka.spark.get_spark``) | "plain" (the user's own
+                ``SparkSession.builder``: master, app name, ``spark.jars`` and ``conf`` only)}
 
 Per variant and repetition (variants in rotating order; a warm-up read of ``W`` by each first):
 
 - ``stream``: ``readStream`` (``startingOffsets=earliest``, AvailableNow) into ``noop``; exactly ``N`` rows;
 - ``count``: ``spark.read`` of the topic and ``count()``; exactly ``N``;
 - ``sum``: ``spark.read`` and ``sum(length(value))`` (touches every value); checked against 100 × ``N``;
+- ``query_1k``: one whole AvailableNow query over the 1,000-record topic ``W`` (start to end: the
+  source runner's start, planning, one micro-batch, stop); ``warmup.query_1k``: the first such
+  query of the format, before any repetition (JVM JIT cold), reported apart;
 - ``small`` (when given): AvailableNow with ``maxOffsetsPerTrigger`` over ``S``: the median
   ``triggerExecution`` of its micro-batches and the seconds from ``start()`` to the first progress;
   ``small_phases``: the median of each ``durationMs`` phase over the micro-batches with rows,
@@ -27,7 +32,10 @@ Per variant and repetition (variants in rotating order; a warm-up read of ``W`` 
 Each figure is ``{"s": seconds, "cpu": CPU seconds}``; CPU is utime + stime (+ reaped children's)
 of this process and every descendant (the Spark JVM, the Python worker daemon and its workers,
 including workers that exited, through their parent's cutime/cstime) from ``/proc``, before and
-after. The broker is another process tree and is not counted. Prints one JSON line.
+after. The broker is another process tree and is not counted. A streaming query's source runner
+exits a moment after the query ends: each figure is read only once the runners started during it
+have exited (:func:`settle`; ``"unsettled"`` counts those still alive after 10 s, 0 normally), so
+their CPU is in the JVM's cutime/cstime. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -71,10 +79,62 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     return total / CLK_TCK
 
 
+RUNNER_MARK = b"python_streaming_source_runner"
+"""In the command line of the process each streaming query starts on the driver (Spark's source runner)."""
+
+
+def query_processes(root: int | None = None) -> list[int]:
+    """Pids of the live descendants of ``root`` (default: this process) whose command line names
+    :data:`RUNNER_MARK`: streaming queries' source runners that have not exited yet."""
+    root = os.getpid() if root is None else root
+    parents, marked = {}, set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":
+                continue  # exited; its CPU reaches the parent's cutime once reaped
+            parents[int(name)] = int(fields[1])
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if RUNNER_MARK in f.read():
+                    marked.add(int(name))
+        except OSError:
+            continue
+    out = []
+    for pid in marked:
+        p, seen = pid, 0
+        while p in parents and p != root and seen < 64:
+            p, seen = parents[p], seen + 1
+        if p == root:
+            out.append(pid)
+    return out
+
+
+def settle(before: set[int], timeout_s: float = 10.0) -> int:
+    """Wait (bounded by ``timeout_s``) until every source runner started since ``before`` (a set of
+    pids from :func:`query_processes`) has exited, so that its CPU time is in its parent's
+    cutime/cstime when the figure is read: a stopped query's runner exits a moment after
+    ``awaitTermination`` returns, and read too early, the figure misses its last CPU (about 0.1 s
+    of 0.3-1 s measured here). Returns how many were still alive at the deadline (0 normally)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = [p for p in query_processes() if p not in before]
+        if not alive or time.monotonic() > deadline:
+            return len(alive)
+        time.sleep(0.05)
+
+
 def _measure(fn):
+    """``(fn(), {"s": wall seconds of fn, "cpu": CPU seconds of the process tree, "unsettled": runners
+    still alive when read})``; the CPU is read once the source runners that ``fn`` started have exited."""
+    before = set(query_processes())
     cpu, wall = tree_cpu_seconds(), time.perf_counter()
     result = fn()
-    return result, {"s": time.perf_counter() - wall, "cpu": tree_cpu_seconds() - cpu}
+    seconds = time.perf_counter() - wall
+    unsettled = settle(before)
+    return result, {"s": seconds, "cpu": tree_cpu_seconds() - cpu, "unsettled": unsettled}
 
 
 def _reader(spark, variant: str, bootstrap: str, topic: str, stream: bool):
@@ -174,26 +234,38 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", required=True)
     spec = json.loads(open(ap.parse_args(argv).spec).read())
-    from pyspark_kafka.spark import get_spark
-
     if spec.get("conf", {}).get("spark.ui.enabled") == "true":
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark's UI binds there, not on every address
-    spark = get_spark("read-paths-bench", master=spec["master"],
-                      conf={"spark.jars": ",".join(spec["jars"]), "spark.ui.showConsoleProgress": "false",
-                            **spec.get("conf", {})})
+    conf = {"spark.jars": ",".join(spec["jars"]), "spark.ui.showConsoleProgress": "false", **spec.get("conf", {})}
+    if spec.get("session", "get_spark") == "plain":
+        # what most users write: their own builder, only the interpreter named (a virtualenv needs it)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.master(spec["master"]).appName("read-paths-bench")
+        for k, v in conf.items():
+            builder = builder.config(k, v)
+        spark = builder.getOrCreate()
+    else:
+        from pyspark_kafka.spark import get_spark
+
+        spark = get_spark("read-paths-bench", master=spec["master"], conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     b, topic, n, variants = spec["bootstrap"], spec["topic"], spec["count"], spec["variants"]
     out = {v: {"stream": [], "count": [], "sum": [], "small_trigger_ms": [], "first_batch_s": [],
-               "small_phases": [], "first_phases": []} for v in variants}
+               "small_phases": [], "first_phases": [], "query_1k": [], "warmup": {}} for v in variants}
     try:
-        for v in variants:
-            stream_read(spark, v, b, spec["warmup_topic"], spec["warmup_count"])
+        for v in variants:  # the first query of each format (JVM JIT cold): reported apart, not in the medians
+            _, out[v]["warmup"]["query_1k"] = _measure(
+                lambda: stream_read(spark, v, b, spec["warmup_topic"], spec["warmup_count"]))
             _reader(spark, v, b, spec["warmup_topic"], False).load().count()
         for rep in range(spec["repetitions"]):
             for v in variants[rep % len(variants):] + variants[:rep % len(variants)]:
                 print(f"[read_paths] repetition {rep + 1}: {v}", file=sys.stderr, flush=True)
                 if n:
                     _big_reads(spark, v, b, topic, n, out[v])
+                _, m = _measure(lambda: stream_read(spark, v, b, spec["warmup_topic"], spec["warmup_count"]))
+                out[v]["query_1k"].append(m)
                 small = spec.get("small")
                 if small:
                     ui = spark.sparkContext.uiWebUrl is not None
@@ -210,7 +282,8 @@ def main(argv=None) -> int:
                     out[v]["first_batch_s"].append(first)
         import pyspark_kafka
 
-        print(json.dumps({"spark": spark.version, "pykafka_module": pyspark_kafka.__file__, "results": out}),
+        print(json.dumps({"spark": spark.version, "pykafka_module": pyspark_kafka.__file__,
+                          "session": spec.get("session", "get_spark"), "results": out}),
               flush=True)
     except Exception as exc:  # noqa: BLE001 - the parent shows this line
         print(f"read_paths_job: {type(exc).__name__}: {exc}"[:4000], file=sys.stderr, flush=True)

@@ -100,3 +100,24 @@ def test_small_only_entries_carry_spark_settings_and_bad_ones_are_named():
                        ("/a@=true", "'=true' is not KEY=VALUE"), ("@k=v", "names no connector/ directory")):
         with pytest.raises(ValueError, match=named):
             read_paths_bench.job_entry(bad)
+
+
+def test_the_cpu_of_a_query_process_that_exits_after_the_measured_call_is_counted():
+    """``read_paths_job._measure`` reads the process tree's CPU only once the source runners started
+    during the call have exited (a stopped query's runner outlives ``awaitTermination`` for a moment),
+    and an exited, reaped process's CPU is in its parent's cutime: a stand-in runner (its command line
+    names the runner module) burning 0.4 s of CPU after the call returned is counted."""
+    import subprocess
+    import threading
+
+    import read_paths_job
+
+    burn = "import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass"
+
+    def call():
+        proc = subprocess.Popen([sys.executable, "-c", burn, "pyspark.sql.streaming.python_streaming_source_runner"])
+        threading.Thread(target=proc.wait, daemon=True).start()  # reaped by its parent, as the JVM does
+
+    _, m = read_paths_job._measure(call)
+    assert m["unsettled"] == 0
+    assert m["cpu"] >= 0.35, m
