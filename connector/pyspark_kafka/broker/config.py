@@ -140,6 +140,11 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "process.roles": "broker,controller",
     "controller.quorum.voters": "",
     "controller.quorum.bootstrap.servers": "",
+    # the Raft client's timings, on controllers and on brokers (observers) alike (raft/config.py, KIP-595)
+    "controller.quorum.election.timeout.ms": "1000",
+    "controller.quorum.fetch.timeout.ms": "2000",
+    "controller.quorum.election.backoff.max.ms": "1000",
+    "controller.quorum.request.timeout.ms": "2000",
     "controller.listener.names": "CONTROLLER",
     "broker.session.timeout.ms": "9000",
     "broker.heartbeat.interval.ms": "2000",

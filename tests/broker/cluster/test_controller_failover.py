@@ -10,7 +10,9 @@ the killed controller restarts and rejoins as a follower of the new leader, whic
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -177,3 +179,81 @@ def test_a_paused_active_controller_is_replaced_without_fencing_the_brokers(tmp_
         cluster.wait_for(lambda: (cluster.controller_quorum(first) or {}).get("leader_id") == second, 30,
                          "the resumed controller following the new leader")
         assert cluster.active_controller() == second
+
+
+#: Timings of the repeated-pause test (ms; environment variables override them for a longer soak). The fetch and
+#: election timeouts are half of Kafka's defaults, the request timeout is Kafka's: a 2.5 s pause outlasts the
+#: election (fetch timeout + a vote, about 1.1 s) and the 1.5 s sessions, as issue #38's 7 s pauses did with
+#: Kafka's 2 s fetch timeout. A broker that waits on the paused controller one fetch or request timeout too long is
+#: fenced by the new controller, whose fresh sessions start when it activates.
+PAUSE_CONFIG = {"broker.session.timeout.ms": os.environ.get("PAUSE_TEST_SESSION_MS", "1500"),
+                "broker.heartbeat.interval.ms": os.environ.get("PAUSE_TEST_HEARTBEAT_MS", "150"),
+                "controller.quorum.fetch.timeout.ms": os.environ.get("PAUSE_TEST_FETCH_MS", "1000"),
+                "controller.quorum.election.timeout.ms": "500",
+                "controller.quorum.election.backoff.max.ms": "500",
+                "controller.quorum.request.timeout.ms": os.environ.get("PAUSE_TEST_REQUEST_MS", "2000"),
+                "replica.lag.time.max.ms": "10000", "replica.fetch.backoff.ms": "100", "min.insync.replicas": "2",
+                "default.replication.factor": "3", "auto.leader.rebalance.enable": "false"}
+PAUSE_S = float(os.environ.get("PAUSE_TEST_PAUSE_S", "2.5"))
+PAUSES = int(os.environ.get("PAUSE_TEST_PAUSES", "20"))
+
+
+def _fencings(cluster) -> list[str]:
+    """Every "broker N (epoch E) fenced: ..." line the controllers logged (logged once the fence record committed)."""
+    return [line for c in cluster.controller_ids for line in
+            (cluster.node_dir(c) / "node.log").read_text(errors="replace").splitlines() if ") fenced: " in line]
+
+
+def _leaders(cluster, topic: str, partitions: int) -> dict[int, tuple[int, int, int]]:
+    """{partition: (leader, leader epoch, ISR size)} as a live broker's Metadata answers them."""
+    out = {}
+    for p in range(partitions):
+        m = cluster.partition_metadata(topic, p)
+        out[p] = (-1, -1, 0) if m is None else (int(m.leader_id), int(m.leader_epoch), len(m.isr_nodes))
+    return out
+
+
+@pytest.mark.slow
+def test_repeated_pauses_of_the_active_controller_under_cpu_load_fence_no_broker(tmp_path):
+    # Issue #38: pausing the active controller (SIGSTOP) fenced brokers in 5 of 32 pauses where Apache Kafka 4.4 fenced
+    # none. A broker whose fetches to the paused controller timed out asked the voters who leads; a voter not yet
+    # aware of the election still named the paused controller, the broker followed it again and waited a whole
+    # fetch timeout more on it, its heartbeat stuck there too, while the new controller's session for it ran out.
+    # Here: PAUSES pauses of PAUSE_S each, each long enough for a new controller to be elected, with a CPU hog
+    # (a busy-loop process) running throughout; no broker is fenced and no partition leader moves.
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        with EmbeddedCluster(3, data_dir=tmp_path / "c", config=PAUSE_CONFIG, controllers=3) as cluster:
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+            admin.create_topics([NewTopic("paused", 3, 3)])["paused"].result(30)
+            cluster.wait_for(lambda: all(_isr_seen_by(cluster, b, "paused") == 3 for b in cluster.broker_ids), 30,
+                             "every broker's metadata with the full ISR")
+            before = _leaders(cluster, "paused", 3)
+            assert sorted(leader for leader, _, _ in before.values()) == [0, 1, 2], before
+            moved_leadership = 0
+            for _ in range(PAUSES):
+                cluster.wait_for(lambda: cluster.active_controller() != -1, 30, "an active controller")
+                first = cluster.active_controller()
+                epoch = cluster.controller_quorum(first)["leader_epoch"]
+                paused_at = time.monotonic()
+                cluster.pause(first)
+                try:
+                    cluster.wait_for(lambda: cluster.active_controller() not in (-1, first), 30,
+                                     "a new active controller")
+                    moved_leadership += 1
+                    second = cluster.active_controller()  # asked while the old one is paused: it may still claim
+                    assert cluster.controller_quorum(second)["leader_epoch"] > epoch
+                    time.sleep(max(0.0, PAUSE_S - (time.monotonic() - paused_at)))  # the fault's length
+                finally:
+                    cluster.resume(first)
+                cluster.wait_for(lambda: (cluster.controller_quorum(first) or {}).get("leader_epoch", -1) > epoch, 30,
+                                 "the resumed controller in a newer epoch")
+                assert not _fencings(cluster), _fencings(cluster)
+            assert moved_leadership == PAUSES
+            after = _leaders(cluster, "paused", 3)
+            assert after == before, f"partition (leader, leader epoch, ISR size) before {before}, after {after}"
+            assert not _fencings(cluster)
+            assert sorted(admin.list_topics(timeout=10).brokers) == [0, 1, 2]
+    finally:
+        hog.kill()
+        hog.wait(10)

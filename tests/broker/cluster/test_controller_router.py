@@ -105,3 +105,26 @@ def test_a_cancelled_call_closes_its_connection_so_a_late_answer_is_never_read_a
             server.close()
 
     _run(main())
+
+
+def test_a_heartbeat_leaves_a_silent_observed_leader_after_its_attempt_timeout():
+    # Issue #38: the broker's Raft observer still names the paused controller (1); the heartbeat waits on it only
+    # attempt_timeout_s (the broker passes broker.heartbeat.interval.ms, as Kafka 4.4's heartbeat channel times
+    # out), then the new active controller (2) answers, well within the session timeout.
+    async def main():
+        seen = []
+        servers, channels = await _two_controllers(seen)
+        router = ControllerRouter(channels, lambda: (1, 1))
+        loop = asyncio.get_running_loop()
+        try:
+            started = loop.time()
+            answer = await router.call({"op": "heartbeat"}, timeout_s=3, attempt_timeout_s=0.2)
+            assert answer == {"error_code": 0, "from": "active"}
+            assert loop.time() - started < 1.0
+            assert seen == [("paused", "heartbeat"), ("active", "heartbeat")]
+        finally:
+            router.close()
+            for s in servers:
+                s.close()
+
+    _run(main())

@@ -404,3 +404,36 @@ def test_mutated_raft_frames_never_stop_the_quorum(tmp_path):
             await q.stop()
 
     run(scenario())
+
+
+def _answer(leader_id: int, epoch: int):
+    """A voter's ``CurrentLeader`` as a Fetch response carries it."""
+    from kio.schema.fetch.v12.response import LeaderIdAndEpoch
+    from kio.static.primitive import i32
+
+    return LeaderIdAndEpoch(leader_id=i32(leader_id), leader_epoch=i32(epoch))
+
+
+@pytest.mark.parametrize("answers, followed", [
+    # (voter, (leader named, epoch)) answers of one discovery round -> (leader followed, epoch) or None
+    ([(1, (0, 5))], None),  # a lagging voter names the leader whose fetches timed out, same epoch: not followed
+    ([(0, (0, 5))], (0, 5)),  # that leader answers itself: followed (it was slow, not gone)
+    ([(1, (0, 5)), (2, (2, 6))], (2, 6)),  # the newest epoch wins whatever the order
+    ([(2, (2, 6)), (1, (0, 5))], (2, 6)),
+    ([(1, (1, 4))], None),  # an older epoch changes nothing
+    ([(1, (1, 5))], (1, 5)),  # another leader named in our epoch (we know of none now)
+])
+def test_an_observer_follows_the_newest_leader_the_voters_name(tmp_path, answers, followed):
+    # Issue #38: a voter not yet aware of an election still names the paused old leader; following it again
+    # left the broker a whole fetch timeout more on a silent controller (Kafka: an observer learns the leader from
+    # the quorum, a higher epoch wins, an answer that is not newer changes nothing).
+    observer = RaftMetadataLog(tmp_path, {"node.id": "7", "controller.quorum.voters":
+                                          "0@127.0.0.1:1,1@127.0.0.1:2,2@127.0.0.1:3"})
+    (tmp_path / f"{METADATA_TOPIC}-0").mkdir()  # where the quorum state is written (start() makes it)
+    observer.epoch, observer._unreachable = 5, (0, 5)  # fetches to leader 0 in epoch 5 timed out
+    changed = observer._follow_newest([(voter, _answer(*named)) for voter, named in answers])
+    assert changed == (followed is not None)
+    if followed is not None:
+        assert observer.leader() == followed and observer.role is Role.FOLLOWER
+    else:
+        assert observer.leader() == (None, 5)

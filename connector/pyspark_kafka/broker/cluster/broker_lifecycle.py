@@ -94,13 +94,14 @@ class BrokerLifecycle:
                 raise ConfigError(f"controller.quorum.voters names {sorted(voters)} but {CHANNELS_ENV} gives the "
                                   f"controller channels of {sorted(channels)}: give id@host:port for each voter")
             from pyspark_kafka.broker.raft import RaftMetadataLog
+            from pyspark_kafka.broker.raft.config import DEFAULTS as QUORUM_DEFAULTS
 
             # A Raft observer (KIP-595): fetches __cluster_metadata from the leader; its copy lives beside the
             # broker's log directory (the log manager owns every directory inside it).
             data_dir = broker.data_dir.parent / f"{broker.data_dir.name}.metadata"
-            self.metadata_log = RaftMetadataLog(data_dir, {"node.id": str(self.node_id),
-                                                           "controller.quorum.voters":
-                                                               self.config.get("controller.quorum.voters")})
+            # the broker's Raft client uses the controllers' controller.quorum.* timings, as Kafka's brokers do
+            quorum = {name: self.config.get(name) for name in ("controller.quorum.voters", *QUORUM_DEFAULTS)}
+            self.metadata_log = RaftMetadataLog(data_dir, {"node.id": str(self.node_id), **quorum})
             self.channel = ControllerRouter(channels, self.metadata_log.leader)
             self.controller_id = -1
         self.replica_manager = broker.replica_manager
@@ -175,8 +176,13 @@ class BrokerLifecycle:
 
     # --- controller requests ---------------------------------------------------------------
 
-    async def call(self, request: dict, timeout_s: float = 10) -> dict:
-        """Send one request to the controller (forwarded admin requests use this); ConnectionError when it is down."""
+    async def call(self, request: dict, timeout_s: float = 10, attempt_timeout_s: float | None = None) -> dict:
+        """Send one request to the controller (forwarded admin requests use this); ConnectionError when it is down.
+
+        ``attempt_timeout_s`` (s, several controllers only): the longest wait for one controller before the
+        router tries the next (default 5 s)."""
+        if attempt_timeout_s is not None and isinstance(self.channel, ControllerRouter):
+            return await self.channel.call(request, timeout_s, attempt_timeout_s=attempt_timeout_s)
         return await self.channel.call(request, timeout_s)
 
     async def forward(self, request: dict, timeout_s: float = 10, wait_s: float = 5) -> dict:
@@ -209,8 +215,11 @@ class BrokerLifecycle:
             try:
                 if self.broker_epoch < 0:
                     await self._register()
+                # a controller silent for a heartbeat interval is left for the next one (Kafka 4.4's heartbeat
+                # channel: request timeout = broker.heartbeat.interval.ms), well within broker.session.timeout.ms
                 answer = await self.call({"op": "heartbeat", "node_id": self.node_id, "broker_epoch": self.broker_epoch,
-                                          "want_fence": False, "caught_up_offset": self.image.offset})
+                                          "want_fence": False, "caught_up_offset": self.image.offset},
+                                         attempt_timeout_s=max(interval, 0.1))
                 if answer["error_code"] == ErrorCode.stale_broker_epoch:
                     self.broker_epoch = -1
                     continue

@@ -135,7 +135,14 @@ class ControllerRouter:
         self.leader = leader
         self.active: int | None = None
 
-    async def call(self, request: dict, timeout_s: float = 10.0) -> dict:
+    async def call(self, request: dict, timeout_s: float = 10.0, attempt_timeout_s: float = 5.0) -> dict:
+        """Send ``request`` to the active controller and return its answer (see the class docstring).
+
+        ``timeout_s``: the whole call's limit (s); ``attempt_timeout_s``: the longest wait (s) for one controller's
+        answer before the next is tried (Kafka 4.4's heartbeat channel times a request out after
+        ``broker.heartbeat.interval.ms``, then asks the quorum leader again: ``BrokerServer`` builds it with that
+        retry timeout as the request timeout). Raises ConnectionError when no controller answered in time.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         last = "no controller tried"
@@ -150,7 +157,7 @@ class ControllerRouter:
                     raise ConnectionError(f"no active controller answered {request.get('op')} within "
                                           f"{timeout_s:g} s (last: {last})")
                 try:
-                    answer = await self._call_until_leader_moves(node, request, min(remaining, 5.0))
+                    answer = await self._call_until_leader_moves(node, request, min(remaining, attempt_timeout_s))
                 except _LeaderMoved as exc:
                     last, moved = str(exc), True
                     break  # a new round, the new leader first
