@@ -127,7 +127,14 @@ def startup_hook() -> None:
             return
         kept = without_bundled_zip(sys.path)
         if len(kept) != len(sys.path):
+            dropped = [entry for entry in sys.path if entry not in kept]
             sys.path[:] = kept
+            # the interpreter's start already made a zipimporter for the zip: forget it too, or
+            # every importlib.invalidate_caches() (pyspark calls it in each new Python process,
+            # worker_util.setup_spark_files) reads the zip's whole directory again (~0.1 s)
+            for key in [k for k in sys.path_importer_cache
+                        if any(k == d or k.startswith(d + os.sep) for d in dropped)]:
+                del sys.path_importer_cache[key]
     except Exception:  # noqa: BLE001 - see the docstring
         pass
 
