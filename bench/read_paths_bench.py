@@ -40,8 +40,11 @@ SKIPPED: dict[str, str] = {}
 SMALL_RECORDS, PER_TRIGGER = 20_000, 1_000
 
 
-def measure(count: int, repetitions: int = REPETITIONS) -> dict:
-    """``{"numba": job results, "numpy": job results, "label": broker label}`` (see the job)."""
+def measure(count: int, repetitions: int = REPETITIONS, columnar_only: bool = False,
+            session: str = "get_spark") -> dict:
+    """``{"numba": job results, "numpy": job results | None, "label": broker label, "session": session,
+    "load": [os.getloadavg() before, after each job]}`` (see the job). ``columnar_only``: one job,
+    Spark's connector against ``pykafka:columnar`` (numba) only; ``session``: ``get_spark`` or ``plain``."""
     from broker_bench import apache_kafka
     from read_bench import _fill_topic
     from spark_connector_bench import reference, run_job
@@ -60,11 +63,18 @@ def measure(count: int, repetitions: int = REPETITIONS) -> dict:
                 "warmup_topic": _fill_topic(bootstrap, 1000), "warmup_count": 1000,
                 "small": {"topic": _fill_topic(bootstrap, SMALL_RECORDS), "count": SMALL_RECORDS,
                           "per_trigger": PER_TRIGGER}}
-        numba = run_job(ref, {**spec, "variants": ["kafka", "pykafka:consumer", "pykafka:columnar"]}, workdir,
-                        JOB)["results"]
-        numpy = run_job(ref, {**spec, "variants": ["kafka", "pykafka:columnar"]}, workdir, JOB,
-                        {"PYSPARK_KAFKA_DECODER": "numpy"})["results"]
-    return {"numba": numba, "numpy": numpy, "label": f"Spark {ref.version} format('kafka') on {label}"}
+        spec["session"] = session
+        load = [os.getloadavg()]
+        variants = ["kafka", "pykafka:columnar"] if columnar_only else ["kafka", "pykafka:consumer", "pykafka:columnar"]
+        numba = run_job(ref, {**spec, "variants": variants}, workdir, JOB)["results"]
+        load.append(os.getloadavg())
+        numpy = None
+        if not columnar_only:
+            numpy = run_job(ref, {**spec, "variants": ["kafka", "pykafka:columnar"]}, workdir, JOB,
+                            {"PYSPARK_KAFKA_DECODER": "numpy"})["results"]
+            load.append(os.getloadavg())
+    return {"numba": numba, "numpy": numpy, "label": f"Spark {ref.version} format('kafka') on {label}",
+            "session": session, "load": load}
 
 
 def job_entry(entry: str) -> tuple[str, bool, dict]:
@@ -168,6 +178,8 @@ def rows(result: dict, count: int) -> list[dict]:
                 ("numpy", "pykafka:columnar", "columnar numpy")]
     label = result["label"]
     for run, variant, name in variants:
+        if not result.get(run) or variant not in result[run]:
+            continue  # a columnar-only run
         ours, spark = result[run][variant], result[run]["kafka"]
         for kind, what in (("stream", "streaming read AvailableNow"), ("count", "batch count()"),
                            ("sum", "batch sum(length(value))")):
@@ -214,7 +226,10 @@ if __name__ == "__main__":
     ap.add_argument("--small-partitions", type=int, default=None,
                     help="with --small-only: partitions of the small-trigger topic (default 2)")
     ap.add_argument("--sessions", default="get_spark",
-                    help="with --small-only: comma-separated get_spark,plain (a SparkSession the user builds)")
+                    help="comma-separated get_spark,plain (a SparkSession the user builds); without --small-only "
+                         "only the first is used")
+    ap.add_argument("--columnar-only", action="store_true",
+                    help="without --small-only: Spark's connector against readPath=columnar (numba) only")
     args = ap.parse_args()
     if args.small_only:
         try:
@@ -228,7 +243,7 @@ if __name__ == "__main__":
             with open(args.json, "w") as f:
                 json.dump(raw, f)
         raise SystemExit(0)
-    raw = measure(args.records, args.repetitions)
+    raw = measure(args.records, args.repetitions, args.columnar_only, args.sessions.split(",")[0])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(raw, f)
