@@ -24,7 +24,7 @@ BROKER = f"{PACKAGE}.broker"
 # the connector side must not import it.
 # Modules both sides may import: they import nothing from the package (fsync / atomic writes; the
 # record batch codecs, used by the broker's log and the columnar reader; PKCS12 key store decoding).
-SHARED = {f"{PACKAGE}.fsutil", f"{PACKAGE}.record_codecs", f"{PACKAGE}.record_format", f"{PACKAGE}.pkcs12", f"{PACKAGE}.sockets"}
+SHARED = {f"{PACKAGE}.fsutil", f"{PACKAGE}.record_codecs", f"{PACKAGE}.record_format", f"{PACKAGE}.wire_header", f"{PACKAGE}.pkcs12", f"{PACKAGE}.sockets"}
 STARTS_BROKER = {f"{PACKAGE}.cli", f"{PACKAGE}.testing.clusters"}
 
 

@@ -3,8 +3,8 @@
 kio (generated from Kafka's JSON message schemas) does all field encoding; this module only
 
 - splits a frame (after its 4-byte big-endian size prefix) into request header and body,
-- picks the request header version (v1, or v2 for flexible versions) and the response header
-  version (v0, or v1 for flexible versions; ApiVersions responses always use v0, KIP-511),
+- reads the request header and writes the response header by the rule of
+  :mod:`pyspark_kafka.wire_header` (defined there once for every client and server),
 - turns the plain ``dict``/``list`` values the handlers return into kio dataclasses of the
   negotiated version (:func:`build`), so one handler serves every version it advertises,
 - encodes a response into a list of chunks where each fetched record set may stay a file
@@ -28,14 +28,9 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
-from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-
 from pyspark_kafka.broker.request_bounds import FrameBoundsError, check_frame
-
-API_VERSIONS_KEY = 18
+from pyspark_kafka.wire_header import API_VERSIONS_KEY, request_header_class, response_header_class  # noqa: F401 - API_VERSIONS_KEY re-exported for the server
+from pyspark_kafka.wire_header import encode_uvarint as _uvarint
 
 _INT16_INT16_INT32 = struct.Struct(">hhi")
 _UTC = datetime.timezone.utc
@@ -95,7 +90,7 @@ def decode_request(frame: bytes, api_key: int, version: int) -> tuple[RequestHea
     as Kafka's own parser does (librdkafka sends a few extra bytes with Metadata v12).
     """
     schema = request_schema(api_key, version)
-    header_schema = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    header_schema = request_header_class(schema.__flexible__)
     try:
         frame = check_frame(frame, header_schema, schema)  # before the native decoder: no lying counts reach it
     except FrameBoundsError as exc:
@@ -229,23 +224,6 @@ class FileChunk:
         return self.slice.length
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def response_header_version(api_key: int, flexible: bool) -> int:
-    """0 or 1: flexible responses use header v1, except ApiVersions (always v0, KIP-511)."""
-    return 1 if flexible and api_key != API_VERSIONS_KEY else 0
-
-
 def encode_response(api_key: int, version: int, correlation_id: int, data: dict | Any) -> list:
     """Encode a response as a list of ``bytes`` and :class:`FileChunk` items, size prefix included.
 
@@ -258,10 +236,8 @@ def encode_response(api_key: int, version: int, correlation_id: int, data: dict 
     slices: list = []
     entity = data if isinstance(data, schema) else _build(schema, data, slices)
     buf = io.BytesIO()
-    if response_header_version(api_key, schema.__flexible__):
-        entity_writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=correlation_id))
-    else:
-        entity_writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=correlation_id))
+    header_cls = response_header_class(api_key, schema.__flexible__)
+    entity_writer(header_cls)(buf, header_cls(correlation_id=correlation_id))
     entity_writer(schema)(buf, entity)
     body = buf.getvalue()
     chunks: list = []

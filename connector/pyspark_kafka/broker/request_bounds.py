@@ -40,6 +40,8 @@ from kio.serial._introspect import (  # kio's own field classification, so both 
     is_optional,
 )
 
+from pyspark_kafka.wire_header import encode_uvarint as _uvarint
+
 _FIXED = {
     "bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "timedelta_i32": 4,
     "int64": 8, "timedelta_i64": 8, "datetime_i64": 8, "float64": 8, "uuid": 16, "error_code": 2,
@@ -259,12 +261,4 @@ def check_frame(frame: bytes, header_schema: type, body_schema: type) -> bytes:
     return b"".join(out)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        if n < 0x80:
-            out.append(n)
-            return bytes(out)
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
 

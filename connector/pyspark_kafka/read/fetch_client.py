@@ -26,7 +26,6 @@ import datetime
 import hashlib
 import hmac
 import importlib
-import io
 import os
 import socket
 import ssl
@@ -34,12 +33,7 @@ import struct
 from contextlib import contextmanager
 from typing import Iterator, Mapping
 
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
-from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.serial import entity_reader, entity_writer
-
+from pyspark_kafka import wire_header
 from pyspark_kafka.clients import ClientPool
 
 FETCH_VERSIONS = (4, 12)
@@ -213,17 +207,8 @@ class BrokerConnection:
 
     def send(self, request) -> None:
         """Write ``request`` (a kio request dataclass) with its header; its answer is read by :meth:`receive`."""
-        flexible = request.__flexible__
-        header_cls = RequestHeaderV2 if flexible else RequestHeaderV1
         self._correlation += 1
-        buf = io.BytesIO()
-        buf.write(b"\0\0\0\0")
-        entity_writer(header_cls)(buf, header_cls(request_api_key=request.__api_key__,
-                                                  request_api_version=request.__version__,
-                                                  correlation_id=self._correlation, client_id=self.config.client_id))
-        entity_writer(type(request))(buf, request)
-        frame = buf.getbuffer()
-        struct.pack_into(">i", frame, 0, len(frame) - 4)
+        frame = wire_header.encode_request(request, self._correlation, self.config.client_id)
         try:
             self._sock.sendall(frame)
         except OSError as exc:
@@ -231,12 +216,11 @@ class BrokerConnection:
             raise FetchClientError(f"broker {self._where()} failed: {exc!r}") from None
         self._pending.append(self._correlation)
 
-    def receive(self, response_type, header_v0: bool = False):
-        """The next pending answer decoded as ``response_type`` (kio response dataclass)."""
+    def receive(self, response_type):
+        """The next pending answer decoded as ``response_type`` (kio response dataclass; its header by
+        :func:`pyspark_kafka.wire_header.decode_response`)."""
         frame = self.receive_frame()
-        header = ResponseHeaderV0 if header_v0 or not response_type.__flexible__ else ResponseHeaderV1
-        _, used = entity_reader(header)(frame, 0)
-        response, _ = entity_reader(response_type)(frame, used)
+        _, response = wire_header.decode_response(frame, response_type.__api_key__, response_type)
         return response
 
     def receive_frame(self) -> bytes:
@@ -259,10 +243,10 @@ class BrokerConnection:
             raise FetchClientError(f"broker {self._where()} answered correlation id {got}, expected {expected}")
         return frame
 
-    def request(self, request, response_type, header_v0: bool = False):
+    def request(self, request, response_type):
         """:meth:`send` then :meth:`receive` (nothing else may be pending)."""
         self.send(request)
-        return self.receive(response_type, header_v0)
+        return self.receive(response_type)
 
     def _where(self) -> str:
         return f"{self.address[0]}:{self.address[1]}"
@@ -270,7 +254,7 @@ class BrokerConnection:
     def _api_versions(self) -> dict:
         mod = schema("api_versions", "request", 0)
         resp_mod = schema("api_versions", "response", 0)
-        response = self.request(mod.ApiVersionsRequest(), resp_mod.ApiVersionsResponse, header_v0=True)
+        response = self.request(mod.ApiVersionsRequest(), resp_mod.ApiVersionsResponse)
         if response.error_code != 0:
             raise FetchClientError(f"broker {self._where()} refused ApiVersions v0 (error {int(response.error_code)})")
         return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-import io
 import os
 import socket
 import struct
@@ -74,33 +73,16 @@ class BackendUnavailable(Exception):
 
 def send_request(bootstrap: str, request, response_type, timeout_s: float = 10.0):
     """Send one kio ``request`` to the first bootstrap address over a plain socket; return the
-    decoded ``response_type`` entity. Flexible versions use request header v2 and response header
-    v1 (ApiVersions answers with v0 always), the others v1 and v0. Raises OSError when the
+    decoded ``response_type`` entity (headers by :mod:`pyspark_kafka.wire_header`). Raises OSError when the
     broker cannot be reached or closes the connection."""
-    from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-    from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-    from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
-    from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-    from kio.serial import entity_reader, entity_writer
-
-    flexible = request.__flexible__
-    RequestHeader = RequestHeaderV2 if flexible else RequestHeaderV1
-    ResponseHeader = ResponseHeaderV1 if flexible and request.__api_key__ != 18 else ResponseHeaderV0
+    from pyspark_kafka import wire_header
 
     host, port = bootstrap.split(",")[0].strip().rsplit(":", 1)
-    buf = io.BytesIO()
-    entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=request.__api_key__,
-                                                   request_api_version=request.__version__,
-                                                   correlation_id=1, client_id="pyspark-kafka-testing"))
-    entity_writer(type(request))(buf, request)
-    body = buf.getvalue()
     with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-        sock.sendall(struct.pack(">i", len(body)) + body)
+        sock.sendall(wire_header.encode_request(request, 1, "pyspark-kafka-testing"))
         size = struct.unpack(">i", recv_exactly(sock, 4, "during ApiVersions"))[0]
         frame = recv_exactly(sock, size, "during ApiVersions")
-    _, used = entity_reader(ResponseHeader)(frame, 0)
-    response, _ = entity_reader(response_type)(frame, used)
-    return response
+    return wire_header.decode_response(frame, request.__api_key__, response_type)[1]
 
 
 def api_versions(bootstrap: str, timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:

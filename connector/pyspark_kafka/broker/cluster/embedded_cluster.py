@@ -11,7 +11,6 @@ id, role, port, pid, data dir and the exact command that restarts it.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -73,26 +72,17 @@ def metadata(bootstrap: str, topics: list[str] | None = None, timeout_s: float =
     """
     from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
     from kio.schema.metadata.v12.response import MetadataResponse
-    from kio.schema.request_header.v2.header import RequestHeader
-    from kio.schema.response_header.v1.header import ResponseHeader
-    from kio.serial import entity_reader, entity_writer
-    from kio.static.primitive import i16, i32
+    from pyspark_kafka import wire_header
 
     request = MetadataRequest(topics=None if topics is None else tuple(MetadataRequestTopic(topic_id=None, name=t)
                                                                           for t in topics),
                               allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    buf = io.BytesIO()
-    entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=i16(3), request_api_version=i16(12),
-                                                    correlation_id=i32(1), client_id="embedded-cluster"))
-    entity_writer(MetadataRequest)(buf, request)
-    body = buf.getvalue()
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-        sock.sendall(struct.pack(">i", len(body)) + body)
+        sock.sendall(wire_header.encode_request(request, 1, "embedded-cluster"))
         size = struct.unpack(">i", recv_exactly(sock, 4))[0]
         frame = recv_exactly(sock, size)
-    _, used = entity_reader(ResponseHeader)(frame, 0)
-    return entity_reader(MetadataResponse)(frame, used)[0]
+    return wire_header.decode_response(frame, request.__api_key__, MetadataResponse)[1]
 
 
 

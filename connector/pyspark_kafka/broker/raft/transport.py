@@ -17,16 +17,11 @@ enough for Kafka's ``kafka-metadata-quorum --bootstrap-controller ... describe``
 from __future__ import annotations
 
 import asyncio
-import io
 import itertools
 import struct
 from typing import Any, Awaitable, Callable
 
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
-from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.serial import entity_reader, entity_writer
+from pyspark_kafka import wire_header
 
 from pyspark_kafka.broker import protocol
 from pyspark_kafka.broker.errors import ErrorCode
@@ -133,15 +128,9 @@ def api_versions(error_code: int) -> dict:
 
 
 def encode_request(request: Any, correlation_id: int, client_id: str) -> bytes:
-    """A whole request frame (size prefix included) for kio request entity ``request``."""
-    buf = io.BytesIO()
-    header_cls = RequestHeaderV2 if request.__flexible__ else RequestHeaderV1
-    entity_writer(header_cls)(buf, header_cls(request_api_key=request.__api_key__,
-                                              request_api_version=request.__version__,
-                                              correlation_id=correlation_id, client_id=client_id))
-    entity_writer(type(request))(buf, request)
-    body = buf.getvalue()
-    return struct.pack(">i", len(body)) + body
+    """A whole request frame (size prefix included) for kio request entity ``request``
+    (:func:`pyspark_kafka.wire_header.encode_request`)."""
+    return wire_header.encode_request(request, correlation_id, client_id)
 
 
 class RaftChannel:
@@ -180,11 +169,10 @@ class RaftChannel:
         size = struct.unpack(">i", await self._reader.readexactly(4))[0]
         frame = await self._reader.readexactly(size)
         schema = protocol.response_schema(entity.__api_key__, entity.__version__)
-        header_cls = ResponseHeaderV1 if schema.__flexible__ and entity.__api_key__ != API_VERSIONS else ResponseHeaderV0
-        header, used = entity_reader(header_cls)(frame, 0)
-        if header.correlation_id != correlation_id:
-            raise ValueError(f"correlation id {header.correlation_id} answers request {correlation_id}")
-        return entity_reader(schema)(frame, used)[0]
+        answered, response = wire_header.decode_response(frame, entity.__api_key__, schema)
+        if answered != correlation_id:
+            raise ValueError(f"correlation id {answered} answers request {correlation_id}")
+        return response
 
     def close(self) -> None:
         if self._writer is not None:
