@@ -1,6 +1,9 @@
 """Restart time of the group coordinator's store after many commits, with and without snapshots.
 
-Usage: ``python bench/offsets_restart.py [--commits 200000] [--groups 1000] [--partitions 50]``
+Usage: ``python bench/offsets_restart.py [--commits 200000] [--groups 1000] [--partitions 50]``, or
+``python bench/offsets_restart.py --process-kills 10 [--commits 200000] [--keep DIR]`` for a real broker process
+killed (SIGKILL) after each tenth of the commits, timed from its last start to the committed offset answered
+(:func:`process_kills`).
 
 Commits ``--commits`` offsets (one record each, as a consumer committing after every poll, spread over
 ``--groups`` groups and so over the ``__consumer_offsets`` partitions) through the real store and
