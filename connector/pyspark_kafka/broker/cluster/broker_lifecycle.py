@@ -123,6 +123,7 @@ class BrokerLifecycle:
         partial answer and sent nothing more until another request (issue 25, ``test_connect_at_listen.py``)."""
         self.lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
         self._tasks: list[asyncio.Task] = []
+        self._proposals: set[asyncio.Task] = set()  # AlterPartition requests in flight
         self._stopping = False  # Python 3.11's wait_for can swallow a cancellation: loops also check this flag
         # the group and transaction coordinators follow the leadership of their internal partitions
         self.coordinators = ClusterCoordinators(self)
@@ -166,9 +167,9 @@ class BrokerLifecycle:
             except ConnectionError:
                 log.warning("controlled shutdown: the controller did not answer; it fences this broker after "
                             "broker.session.timeout.ms")
-        for t in self._tasks:
+        for t in [*self._tasks, *self._proposals]:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._proposals, return_exceptions=True)
         await self.fetcher.close()
         self.coordinators.close()
         await self.metadata_log.stop()
@@ -343,7 +344,15 @@ class BrokerLifecycle:
                     log.exception("ISR check of %s-%d failed", part.topic, part.index)
 
     def _propose_isr(self, part: Partition, isr: tuple[int, ...]) -> None:
-        asyncio.get_running_loop().create_task(self._alter_partition(part, isr))
+        # asyncio keeps only a weak reference to a task: the set keeps it until done (then read, see below)
+        task = asyncio.get_running_loop().create_task(self._alter_partition(part, isr))
+        self._proposals.add(task)
+        task.add_done_callback(self._proposal_done)
+
+    def _proposal_done(self, task: asyncio.Task) -> None:
+        self._proposals.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # read: never "Task exception was never retrieved"
+            log.error("AlterPartition proposal failed", exc_info=task.exception())
 
     async def _alter_partition(self, part: Partition, isr: tuple[int, ...]) -> None:
         st = part.state
