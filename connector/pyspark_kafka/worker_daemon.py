@@ -57,6 +57,11 @@ for entry in $PYTHONPATH; do
 done
 unset IFS
 if [ -n "$kept" ]; then PYTHONPATH=$kept; export PYTHONPATH; else unset PYTHONPATH; fi
+# a new streaming query's source runner: forked by the session's zygote when it listens (pyspark_kafka.runner_zygote)
+if [ "$1" = "-m" ] && [ "$2" = "{runner}" ] && [ -n "${{PYSPARK_KAFKA_RUNNER_ZYGOTE:-}}" ] && [ -S "$PYSPARK_KAFKA_RUNNER_ZYGOTE" ]; then
+  PYSPARK_KAFKA_ZYGOTE_PYTHON={quoted}; export PYSPARK_KAFKA_ZYGOTE_PYTHON
+  exec {quoted} -I -S {client} "$PYSPARK_KAFKA_RUNNER_ZYGOTE" "$@"
+fi
 exec {quoted} "$@"
 """
 
@@ -80,7 +85,9 @@ def launcher(python: str, directory: str | None = None) -> str | None:
     if os.name != "posix" or not os.path.exists("/bin/sh"):
         return None
     directory = directory or os.path.join(tempfile.gettempdir(), f"pyspark-kafka-{os.getuid()}")
-    text = _LAUNCHER.format(python=python, quoted=shlex.quote(python))
+    client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner_zygote_client.py")
+    text = _LAUNCHER.format(python=python, quoted=shlex.quote(python), client=shlex.quote(client),
+                            runner="pyspark.sql.streaming.python_streaming_source_runner")
     path = os.path.join(directory, f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}")
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)

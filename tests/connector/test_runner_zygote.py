@@ -1,0 +1,115 @@
+"""The zygote that forks streaming queries' source runners (:mod:`pyspark_kafka.runner_zygote`): the
+protocol with its client (arguments, environment, directory, streams, exit status, signals, the
+fall-back when it cannot fork) on a stand-in module, and a real streaming query of the session."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support.waiting import wait_until
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote runs on Linux only")
+
+CLIENT = os.path.join(os.path.dirname(__import__("pyspark_kafka").__file__), "runner_zygote_client.py")
+
+PROBE = """
+import os, sys, time
+print(os.getpid(), os.getppid(), os.environ.get("ZPROBE"), os.getcwd(), sys.argv[1:], sys.stdin.read().strip(), flush=True)
+if "sleep" in sys.argv:
+    time.sleep(60)
+sys.exit(3)
+"""
+
+
+@pytest.fixture()
+def zygote(tmp_path):
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "zprobe.py").write_text(PROBE)
+    path = str(tmp_path / "z.sock")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "mods")}
+    proc = subprocess.Popen([sys.executable, "-m", "pyspark_kafka.runner_zygote", path, "zprobe"], env=env)
+    try:
+        wait_until(lambda: os.path.exists(path) or proc.poll() is not None, timeout_s=60, what="the zygote's socket")
+        assert proc.poll() is None, "the zygote exited"
+        yield proc, path, tmp_path
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _client(path, *args, stdin="", cwd=None, env=None, wait=True):
+    env = {**os.environ, "ZPROBE": "from-client", "PYSPARK_KAFKA_ZYGOTE_PYTHON": sys.executable, **(env or {})}
+    argv = [sys.executable, "-I", "-S", CLIENT, path, "-m", *args]
+    if not wait:
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=cwd, env=env)
+    return subprocess.run(argv, input=stdin, capture_output=True, text=True, cwd=cwd, env=env, timeout=60)
+
+
+def test_the_zygote_runs_the_module_with_the_clients_arguments_environment_directory_streams_and_status(zygote):
+    proc, path, tmp_path = zygote
+    done = _client(path, "zprobe", "a b", "c", stdin="hello", cwd=str(tmp_path))
+    assert done.returncode == 3, done.stderr
+    pid, ppid, env, cwd, argv, stdin = done.stdout.split(" ", 5)
+    assert int(ppid) == proc.pid  # forked by the zygote, not started by the client
+    assert (env, cwd) == ("from-client", str(tmp_path))
+    assert stdin.strip().endswith("hello") and "['a b', 'c']" in done.stdout
+
+
+def test_a_signal_to_the_client_reaches_the_forked_process(zygote):
+    proc, path, _ = zygote
+    client = _client(path, "zprobe", "sleep", wait=False)
+    client.stdin.close()
+    pid = int(client.stdout.readline().split()[0])
+    os.kill(client.pid, signal.SIGTERM)
+    assert client.wait(30) != 0
+    wait_until(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z",
+               timeout_s=30, what="the forked process to end")
+
+
+def test_a_module_the_zygote_does_not_run_or_no_zygote_starts_python_as_before(zygote, tmp_path):
+    proc, path, mods = zygote
+    env = {"PYTHONPATH": str(mods / "mods")}
+    (mods / "mods" / "other.py").write_text(PROBE)
+    done = _client(path, "other", env=env)  # not in the zygote's modules: refused, run by the client itself
+    assert done.returncode == 3 and int(done.stdout.split()[1]) == os.getpid(), done.stdout + done.stderr
+    done = _client(str(tmp_path / "missing.sock"), "zprobe", env=env)
+    assert done.returncode == 3 and int(done.stdout.split()[1]) == os.getpid(), done.stdout + done.stderr
+
+
+def test_a_streaming_query_of_the_session_gets_its_source_runner_from_the_zygote(spark, bootstrap, make_topic, tmp_path):
+    """``get_spark`` started the zygote; a query's runner is its child and the query reads every record."""
+    from pyspark_kafka import runner_zygote
+    from support.streams import produce
+
+    started = runner_zygote._started.get("proc")
+    if started is None:
+        pytest.skip("the session was not made by get_spark with its launcher here")
+    assert os.environ.get(runner_zygote.ENV) == runner_zygote._started["path"]
+    topic = make_topic(partitions=2)
+    produce(bootstrap, topic, 50)
+    seen = set()
+    query = (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+             .option("startingOffsets", "earliest").load().writeStream.format("memory").queryName("zygote_probe")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    try:
+        deadline = time.monotonic() + 60
+        while query.isActive and time.monotonic() < deadline:
+            for name in os.listdir("/proc"):
+                if name.isdigit():
+                    try:
+                        if int(open(f"/proc/{name}/stat").read().rsplit(")", 1)[1].split()[1]) == started.pid:
+                            seen.add(int(name))
+                    except (OSError, ValueError):
+                        pass
+            time.sleep(0.01)
+        query.awaitTermination(60)
+    finally:
+        query.stop()
+    assert spark.sql("SELECT count(*) FROM zygote_probe").collect()[0][0] == 50
+    assert seen, "no process forked by the zygote while the query ran"
