@@ -162,9 +162,16 @@ def wait_ms(options: Mapping[str, str]) -> int:
     return value
 
 
+SILENT_CAUSES = frozenset({"connection timed out", "accepted a TCP connection but gave no Kafka answer"})
+"""Causes after which the first contact waited :data:`WAIT_OPTION`; only then does the message name it."""
+
+
 def unreachable_error(servers: str, failures: Mapping[str, tuple[str, str]], waited_s: float,
                       wait_option_ms: int) -> BootstrapUnreachableError:
-    """The error for a cluster none of whose bootstrap addresses answered: cause and fix on line 1."""
+    """The error for a cluster none of whose bootstrap addresses answered: cause and fix on line 1, and
+    :data:`WAIT_OPTION` when an address stayed silent (a refused or unresolved address fails at once,
+    so naming the wait would only lengthen the line a user reads first); librdkafka's report per address
+    on the lines after it."""
     causes = "; ".join(f"{a}: {c}" for a, (c, _) in failures.items())
     kinds = {c for c, _ in failures.values()}
     if "authentication failed" in kinds:
@@ -179,8 +186,9 @@ def unreachable_error(servers: str, failures: Mapping[str, tuple[str, str]], wai
         head = f"kafka.bootstrap.servers={servers!r} refused the authentication ({causes})"
     else:
         head = f"cannot reach any Kafka broker of kafka.bootstrap.servers={servers!r} ({causes}) within {waited_s:.1f} s"
-    message = (f"{head}; {fix}. A silent address is waited on for {WAIT_OPTION}={wait_option_ms} ms: "
-               "raise it for a slow network")
+    message = f"{head}; {fix}"
+    if kinds & SILENT_CAUSES:  # the wait mattered: say which option sets it (a refused port is not waited on)
+        message += f". A silent address is waited on for {WAIT_OPTION}={wait_option_ms} ms: raise it for a slow network"
     details = "\n".join(f"  {a}: {d}" for a, (_, d) in failures.items())
     return BootstrapUnreachableError(f"{message}\n{details}", {a: c for a, (c, _) in failures.items()})
 

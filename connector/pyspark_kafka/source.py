@@ -11,7 +11,10 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
+from pyspark_kafka.errors import errors_as_messages
 
+
+@errors_as_messages
 class KafkaDataSource(DataSource):
     """PySpark data source ``pykafka`` for any Kafka-protocol cluster.
 
@@ -86,4 +89,4 @@ def _refused_stream_reader(base: type, error: Exception):
                                          "reportLatestOffset", "partitions", "read", "commit")}
     cls = type("RefusedKafkaStreamReader", (base,), {**members, "latestOffset": latest_offset,
                                                       "__init__": lambda self: None, "stop": lambda self: None})
-    return cls()
+    return errors_as_messages(cls)()

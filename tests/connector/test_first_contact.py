@@ -85,7 +85,9 @@ def test_refused_and_unresolved_addresses_are_each_named_within_seconds():
     first = str(error).splitlines()[0]
     assert took < BOUND_S, took
     assert f"{port}: connection refused" in first and "no-such-host.invalid:9092: name not resolved" in first
-    assert "kafka.socket.connection.setup.timeout.ms" in first and "check kafka.bootstrap.servers" in first
+    assert "check kafka.bootstrap.servers" in first
+    # the wait option is named only when an address was silent: nothing was waited for here
+    assert "kafka.socket.connection.setup.timeout.ms" not in first and len(first) < 300, first
     assert error.failures == {port: "connection refused", "no-such-host.invalid:9092": "name not resolved"}
 
 
@@ -176,7 +178,7 @@ def test_every_spark_entry_point_fails_fast_with_the_cause_first(spark, tmp_path
         assert first < CAUSE_WITHIN_LINES and printed.count("Traceback (most recent call last):") == 1, \
             (name, "\n".join(printed[:40]))
         assert ours, (name, text[-3000:])
-        assert f"({port}: connection refused)" in ours[0] and "kafka.socket.connection.setup.timeout.ms" in ours[0], \
+        assert f"({port}: connection refused)" in ours[0] and "check kafka.bootstrap.servers" in ours[0], \
             (name, ours[0])
 
 

@@ -49,7 +49,7 @@ from typing import Iterator, Mapping, Optional
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter
 from pyspark.sql.types import StructType
 
-from pyspark_kafka.errors import OptionError
+from pyspark_kafka.errors import OptionError, errors_as_messages
 from pyspark_kafka.options import get_option
 from pyspark_kafka.sinks.common import (
     OFFSETS_FROM_BATCH,
@@ -609,14 +609,17 @@ class _DeltaWriter(StagedSinkWriter):
     stage, commit_staged, abort_staged = staticmethod(stage_batches), staticmethod(commit), staticmethod(abort)
 
 
+@errors_as_messages
 class DeltaBatchWriter(_DeltaWriter, DataSourceArrowWriter):
     """Batch ``df.write.format("pykafka-delta")``: one Delta commit for the job, exactly once by the offsets."""
 
 
+@errors_as_messages
 class DeltaStreamWriter(_DeltaWriter, DataSourceStreamArrowWriter):
     """Streaming ``writeStream.format("pykafka-delta")``: one Delta commit per micro-batch."""
 
 
+@errors_as_messages
 class DeltaSinkDataSource(DataSource):
     """Data source ``pykafka-delta`` (write only): exactly-once into a Delta Lake table.
 

@@ -31,7 +31,7 @@ from typing import Iterator, Mapping, Optional
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter
 from pyspark.sql.types import StructType
 
-from pyspark_kafka.errors import OptionError
+from pyspark_kafka.errors import OptionError, errors_as_messages
 from pyspark_kafka.fsutil import atomic_write, fsync_dir, fsync_file
 from pyspark_kafka.options import get_option
 from pyspark_kafka.sinks.common import (
@@ -304,6 +304,7 @@ class _ParquetWriter(StagedSinkWriter):
     stage, commit_staged, abort_staged = staticmethod(stage_batches), staticmethod(commit), staticmethod(_recover)
 
 
+@errors_as_messages
 class ParquetBatchWriter(_ParquetWriter, DataSourceArrowWriter):
     """Batch ``df.write.format("pykafka-parquet")``: exactly-once by the stored offsets.
 
@@ -315,10 +316,12 @@ class ParquetBatchWriter(_ParquetWriter, DataSourceArrowWriter):
         ManifestLog(spec.path).recover()
 
 
+@errors_as_messages
 class ParquetStreamWriter(_ParquetWriter, DataSourceStreamArrowWriter):
     """Streaming ``writeStream.format("pykafka-parquet")``: one manifest per micro-batch."""
 
 
+@errors_as_messages
 class ParquetSinkDataSource(DataSource):
     """Data source ``pykafka-parquet`` (write only): exactly-once into a Parquet directory.
 

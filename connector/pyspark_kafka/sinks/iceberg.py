@@ -39,7 +39,7 @@ from typing import Iterator, Mapping, Optional
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter
 from pyspark.sql.types import StructType
 
-from pyspark_kafka.errors import OptionError
+from pyspark_kafka.errors import OptionError, errors_as_messages
 from pyspark_kafka.options import get_option
 from pyspark_kafka.sinks.common import (
     OFFSETS_FROM_BATCH,
@@ -454,14 +454,17 @@ class _IcebergWriter(StagedSinkWriter):
     stage, commit_staged, abort_staged = staticmethod(stage_batches), staticmethod(commit), staticmethod(abort)
 
 
+@errors_as_messages
 class IcebergBatchWriter(_IcebergWriter, DataSourceArrowWriter):
     """Batch ``df.write.format("pykafka-iceberg")``: one append for the job, exactly once by the offsets."""
 
 
+@errors_as_messages
 class IcebergStreamWriter(_IcebergWriter, DataSourceStreamArrowWriter):
     """Streaming ``writeStream.format("pykafka-iceberg")``: one append per micro-batch."""
 
 
+@errors_as_messages
 class IcebergSinkDataSource(DataSource):
     """Data source ``pykafka-iceberg`` (write only): exactly-once into an Apache Iceberg table.
 

@@ -36,7 +36,7 @@ from typing import Iterator, Mapping, Optional
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter
 from pyspark.sql.types import StructType
 
-from pyspark_kafka.errors import OptionError
+from pyspark_kafka.errors import OptionError, errors_as_messages
 from pyspark_kafka.options import get_option, parse_bool, parse_int
 from pyspark_kafka.sinks.common import (
     OFFSETS_FROM_BATCH,
@@ -508,6 +508,7 @@ class _SqlWriterBase:
             store.close()
 
 
+@errors_as_messages
 class SqlBatchWriter(_SqlWriterBase, DataSourceArrowWriter):
     """Batch ``df.write.format("pykafka-sql")``: exactly-once by the stored offsets.
 
@@ -530,6 +531,7 @@ class SqlBatchWriter(_SqlWriterBase, DataSourceArrowWriter):
         self._abort()
 
 
+@errors_as_messages
 class SqlStreamWriter(_SqlWriterBase, DataSourceStreamArrowWriter):
     """Streaming ``writeStream.format("pykafka-sql")``: one database transaction per micro-batch.
 
@@ -548,6 +550,7 @@ class SqlStreamWriter(_SqlWriterBase, DataSourceStreamArrowWriter):
         self._abort()
 
 
+@errors_as_messages
 class SqlSinkDataSource(DataSource):
     """Data source ``pykafka-sql`` (write only): exactly-once into a SQL table.
 

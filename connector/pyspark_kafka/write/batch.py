@@ -10,7 +10,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter
 from pyspark.sql.types import StructType
 
 from pyspark_kafka import transactions as txn
-from pyspark_kafka.errors import OptionError
+from pyspark_kafka.errors import OptionError, errors_as_messages
 from pyspark_kafka.write.commit_message import KafkaCommitMessage, summarize
 from pyspark_kafka.write.data_writer import write_batches
 from pyspark_kafka.write.exactly_once import write_transactional
@@ -19,6 +19,7 @@ from pyspark_kafka.write.options import WriteSpec
 log = logging.getLogger(__name__)
 
 
+@errors_as_messages
 class KafkaBatchWriter(DataSourceArrowWriter):
     """``df.write.format("pykafka")``: append the DataFrame's rows to Kafka.
 

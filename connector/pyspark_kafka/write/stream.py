@@ -10,6 +10,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter
 from pyspark.sql.types import StructType
 
 from pyspark_kafka import transactions as txn
+from pyspark_kafka.errors import errors_as_messages
 from pyspark_kafka.write.commit_message import KafkaCommitMessage, skipped_tasks, summarize
 from pyspark_kafka.write.data_writer import write_batches
 from pyspark_kafka.write.exactly_once import write_transactional
@@ -18,6 +19,7 @@ from pyspark_kafka.write.options import WriteSpec
 log = logging.getLogger(__name__)
 
 
+@errors_as_messages
 class KafkaStreamWriter(DataSourceStreamArrowWriter):
     """``df.writeStream.format("pykafka")``: append each micro-batch's rows to Kafka.
 
