@@ -34,6 +34,12 @@ Run (about 95 s per run; 4 variants x 3 repetitions x 2 brokers is about 40 min)
 
     python bench/realtime_latency.py --repetitions 3 --json bench/results-realtime-latency.json
     python bench/realtime_latency.py --brokers embedded --repetitions 1 --warmup 5 --measure 10  # smoke run
+    python bench/realtime_latency.py --brokers embedded --repetitions 0 --evidence --json /tmp/rtm-evidence.json
+
+``--evidence`` first tries Real-time Mode with ``format("pykafka")`` as the source and as the sink (and,
+for comparison, ``foreachBatch`` and the memory sink), on the installed pyspark and on the reference
+one, and records the error Spark gives for each (``evidence`` in the JSON): a Python data source cannot
+take part, see docs/comparison.md.
 
 The job part (``--job SPEC``) is what the reference interpreter runs; it is not meant to be called by hand.
 Needs java, Maven (or the cached jars) and PyPI once (the 4.2.0 environment); prints why otherwise.
@@ -174,6 +180,51 @@ def _run_variant(spark, variant: str, bootstrap: str, spec: dict, workdir: str) 
     }
 
 
+EVIDENCE_CASES = {
+    "pykafka source -> console sink": ("pykafka", "console"),
+    "pykafka source -> Spark's Kafka sink": ("pykafka", "kafka"),
+    "Spark's Kafka source -> pykafka sink": ("kafka", "pykafka"),
+    "Spark's Kafka source -> foreachBatch": ("kafka", "foreachBatch"),
+    "Spark's Kafka source -> memory sink": ("kafka", "memory"),
+}
+"""What ``--evidence`` tries in Real-time Mode: (source format, sink); cases needing ``format("kafka")``
+are left out when the session has no Spark Kafka jars."""
+
+
+def evidence(spark, bootstrap: str, workdir: str, have_kafka_jars: bool) -> dict:
+    """Try each :data:`EVIDENCE_CASES` query with ``trigger(realTime="5 seconds")``; per case the error
+    Spark raised (at ``start()`` or as the query's exception within 15 s), or that it ran."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    tag = uuid.uuid4().hex[:8]
+    src, dst = f"rtm-ev-a-{tag}", f"rtm-ev-b-{tag}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(t, 1, 1) for t in (src, dst)]).values():
+        f.result(30)
+    out = {}
+    for name, (source_fmt, sink) in EVIDENCE_CASES.items():
+        if "kafka" in (source_fmt, sink) and not have_kafka_jars:
+            continue
+        df = (spark.readStream.format(source_fmt).option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", src).option("startingOffsets", "earliest").load().selectExpr("value"))
+        w = df.writeStream.outputMode("update").option("checkpointLocation", os.path.join(workdir, f"ev-{tag}-{len(out)}"))
+        if sink == "foreachBatch":
+            w = w.foreachBatch(lambda batch, batch_id: None)
+        elif sink == "memory":
+            w = w.format("memory").queryName(f"ev_{tag}")
+        else:
+            w = w.format(sink).option("kafka.bootstrap.servers", bootstrap).option("topic", dst)
+        try:
+            q = w.trigger(realTime="5 seconds").start()
+            q.awaitTermination(15)
+            error = q.exception()
+            q.stop()
+            out[name] = str(error).split("\n")[0] if error is not None else "ran (no error within 15 s)"
+        except Exception as e:  # noqa: BLE001 - the error text is the evidence
+            out[name] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    return out
+
+
 def job(spec_path: str) -> int:
     """The driver process (reference interpreter): one SparkSession, every run of ``spec``; one JSON line."""
     import pyspark
@@ -183,10 +234,15 @@ def job(spec_path: str) -> int:
 
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
-    spark = get_spark("realtime-latency", master="local[2]",
-                      conf={"spark.jars": ",".join(spec["jars"]), "spark.sql.shuffle.partitions": "2"})
+    conf = {"spark.sql.shuffle.partitions": "2"}
+    if spec["jars"]:
+        conf["spark.jars"] = ",".join(spec["jars"])
+    spark = get_spark("realtime-latency", master="local[2]", conf=conf)
     runs = []
+    found = None
     with tempfile.TemporaryDirectory(prefix="rtm-latency-") as workdir:
+        if spec.get("evidence"):
+            found = evidence(spark, spec["bootstrap"], workdir, bool(spec["jars"]))
         for rep in range(spec["repetitions"]):
             order = list(spec["variants"]) if rep % 2 == 0 else list(reversed(spec["variants"]))
             for variant in order:
@@ -195,7 +251,8 @@ def job(spec_path: str) -> int:
                 print(f"realtime_latency: {spec['broker']} rep {rep} {json.dumps(r)}", file=sys.stderr, flush=True)
                 runs.append(r)
     spark.stop()
-    print(json.dumps({"spark": pyspark.__version__, "pykafka_module": pyspark_kafka.__file__, "runs": runs}))
+    print(json.dumps({"spark": pyspark.__version__, "pykafka_module": pyspark_kafka.__file__, "runs": runs,
+                      "evidence": found}))
     return 0
 
 
@@ -218,18 +275,20 @@ def summarize(runs: list[dict]) -> dict:
     return out
 
 
-def run_broker(ref, broker: str, bootstrap: str, args, variants: list[str]) -> dict:
-    """Run the job against one broker with the reference interpreter; its parsed output."""
+def run_broker(python: str, jars, broker: str, bootstrap: str, args, variants: list[str],
+               with_evidence: bool = False) -> dict:
+    """Run the job with interpreter ``python`` (``jars``: Spark's Kafka connector for ``spark.jars``, may
+    be empty) against one broker; its parsed output. Raises RuntimeError with the job's error tail."""
     connector = os.path.join(os.path.dirname(HERE), "connector")
-    spec = {"broker": broker, "bootstrap": bootstrap, "jars": [str(j) for j in ref.jars], "variants": variants,
+    spec = {"broker": broker, "bootstrap": bootstrap, "jars": [str(j) for j in jars], "variants": variants,
             "repetitions": args.repetitions, "rate": args.rate, "warmup": args.warmup, "measure": args.measure,
-            "rtm_batch": args.rtm_batch}
+            "rtm_batch": args.rtm_batch, "evidence": with_evidence}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec, f)
     env = {**{k: v for k, v in os.environ.items() if k != "PYSPARK_DRIVER_PYTHON"},
-           "PYTHONPATH": os.pathsep.join([connector, HERE]), "PYSPARK_PYTHON": ref.python}
+           "PYTHONPATH": os.pathsep.join([connector, HERE]), "PYSPARK_PYTHON": python}
     try:
-        proc = subprocess.run([ref.python, os.path.abspath(__file__), "--job", f.name], stdout=subprocess.PIPE,
+        proc = subprocess.run([python, os.path.abspath(__file__), "--job", f.name], stdout=subprocess.PIPE,
                               stderr=None if args.verbose else subprocess.PIPE, text=True, env=env, timeout=7200)
     finally:
         os.unlink(f.name)
@@ -254,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rtm-batch", default="5 seconds", help="Real-time Mode batch duration")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--verbose", action="store_true", help="show the job's stderr")
+    ap.add_argument("--evidence", action="store_true",
+                    help="first try pykafka in Real-time Mode (source and sink) and record Spark's errors")
     args = ap.parse_args(argv)
     if args.job:
         sys.path.insert(0, HERE)
@@ -287,10 +348,22 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 ap.error(f"unknown broker {broker!r}: use embedded or apache")
             print(f"realtime_latency: {label} at {bootstrap}", file=sys.stderr, flush=True)
-            out = run_broker(ref, broker, bootstrap, args, variants)
-            result["brokers"][broker] = {"label": label, "spark": out["spark"], "runs": out["runs"],
-                                         "summary": summarize(out["runs"])}
-            print(json.dumps({broker: result["brokers"][broker]["summary"]}, indent=1), flush=True)
+            if args.evidence and "evidence" not in result:
+                # what Real-time Mode says to a Python data source, on the installed pyspark (no Kafka jars
+                # served for it) and on the reference one
+                found = {}
+                if ref.installed != ref.version:
+                    found[f"pyspark {ref.installed}"] = run_broker(sys.executable, [], broker, bootstrap, args, [],
+                                                                  True)["evidence"]
+                found[f"pyspark {ref.version} + spark-sql-kafka-0-10 {ref.version}"] = run_broker(
+                    ref.python, ref.jars, broker, bootstrap, args, [], True)["evidence"]
+                result["evidence"] = found
+                print(json.dumps(found, indent=1), flush=True)
+            if variants and args.repetitions > 0:
+                out = run_broker(ref.python, ref.jars, broker, bootstrap, args, variants)
+                result["brokers"][broker] = {"label": label, "spark": out["spark"], "runs": out["runs"],
+                                             "summary": summarize(out["runs"])}
+                print(json.dumps({broker: result["brokers"][broker]["summary"]}, indent=1), flush=True)
     result["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
