@@ -76,6 +76,10 @@ def _run_child(module: str, argv: list[str], env: dict, cwd: str, fds: list[int]
     sys.argv = [module, *argv]
     import runpy
 
+    # preloaded for its imports: run a fresh copy as __main__, as python -m does (runpy otherwise warns on
+    # stderr, in every streaming query's output, that the module "found in sys.modules ... prior to execution")
+    sys.modules.pop(module, None)
+
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:

@@ -62,6 +62,11 @@ if [ "$1" = "-m" ] && [ "$2" = "{runner}" ] && [ -n "${{PYSPARK_KAFKA_RUNNER_ZYG
   PYSPARK_KAFKA_ZYGOTE_PYTHON={quoted}; export PYSPARK_KAFKA_ZYGOTE_PYTHON
   exec {quoted} -I -S {client} "$PYSPARK_KAFKA_RUNNER_ZYGOTE" "$@"
 fi
+# the daemon of the planner workers: pyspark.daemon with its worker ending quietly on a socket Spark closed
+if [ "$1" = "-m" ] && [ "$2" = "{daemon}" ]; then
+  shift 2
+  exec {quoted} -m pyspark_kafka.worker_daemon "$@"
+fi
 exec {quoted} "$@"
 """
 
@@ -74,7 +79,11 @@ def launcher(python: str, directory: str | None = None) -> str | None:
     source with that interpreter and the zip first on ``PYTHONPATH``, where
     ``spark.python.daemon.module`` does not reach: the planner workers (forked from
     ``pyspark.daemon``) and the source runner that each new streaming query starts as a fresh
-    process (about 0.6 s of CPU compiling pyspark's modules, docs/benchmark-analysis.md). Written
+    process (about 0.6 s of CPU compiling pyspark's modules, docs/benchmark-analysis.md).
+    ``-m pyspark.daemon`` (the daemon of the planner workers, which ``spark.python.daemon.module``
+    does not choose) becomes ``-m pyspark_kafka.worker_daemon``, whose worker ends quietly on a socket
+    Spark closed (:func:`quiet_on_closed_socket`): a planner worker's ``BrokenPipeError`` traceback
+    ended a job's output at ``spark.stop()`` now and then (the flights example). Written
     once per interpreter into ``directory`` (default ``<tempdir>/pyspark-kafka-<uid>``, mode 0700), atomically. None on a
     platform without ``/bin/sh`` (Windows) or when the directory cannot be written.
     """
@@ -87,7 +96,7 @@ def launcher(python: str, directory: str | None = None) -> str | None:
     directory = directory or os.path.join(tempfile.gettempdir(), f"pyspark-kafka-{os.getuid()}")
     client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner_zygote_client.py")
     text = _LAUNCHER.format(python=python, quoted=shlex.quote(python), client=shlex.quote(client),
-                            runner="pyspark.sql.streaming.python_streaming_source_runner")
+                            runner="pyspark.sql.streaming.python_streaming_source_runner", daemon=PYSPARK_DAEMON)
     path = os.path.join(directory, f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}")
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)

@@ -113,3 +113,23 @@ def test_a_streaming_query_of_the_session_gets_its_source_runner_from_the_zygote
         query.stop()
     assert spark.sql("SELECT count(*) FROM zygote_probe").collect()[0][0] == 50
     assert seen, "no process forked by the zygote while the query ran"
+
+
+def test_a_preloaded_module_runs_without_runpy_s_warning(tmp_path):
+    """The zygote preloads the runner module it runs (PRELOAD): the forked process runs it as ``__main__``
+    with nothing on stderr (runpy warned "found in sys.modules ... prior to execution" in every
+    streaming query's output). About 2 s."""
+    (tmp_path / "mods" / "zpkg").mkdir(parents=True)  # runpy warns for a module of a package, as Spark's runner
+    (tmp_path / "mods" / "zpkg" / "__init__.py").write_text("")
+    (tmp_path / "mods" / "zpkg" / "zmain.py").write_text("import sys\nif __name__ == '__main__':\n    sys.exit(3)\n")
+    path = str(tmp_path / "z.sock")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "mods")}
+    serve = f"from pyspark_kafka.runner_zygote import serve; serve({path!r}, ('zpkg.zmain',), preload=('zpkg.zmain',))"
+    proc = subprocess.Popen([sys.executable, "-c", serve], env=env)
+    try:
+        wait_until(lambda: os.path.exists(path) or proc.poll() is not None, timeout_s=60, what="the zygote's socket")
+        done = _client(path, "zpkg.zmain", cwd=str(tmp_path))
+        assert done.returncode == 3 and done.stderr == "", done.stderr
+    finally:
+        proc.terminate()
+        proc.wait(10)

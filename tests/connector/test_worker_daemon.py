@@ -136,3 +136,37 @@ def test_the_startup_pth_makes_any_spark_python_process_import_the_installed_pys
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
     pyspark_file, zips = done.stdout.split()
     assert pyspark_file == os.path.join(zip_path, "pyspark", "__init__.py") and int(zips) >= 1, done.stdout
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads the process tree from /proc")
+def test_planner_workers_of_get_spark_end_quietly_on_a_closed_socket(spark, bootstrap, make_topic):
+    """The driver-side planner workers' daemon (``-m pyspark.daemon``, which ``spark.python.daemon.module``
+    does not choose) runs as ``pyspark_kafka.worker_daemon`` through the launcher, so a planner worker
+    whose socket Spark closed at ``spark.stop()`` prints no ``BrokenPipeError`` traceback (the flights
+    example's output ended with one now and then). About 2 s on the shared session."""
+    spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap).option(
+        "subscribe", make_topic(partitions=1)).load().count()  # starts the create and plan planner workers
+    jvm = spark.sparkContext._gateway.proc.pid
+
+    def children(pid: int) -> list[int]:
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if entry.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+        return found
+
+    def args(pid: int) -> list[str]:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return [a.decode() for a in f.read().split(b"\0") if a]
+        except OSError:
+            return []
+
+    daemons = [args(p) for p in children(jvm) if "-m" in args(p)]
+    planners = [a for a in daemons if any(x.startswith("pyspark.sql.worker.") for x in a)]
+    assert planners, daemons
+    assert all(a[a.index("-m") + 1] == "pyspark_kafka.worker_daemon" for a in planners), planners
