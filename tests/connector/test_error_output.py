@@ -115,3 +115,25 @@ def test_get_spark_adds_its_log_settings_to_the_caller_s_jvm_options():
     assert driver_java_options("-XX:TieredStopAtLevel=1") == f"-XX:TieredStopAtLevel=1 {ours}"
     assert driver_java_options("-Dlog4j2.configurationFile=file:/mine.properties") == \
         "-Dlog4j2.configurationFile=file:/mine.properties"
+
+
+def test_every_class_spark_calls_is_wrapped():
+    """Every data source, reader and writer class Spark calls has its public methods wrapped (a class
+    left out shows the doubled traceback again in a plain session: the stream reader once was)."""
+    import importlib
+
+    classes = {"pyspark_kafka.source": ["KafkaDataSource"], "pyspark_kafka.read": ["KafkaBatchReader", "KafkaStreamReader"],
+               "pyspark_kafka.write": ["KafkaBatchWriter", "KafkaStreamWriter"],
+               "pyspark_kafka.sinks.sql": ["SqlSinkDataSource", "SqlBatchWriter", "SqlStreamWriter"],
+               "pyspark_kafka.sinks.files": ["ParquetSinkDataSource", "ParquetBatchWriter", "ParquetStreamWriter"],
+               "pyspark_kafka.sinks.delta": ["DeltaSinkDataSource", "DeltaBatchWriter", "DeltaStreamWriter"],
+               "pyspark_kafka.sinks.iceberg": ["IcebergSinkDataSource", "IcebergBatchWriter", "IcebergStreamWriter"]}
+    unwrapped = []
+    for module, names in classes.items():
+        for name in names:
+            cls = getattr(importlib.import_module(module), name)
+            own = [m for m in dir(cls) if not m.startswith("_") and inspect.isfunction(inspect.getattr_static(cls, m))
+                   and not inspect.getattr_static(cls, m).__module__.startswith("pyspark.")]
+            unwrapped += [f"{name}.{m}" for m in own if not getattr(getattr(cls, m), "_pyspark_kafka_entry", False)]
+            assert own, name
+    assert unwrapped == []

@@ -24,7 +24,7 @@ from pyspark.sql.types import StructType
 
 from pyspark_kafka import offsets as O
 from pyspark_kafka.clients import check_consumer_config
-from pyspark_kafka.errors import OptionError
+from pyspark_kafka.errors import OptionError, errors_as_messages
 from pyspark_kafka.read.stream_group import StreamGroup
 from pyspark_kafka.read.offset_reader import OffsetReader
 from pyspark_kafka.read.options import check_schema, parse_reader_options, unique_group_id
@@ -32,6 +32,7 @@ from pyspark_kafka.read.partition_reader import KafkaInputPartition, executor_co
 from pyspark_kafka.read.planning import input_partitions, pack_small_trigger, report_data_loss
 
 
+@errors_as_messages
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("pykafka")``: micro-batches over Kafka offsets.
 
