@@ -24,13 +24,19 @@ def ensure_worker_python() -> None:
     and through the launcher they import the installed pyspark's bytecode instead of compiling
     ``pyspark.zip`` again (about 0.6 s of CPU per new streaming query, docs/benchmark-analysis.md).
     These processes run on the driver's machine whatever the master. Values set by the user are
-    kept as they are.
+    kept as they are. With that launcher, on Linux, it also starts the session's
+    :mod:`pyspark_kafka.runner_zygote` (once per process). Call it before building your own
+    ``SparkSession`` to get both without :func:`get_spark`.
     """
     if "PYSPARK_DRIVER_PYTHON" not in os.environ:
         from pyspark_kafka.worker_daemon import launcher
 
         os.environ["PYSPARK_DRIVER_PYTHON"] = launcher(sys.executable) or sys.executable
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if _our_launcher(os.environ.get("PYSPARK_DRIVER_PYTHON")):
+        from pyspark_kafka import runner_zygote
+
+        runner_zygote.start()  # before the JVM starts: it passes the socket's path on to the launcher
 
 
 def _our_launcher(path: str | None) -> bool:
@@ -115,10 +121,6 @@ def get_spark(app_name: str = "pyspark-kafka", master: str = "local[2]", conf: d
         os.environ.setdefault("SPARK_HIDE_TRACEBACK", "1")
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    if _our_launcher(os.environ.get("PYSPARK_DRIVER_PYTHON")):
-        from pyspark_kafka import runner_zygote
-
-        runner_zygote.start()  # before the JVM starts: it passes the socket's path on to the launcher
     java_options = driver_java_options(conf.get("spark.driver.extraJavaOptions"))
     if java_options:
         conf["spark.driver.extraJavaOptions"] = java_options
