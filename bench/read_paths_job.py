@@ -53,30 +53,39 @@ from spark_connector_job import _await  # noqa: E402 - bench/ is on PYTHONPATH (
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_seconds(root: int | None = None) -> float:
-    """CPU seconds of process ``root`` (default: this one) and all its descendants, reaped children included."""
-    root = os.getpid() if root is None else root
-    parents, times = {}, {}
+def _proc_stats() -> dict[int, list[bytes]]:
+    """``{pid: the fields of /proc/<pid>/stat after the command name}`` of every process now."""
+    out = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
+                out[int(name)] = f.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        pid = int(name)
-        parents[pid] = int(fields[1])
-        times[pid] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-    total, todo = 0, [root]
+    return out
+
+
+def _descendants(stats: dict[int, list[bytes]], root: int) -> list[int]:
+    """``root`` and every descendant of it in ``stats`` (field 1: the parent's pid)."""
     children: dict[int, list[int]] = {}
-    for pid, ppid in parents.items():
-        children.setdefault(ppid, []).append(pid)
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    out, todo = [], [root]
     while todo:
         pid = todo.pop()
-        total += times.get(pid, 0)
+        out.append(pid)
         todo.extend(children.get(pid, ()))
-    return total / CLK_TCK
+    return out
+
+
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds of process ``root`` (default: this one) and all its descendants, reaped children included."""
+    stats = _proc_stats()
+    ticks = sum(sum(int(x) for x in stats[pid][11:15])  # utime stime cutime cstime
+                for pid in _descendants(stats, os.getpid() if root is None else root) if pid in stats)
+    return ticks / CLK_TCK
 
 
 RUNNER_MARK = b"python_streaming_source_runner"
@@ -85,30 +94,19 @@ RUNNER_MARK = b"python_streaming_source_runner"
 
 def query_processes(root: int | None = None) -> list[int]:
     """Pids of the live descendants of ``root`` (default: this process) whose command line names
-    :data:`RUNNER_MARK`: streaming queries' source runners that have not exited yet."""
-    root = os.getpid() if root is None else root
-    parents, marked = {}, set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
+    :data:`RUNNER_MARK`: streaming queries' source runners that have not exited yet (zombies are left
+    out: an exited process's CPU reaches its parent's cutime once reaped)."""
+    stats = _proc_stats()
+    out = []
+    for pid in _descendants(stats, os.getpid() if root is None else root):
+        if pid not in stats or stats[pid][0] == b"Z":
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            if fields[0] == b"Z":
-                continue  # exited; its CPU reaches the parent's cutime once reaped
-            parents[int(name)] = int(fields[1])
-            with open(f"/proc/{name}/cmdline", "rb") as f:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
                 if RUNNER_MARK in f.read():
-                    marked.add(int(name))
+                    out.append(pid)
         except OSError:
             continue
-    out = []
-    for pid in marked:
-        p, seen = pid, 0
-        while p in parents and p != root and seen < 64:
-            p, seen = parents[p], seen + 1
-        if p == root:
-            out.append(pid)
     return out
 
 
