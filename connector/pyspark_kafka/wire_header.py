@@ -47,9 +47,10 @@ def response_header_class(api_key: int, flexible: bool) -> type:
 
 
 def encode_uvarint(n: int) -> bytes:
-    """``n`` (0 ≤ n < 2**35) as the protocol's unsigned varint: the length of a compact string, bytes or
-    array is ``len + 1`` written so (KIP-482, Kafka's ``ByteUtils.writeUnsignedVarint``). Raises
-    ValueError for a negative ``n``."""
+    """``n`` (≥ 0) as an unsigned varint, 7 bits a byte, low bits first: the length of a compact string,
+    bytes or array is ``len + 1`` written so (KIP-482, Kafka's ``ByteUtils.writeUnsignedVarint``), and a
+    record's zigzag varint is this of the zigzag value (``ByteUtils.writeVarlong``). Raises ValueError
+    for a negative ``n``."""
     if n < 0:
         raise ValueError(f"an unsigned varint cannot hold {n}")
     out = bytearray()

@@ -36,6 +36,7 @@ from kio.serial.readers import read_int8, read_signed_varint, read_signed_varlon
 
 from pyspark_kafka.broker.errors import CorruptRecordError, InvalidRecordError
 from pyspark_kafka.record_format import HEADER as _HEADER
+from pyspark_kafka.wire_header import encode_uvarint
 from pyspark_kafka.record_format import (  # the layout is defined once, for the broker and the reader
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -269,13 +270,7 @@ def read_varint(buf, position: int) -> tuple[int, int]:
 
 def encode_varint(value: int) -> bytes:
     """``value`` (signed, 64-bit) as a zigzag varint (Kafka's ``ByteUtils.writeVarlong``)."""
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
+    return encode_uvarint((value << 1) ^ (value >> 63))
 
 
 def iter_record_offsets_and_timestamps(batch) -> Iterator[tuple[int, int]]:
