@@ -1,13 +1,14 @@
 """Driver program for the sink kill tests: one Spark job from a pykafka topic into an exactly-once sink.
 
     python sink_kill_driver.py --bootstrap H:P --topic T --sink sql|parquet|delta|iceberg --target URL|DIR
-        [--checkpoint DIR] [--batch] [--max-per-trigger N]
+        [--checkpoint DIR] [--batch] [--max-per-trigger N] [--master local[2,4]]
 
 Streaming (default): ``readStream.format("pykafka")`` with ``startingOffsets`` from
 :func:`pyspark_kafka.sinks.starting_offsets` (so it resumes from the sink even when the
 checkpoint is gone), ``Trigger.AvailableNow``, exit 0 once everything available is written.
 ``--batch``: a backfill job ``read.format("pykafka")`` from the sink's offsets to ``latest``.
-The tests kill this process with SIGKILL at random points and run it again.
+The tests kill this process with SIGKILL at random points and run it again, or kill only its
+Python executor workers while it runs (``--master local[N,F]``: Spark tries a task F times).
 """
 
 from __future__ import annotations
@@ -36,13 +37,15 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoint")
     ap.add_argument("--batch", action="store_true")
     ap.add_argument("--max-per-trigger", type=int, default=1000)
+    ap.add_argument("--master", default="local[2]",
+                    help="Spark master; local[N,F] lets Spark try a failed task F times (local[N]: once)")
     args = ap.parse_args(argv)
 
     store = {"url": args.target, "table": TABLE} if args.sink == "sql" else {"path": args.target}
     if args.sink == "iceberg":
         store = {"iceberg": f"kafka.{TABLE}", "catalog": iceberg_catalog(args.target)}
     start = starting_offsets(**store, topics=[args.topic], bootstrap_servers=args.bootstrap)
-    spark = get_spark("sink-kill-driver", conf={"spark.default.parallelism": "2"})
+    spark = get_spark("sink-kill-driver", master=args.master, conf={"spark.default.parallelism": "2"})
     spark.sparkContext.setLogLevel("ERROR")
     reader = spark.readStream if not args.batch else spark.read
     df = (

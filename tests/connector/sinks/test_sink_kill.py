@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -21,7 +22,7 @@ import sqlalchemy as sa
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pyspark_kafka.sinks import stored_offsets
-from pyspark_kafka.sinks.files import TMP_DIR, read_committed
+from pyspark_kafka.sinks.files import TMP_DIR, committed_files, read_committed
 from pyspark_kafka.sinks.iceberg import read_table
 from pyspark_kafka.sinks.sql import staging_table_name
 from support.sink_kill_driver import iceberg_catalog
@@ -226,3 +227,139 @@ def test_batch_backfill_killed_then_rerun_adds_nothing(bootstrap, make_topic, tm
     run_to_end(args, tmp_path / "second.log")
     assert_exactly_once(sink, bootstrap, topic)
     assert not sink.has_staged()
+
+
+# ----------------------------------------------------------------------------- executor worker kills
+
+# A task attempt's staged data file, named by its attempt id b<batch>-p<partition>-a<attempt>-<tag>
+# (Delta: part-00000-<id>.snappy.parquet, Iceberg: pykafka-<id>.parquet, Parquet: _pykafka_tmp/<id>/part-0.parquet);
+# the driver's rewrites of replayed files (part-r..., <id>-r.parquet, part-0-filtered.parquet) do not match.
+_STAGED_FILE = re.compile(r"(?:/part-\d{5}-|/pykafka-|/_pykafka_tmp/)(?P<task>b(?:\d+|job)-p\d+)-a\d+-"
+                          r"(?P<tag>[0-9a-f]{12})(?:(?:\.\w+)?\.parquet|/part-0\.parquet)$")
+
+
+def _children() -> dict[int, list[int]]:
+    """{parent pid: [child pids]} of every process on the machine (from /proc/<pid>/stat)."""
+    out: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        out.setdefault(ppid, []).append(int(entry.name))
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    tree, out, todo = _children(), [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def staging_writers(driver_pid: int) -> dict[int, str]:
+    """{pid: staged file} of the driver's descendant processes that hold a task attempt's data file
+    open for writing: the Python executor workers (forked by the worker daemon) while they stage rows."""
+    found = {}
+    for pid in _descendants(driver_pid):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if not _STAGED_FILE.search(target):
+                    continue
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    flags = int(next(line for line in f if line.startswith("flags:")).split()[1], 8)
+            except (OSError, StopIteration, ValueError):
+                continue
+            if flags & 3:  # O_WRONLY or O_RDWR
+                found[pid] = target
+    return found
+
+
+def table_files(sink) -> list[str]:
+    """Local paths of the data files the table references now (Delta: the log's add actions; Iceberg: the
+    current snapshot's manifests; Parquet: the sink's manifests), read by deltalake / pyiceberg."""
+    if sink.kind == "parquet":
+        return [os.path.realpath(p) for p in committed_files(sink.target)]
+    if sink.kind == "delta":
+        from deltalake import DeltaTable
+
+        uris = DeltaTable(sink.target).file_uris()
+    else:
+        from pyspark_kafka.sinks.iceberg import load_catalog
+
+        table = load_catalog(iceberg_catalog(sink.target)).load_table("kafka.events")
+        uris = [task.file.file_path for task in table.scan().plan_files()]
+    return [os.path.realpath(u.removeprefix("file://")) for u in uris]
+
+
+def parquet_files_on_disk(sink) -> set[str]:
+    """Every Parquet file under the table's directory (Delta: the table path; Iceberg: the warehouse)."""
+    root = os.path.join(sink.target, "warehouse") if sink.kind == "iceberg" else sink.target
+    return {os.path.realpath(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs if f.endswith(".parquet")}
+
+
+WORKER_KILLS = 3  # < the 4 attempts of local[2,4]: even three kills of one task leave it a last try
+WORKER_KILL_PER_PARTITION = 20000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["delta", "iceberg", "parquet"])
+def test_executor_workers_killed_mid_write(bootstrap, make_topic, tmp_path, kind):
+    """SIGKILL the Python executor workers while they stage a task's data file, a few times, bounded.
+
+    The query (``local[2,4]``: each task tried up to 4 times) finishes by itself through task retries;
+    every record is in the table exactly once, the stored offsets are the topic's end offsets, and no
+    data file of a killed attempt is referenced by the table (its partial file stays on disk,
+    unreferenced, until VACUUM / remove_orphan_files).
+    """
+    import pyarrow.parquet as pq
+
+    topic = make_topic(PARTITIONS)
+    produce(bootstrap, topic, WORKER_KILL_PER_PARTITION)
+    sink = Sink(kind, tmp_path)
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--sink", kind, "--target", sink.target,
+            "--checkpoint", str(tmp_path / "checkpoint"), "--max-per-trigger", "15000", "--master", "local[2,4]"]
+    log_path = tmp_path / "run.log"
+    killed: dict[int, str] = {}  # pid -> the staged file it was writing
+    run = DriverRun(args, log_path)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while run.proc.poll() is None and len(killed) < WORKER_KILLS and time.monotonic() < deadline:
+            for pid, path in staging_writers(run.proc.pid).items():
+                task = _STAGED_FILE.search(path)["task"]  # one kill per task (batch, partition)
+                if pid not in killed and all(_STAGED_FILE.search(k)["task"] != task for k in killed.values()):
+                    os.kill(pid, signal.SIGKILL)
+                    killed[pid] = os.path.realpath(path)
+                    break
+            time.sleep(0.005)
+        rc = run.wait(max(1.0, deadline - time.monotonic()))
+    finally:
+        run.kill()
+    log = open(log_path, errors="replace").read()
+    assert rc == 0, log[-4000:]
+    assert killed, "no executor worker was caught writing a staged file: the batches are too small to kill"
+    print(f"killed {len(killed)} workers writing {sorted(os.path.relpath(p, sink.target) for p in killed.values())}")
+
+    referenced = table_files(sink)  # file list only: a referenced partial file would fail every read below
+    killed_tags = {_STAGED_FILE.search(p)["tag"] for p in killed.values()}  # Parquet renames, keeping the tag
+    assert not [p for p in referenced if any(t in p for t in killed_tags)], \
+        "the table references a killed attempt's data file"
+    assert len(referenced) == len(set(referenced))
+    assert_exactly_once(sink, bootstrap, topic)
+    total = PARTITIONS * WORKER_KILL_PER_PARTITION
+    assert len(sink.rows()) == total
+    assert sum(pq.read_metadata(p).num_rows for p in referenced) == total  # each referenced file readable
+    leftovers = parquet_files_on_disk(sink) - set(referenced)
+    print(f"{len(referenced)} data files referenced; {len(leftovers)} unreferenced on disk, of which "
+          f"{len(leftovers & set(killed.values()))} are the killed attempts' partial files")
