@@ -138,36 +138,57 @@ def test_the_startup_pth_makes_any_spark_python_process_import_the_installed_pys
     assert pyspark_file == os.path.join(zip_path, "pyspark", "__init__.py") and int(zips) >= 1, done.stdout
 
 
+PLANNER_PROBE = r"""
+import json, os, sys
+from pyspark_kafka.spark import get_spark
+
+spark = get_spark("planner-probe")
+spark.read.format("pykafka").option("kafka.bootstrap.servers", sys.argv[1]).option(
+    "subscribe", sys.argv[2]).load().count()  # starts the create and plan planner workers
+jvm = spark.sparkContext._gateway.proc.pid
+
+
+def args(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode() for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+children = []
+for entry in os.listdir("/proc"):
+    try:
+        with open(f"/proc/{entry}/stat") as f:
+            if entry.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == jvm:
+                children.append(int(entry))
+    except (OSError, ValueError, IndexError):
+        continue
+print(json.dumps([args(p) for p in children]), flush=True)
+spark.stop()
+"""
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads the process tree from /proc")
-def test_planner_workers_of_get_spark_end_quietly_on_a_closed_socket(spark, bootstrap, make_topic):
+def test_planner_workers_of_get_spark_end_quietly_on_a_closed_socket(bootstrap, make_topic):
     """The driver-side planner workers' daemon (``-m pyspark.daemon``, which ``spark.python.daemon.module``
     does not choose) runs as ``pyspark_kafka.worker_daemon`` through the launcher, so a planner worker
     whose socket Spark closed at ``spark.stop()`` prints no ``BrokenPipeError`` traceback (the flights
-    example's output ended with one now and then). About 2 s on the shared session."""
-    spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap).option(
-        "subscribe", make_topic(partitions=1)).load().count()  # starts the create and plan planner workers
-    jvm = spark.sparkContext._gateway.proc.pid
+    example's output ended with one now and then). A new driver process, as a user's job starts (this
+    test session's own may have been built after an earlier test set ``PYSPARK_DRIVER_PYTHON``: a
+    whole-suite run saw its planners started by a plain ``python3``). About 15 s."""
+    import json
+    import subprocess
+    import sys
 
-    def children(pid: int) -> list[int]:
-        found = []
-        for entry in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if entry.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                continue
-        return found
-
-    def args(pid: int) -> list[str]:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                return [a.decode() for a in f.read().split(b"\0") if a]
-        except OSError:
-            return []
-
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_DRIVER_PYTHON", "PYSPARK_PYTHON")}
+    done = subprocess.run([sys.executable, "-c", PLANNER_PROBE, bootstrap, make_topic(partitions=1)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    children = json.loads(done.stdout.strip().splitlines()[-1])
     # a process still in the launcher (/bin/sh, before its exec) has the launcher's arguments: left out
-    daemons = [a for a in map(args, children(jvm)) if "-m" in a and not os.path.basename(a[0]).endswith("sh")]
+    daemons = [a for a in children if "-m" in a and not os.path.basename(a[0]).endswith("sh")]
     planners = [a for a in daemons if any(x.startswith("pyspark.sql.worker.") for x in a)]
     assert planners, daemons
     wrong = [" ".join(a) for a in planners if a[a.index("-m") + 1] != "pyspark_kafka.worker_daemon"]
