@@ -263,6 +263,21 @@ def _start(work_dir: Path, log: Path, *extra: str, rows: int = ROWS, per_trigger
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def _run_to_end(work_dir: Path, log: Path, *extra: str, **kwargs) -> str:
+    """Run the job (as :func:`_start`) until it exits, within 600 s (killed by pid otherwise); its output,
+    after asserting it exited with 0."""
+    proc = None
+    try:
+        proc = _start(work_dir, log, *extra, **kwargs)
+        proc.wait(timeout=600)
+    finally:
+        if proc is not None:
+            _kill(proc)
+    text = log.read_text()
+    assert proc.returncode == 0, text
+    return text
+
+
 def _kill(proc: subprocess.Popen) -> None:
     """SIGKILL the pipeline and everything it started (Spark JVM, Python workers)."""
     try:
@@ -321,15 +336,7 @@ def test_pipeline_killed_mid_stream_finishes_exactly_once(tmp_path):
             _kill(first)
     assert 0 < rows_at_kill < ROWS
 
-    second, second_log = None, tmp_path / "second.log"
-    try:
-        second = _start(work, second_log)
-        second.wait(timeout=600)
-    finally:
-        if second is not None:
-            _kill(second)
-    log = second_log.read_text()
-    assert second.returncode == 0, log
+    log = _run_to_end(work, tmp_path / "second.log")
     assert f"load: 0 records sent, {ROWS:,} already in 'flights'" in log, log
     assert f"check: rows={ROWS:,} distinct (kafka_partition, kafka_offset)={ROWS:,} expected={ROWS:,} -> OK" in log
 
@@ -412,15 +419,7 @@ def test_pipeline_delta_sink_killed_mid_stream_finishes_exactly_once(tmp_path):
     rows_at_kill = deltalake.DeltaTable(str(table)).to_pyarrow_table().num_rows
     assert 0 < rows_at_kill < DELTA_ROWS, first_log.read_text()
 
-    second, second_log = None, tmp_path / "second.log"
-    try:
-        second = _start(work, second_log, "--sink", "delta", rows=DELTA_ROWS, per_trigger=DELTA_PER_TRIGGER)
-        second.wait(timeout=600)
-    finally:
-        if second is not None:
-            _kill(second)
-    log = second_log.read_text()
-    assert second.returncode == 0, log
+    log = _run_to_end(work, tmp_path / "second.log", "--sink", "delta", rows=DELTA_ROWS, per_trigger=DELTA_PER_TRIGGER)
     assert f"-> Delta table {table}" in log, log
     n = f"{DELTA_ROWS:,}"
     assert f"check: rows={n} distinct (kafka_partition, kafka_offset)={n} expected={n} -> OK" in log, log

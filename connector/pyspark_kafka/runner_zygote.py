@@ -108,7 +108,9 @@ def _read_request(conn: socket.socket) -> tuple[dict, list[int]] | None:
             data += more
         size = _LEN.unpack_from(data)[0]
         request = json.loads(data[_LEN.size:_LEN.size + size])
-        if not (isinstance(request.get("argv"), list) and isinstance(request.get("env"), dict)
+        if not (isinstance(request, dict) and isinstance(request.get("argv"), list)
+                and all(isinstance(a, str) for a in request["argv"]) and isinstance(request.get("env"), dict)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in request["env"].items())
                 and isinstance(request.get("cwd"), str) and len(fds) == 3):
             raise ValueError("malformed message")
         return request, fds

@@ -19,10 +19,12 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="th
 CLIENT = os.path.join(os.path.dirname(__import__("pyspark_kafka").__file__), "runner_zygote_client.py")
 
 PROBE = """
-import os, sys, time
+import os, signal, sys
+if "wait" in sys.argv:  # stand for a runner waiting for Spark: until SIGTERM arrives (bounded at 60 s)
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
 print(os.getpid(), os.getppid(), os.environ.get("ZPROBE"), os.getcwd(), sys.argv[1:], sys.stdin.read().strip(), flush=True)
-if "sleep" in sys.argv:
-    time.sleep(60)
+if "wait" in sys.argv:
+    sys.exit(143 if signal.sigtimedwait([signal.SIGTERM], 60) else 4)
 sys.exit(3)
 """
 
@@ -63,11 +65,11 @@ def test_the_zygote_runs_the_module_with_the_clients_arguments_environment_direc
 
 def test_a_signal_to_the_client_reaches_the_forked_process(zygote):
     proc, path, _ = zygote
-    client = _client(path, "zprobe", "sleep", wait=False)
+    client = _client(path, "zprobe", "wait", wait=False)
     client.stdin.close()
     pid = int(client.stdout.readline().split()[0])
     os.kill(client.pid, signal.SIGTERM)
-    assert client.wait(30) != 0
+    assert client.wait(30) == 143  # the forked process got the signal and its status came back
     wait_until(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z",
                timeout_s=30, what="the forked process to end")
 
@@ -133,3 +135,38 @@ def test_a_preloaded_module_runs_without_runpy_s_warning(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_malformed_requests_are_refused_and_the_zygote_keeps_serving(zygote):
+    """What reaches the zygote's socket is checked: a message with no streams attached, a truncated one, a
+    length over the bound, JSON of the wrong shape and a module it does not run are closed without an
+    answer (nothing forked); a good request afterwards is served."""
+    import json
+    import socket
+    import struct
+
+    proc, path, tmp_path = zygote
+
+    def send(payload: bytes, fds=(0, 1, 2)) -> bytes:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(path)
+            if fds:
+                socket.send_fds(s, [payload], list(fds))
+            else:
+                s.sendall(payload)
+            s.shutdown(socket.SHUT_WR)
+            return s.recv(8)
+
+    good = {"argv": ["-m", "zprobe"], "env": {}, "cwd": str(tmp_path)}
+    message = json.dumps(good).encode()
+    assert send(struct.pack(">I", len(message)) + message, fds=()) == b""  # no fds
+    assert send(struct.pack(">I", len(message) + 10) + message) == b""  # truncated
+    assert send(struct.pack(">I", 1 << 30) + b"{}") == b""  # over the bound
+    for bad in ({"argv": "-m zprobe", "env": {}, "cwd": "/"}, {"argv": ["-m", "os"], "env": {}, "cwd": "/"}, [1, 2]):
+        data = json.dumps(bad).encode()
+        assert send(struct.pack(">I", len(data)) + data) == b"", bad
+    assert send(b"\xff\xff") == b""  # not even a length
+    assert proc.poll() is None
+    done = _client(path, "zprobe", stdin="after")
+    assert done.returncode == 3 and int(done.stdout.split()[1]) == proc.pid, done.stdout + done.stderr
