@@ -223,7 +223,11 @@ def test_leader_discovery_with_a_dead_voter_leaves_no_unretrieved_task_exception
                 busy = False
                 await hogging
                 await observer.stop()
-            await asyncio.sleep(0.6)  # no timer: lets the discovery's own request timeouts end
+            # until the discovery's own requests have ended (their timeouts), bounded: then every finished
+            # task is collected and asyncio reports any exception nobody read
+            loop, deadline = asyncio.get_running_loop(), asyncio.get_running_loop().time() + 10
+            while [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] and loop.time() < deadline:
+                await asyncio.sleep(0.01)
             gc.collect()
             await asyncio.sleep(0)
             return reports
