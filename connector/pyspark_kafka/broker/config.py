@@ -145,6 +145,9 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "controller.quorum.fetch.timeout.ms": "2000",
     "controller.quorum.election.backoff.max.ms": "1000",
     "controller.quorum.request.timeout.ms": "2000",
+    # metadata log snapshots (KIP-630, raft/snapshots.py): Kafka's MetadataLogConfig names and defaults
+    "metadata.log.max.record.bytes.between.snapshots": "20971520",
+    "metadata.log.max.snapshot.interval.ms": "3600000",
     "controller.listener.names": "CONTROLLER",
     "broker.session.timeout.ms": "9000",
     "broker.heartbeat.interval.ms": "2000",
@@ -292,6 +295,8 @@ _TYPES: dict[str, tuple[str, int | float | None]] = {
     "transactional.id.expiration.ms": (_INT, 1),
     "producer.id.expiration.ms": (_INT, 1),
     "broker.session.timeout.ms": (_INT, 1),
+    "metadata.log.max.record.bytes.between.snapshots": (_INT, 1),
+    "metadata.log.max.snapshot.interval.ms": (_LONG, 0),
     "broker.heartbeat.interval.ms": (_INT, 1),
     "replica.lag.time.max.ms": (_LONG, 1),
     "replica.fetch.wait.max.ms": (_INT, 0),

@@ -33,6 +33,7 @@ from pyspark_kafka.broker.cluster.producer_ids import ClusterProducerIdManager
 from pyspark_kafka.broker.cluster.replica_fetcher import ReplicaFetcher
 from pyspark_kafka.broker.controller.channel import ChannelClient, ControllerRouter
 from pyspark_kafka.broker.controller.image import ClusterImage, PartitionState, decode
+from pyspark_kafka.broker.controller.metadata_snapshot import metadata_snapshots
 from pyspark_kafka.broker.controller.single_voter_log import SingleVoterMetadataLog
 from pyspark_kafka.broker.errors import ConfigError, ErrorCode
 from pyspark_kafka.broker.log_escape import get_logger
@@ -84,9 +85,14 @@ class BrokerLifecycle:
         self.node_id = broker.node_id
         voters = parse_voters(self.config.get("controller.quorum.voters"))
         self.image = ClusterImage()
+        # The broker's metadata log copy (Raft) and snapshots (KIP-630) live beside its log directory (the log
+        # manager owns every directory inside it).
+        data_dir = broker.data_dir.parent / f"{broker.data_dir.name}.metadata"
+        snapshots = metadata_snapshots(data_dir / "__cluster_metadata-0", self.config.get)
         if len(voters) == 1:
             (self.controller_id, self.controller_address), = voters.items()
-            self.metadata_log = SingleVoterMetadataLog(self.node_id, None, self.controller_id, self.controller_address)
+            self.metadata_log = SingleVoterMetadataLog(self.node_id, data_dir, self.controller_id,
+                                                       self.controller_address, snapshots=snapshots)
             self.channel = ChannelClient(*self.controller_address)
         else:
             channels = parse_voters(os.environ.get(CHANNELS_ENV, ""))
@@ -96,12 +102,10 @@ class BrokerLifecycle:
             from pyspark_kafka.broker.raft import RaftMetadataLog
             from pyspark_kafka.broker.raft.config import DEFAULTS as QUORUM_DEFAULTS
 
-            # A Raft observer (KIP-595): fetches __cluster_metadata from the leader; its copy lives beside the
-            # broker's log directory (the log manager owns every directory inside it).
-            data_dir = broker.data_dir.parent / f"{broker.data_dir.name}.metadata"
+            # A Raft observer (KIP-595): fetches __cluster_metadata from the leader into data_dir.
             # the broker's Raft client uses the controllers' controller.quorum.* timings, as Kafka's brokers do
             quorum = {name: self.config.get(name) for name in ("controller.quorum.voters", *QUORUM_DEFAULTS)}
-            self.metadata_log = RaftMetadataLog(data_dir, {"node.id": str(self.node_id), **quorum})
+            self.metadata_log = RaftMetadataLog(data_dir, {"node.id": str(self.node_id), **quorum}, snapshots=snapshots)
             self.channel = ControllerRouter(channels, self.metadata_log.leader)
             self.controller_id = -1
         self.replica_manager = broker.replica_manager

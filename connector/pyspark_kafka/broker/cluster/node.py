@@ -28,6 +28,7 @@ async def run_controller(node_id: int, data_dir: Path, host: str, port: int, con
     """Serve the controller on ``host:port`` until SIGINT/SIGTERM."""
     from pyspark_kafka.broker.config import BrokerConfig
     from pyspark_kafka.broker.controller.channel import start_channel_server
+    from pyspark_kafka.broker.controller.metadata_snapshot import metadata_snapshots
     from pyspark_kafka.broker.controller.single_voter_log import SingleVoterMetadataLog
     from pyspark_kafka.broker.controller.quorum_controller import QuorumController
 
@@ -37,14 +38,16 @@ async def run_controller(node_id: int, data_dir: Path, host: str, port: int, con
         loop.add_signal_handler(sig, stop.set)
     cfg = BrokerConfig({**config, "node.id": str(node_id), "process.roles": "controller"})
     voters = config["controller.quorum.voters"]
+    # metadata log snapshots (KIP-630): metadata.log.max.record.bytes.between.snapshots / .snapshot.interval.ms
+    snapshots = metadata_snapshots(data_dir / "__cluster_metadata-0", cfg.get)
     if "," in voters.strip(","):
         from pyspark_kafka.broker.raft import RaftMetadataLog
 
         metadata_log = RaftMetadataLog(data_dir, {k: v for k, v in config.items() if k.startswith("controller.quorum.")}
-                                       | {"node.id": str(node_id)})
+                                       | {"node.id": str(node_id)}, snapshots=snapshots)
         cluster_id = metadata_log.cluster_id
     else:
-        metadata_log = SingleVoterMetadataLog(node_id, data_dir, node_id)
+        metadata_log = SingleVoterMetadataLog(node_id, data_dir, node_id, snapshots=snapshots)
         raw = uuid.uuid5(uuid.NAMESPACE_URL, str(data_dir.resolve())).bytes
         cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
     await metadata_log.start()

@@ -172,6 +172,35 @@ class ClusterImage:
             if t is not None and record.get("topic_id") in (None, t.topic_id):
                 del self.topics[record["name"]]
 
+    def snapshot_records(self) -> list[dict]:
+        """Records that rebuild this image when applied in order to an empty one (a metadata snapshot, KIP-630:
+        Kafka's ``MetadataImage.write``). Each broker is a ``broker`` record (and ``unfence`` when unfenced), each
+        topic a ``topic`` record with its config overrides then one ``partition`` record per partition; then the
+        dynamic configs, the ACLs and the producer id block. Applied at the snapshot's last offset, they give an
+        image equal to this one (:meth:`same_as`)."""
+        out: list[dict] = []
+        for b in sorted(self.brokers.values(), key=lambda b: b.id):
+            out.append({"type": "broker", "id": b.id, "epoch": b.epoch, "host": b.host, "port": b.port})
+            if not b.fenced:
+                out.append({"type": "unfence", "id": b.id, "epoch": b.epoch})
+        for name in sorted(self.topics):
+            t = self.topics[name]
+            out.append({"type": "topic", "name": name, "topic_id": t.topic_id, "configs": dict(t.configs)})
+            out += [t.partitions[p].record(name, p) for p in sorted(t.partitions)]
+        for (resource, name), configs in sorted(self.dynamic_configs.items()):
+            out.append({"type": "dynamic_config", "resource": resource, "name": name, "configs": dict(configs)})
+        for acl_id in sorted(self.acls):
+            out.append(acl_record(acl_id, self.acls[acl_id]))
+        if self.next_producer_id:
+            out.append({"type": "producer_ids", "broker": -1, "next": self.next_producer_id})
+        return out
+
+    def same_as(self, other: "ClusterImage") -> bool:
+        """Whether ``other`` holds the same metadata at the same offset (brokers, topics with their configs and
+        partitions, dynamic configs, ACLs, producer ids)."""
+        return (self.offset, self.brokers, self.topics, self.dynamic_configs, self.acls, self.next_producer_id) == (
+            other.offset, other.brokers, other.topics, other.dynamic_configs, other.acls, other.next_producer_id)
+
     def live_brokers(self) -> list[BrokerRegistration]:
         """Unfenced brokers, by id."""
         return [b for _, b in sorted(self.brokers.items()) if not b.fenced]

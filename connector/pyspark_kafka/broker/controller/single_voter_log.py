@@ -3,8 +3,15 @@
 :class:`SingleVoterMetadataLog` is the one-voter implementation: the voter (the controller) appends records to
 a durable file in ``<data dir>/__cluster_metadata-0/`` and a record is committed as soon as it is fsynced (one
 voter is a majority); other nodes are observers that fetch the log from the voter over the controller channel
-(``fetch_metadata``, a long poll) and keep no copy (they replay from offset 0 after a restart). The Raft quorum
-(``broker/raft/``) implements the same protocol with 3 voters.
+(``fetch_metadata``, a long poll) and keep no copy of the log. The Raft quorum (``broker/raft/``) implements the
+same protocol with 3 voters.
+
+Snapshots (KIP-630, :mod:`~pyspark_kafka.broker.raft.snapshots`), when a :class:`MetadataSnapshots` is given: the
+voter writes them beside ``metadata.log`` and an observer with a ``data_dir`` in its own
+``<data_dir>/__cluster_metadata-0/``. On start the newest usable snapshot rebuilds the state and only the records
+after it are replayed: listeners get the snapshot's records first (each at offset ``end_offset - 1``), then the
+records from ``end_offset`` on. The voter keeps the whole log (the file is never truncated), so an observer that
+has no snapshot fetches from offset 0 as before.
 
 File format: frames of ``length (int32) | crc32 (uint32) | record bytes``; a torn or corrupt tail (a crash in
 the middle of an append) is truncated on start. Kafka keeps this log in its record-batch segment format;
@@ -23,6 +30,7 @@ from typing import Callable, Protocol
 from pyspark_kafka.broker.controller.channel import ChannelClient
 from pyspark_kafka.broker.errors import NotControllerError
 from pyspark_kafka.broker.log_escape import get_logger
+from pyspark_kafka.broker.raft.snapshots import MetadataSnapshots
 
 log = get_logger("pyspark_kafka.controller")
 
@@ -52,7 +60,9 @@ class MetadataLog(Protocol):
         """The metadata log's high watermark (next offset to be committed) as known by this node."""
 
     def subscribe(self, listener: Listener) -> None:
-        """Call ``listener(offset, record)`` for every committed record in offset order from offset 0."""
+        """Call ``listener(offset, record)`` for every committed record in offset order from offset 0; with a
+        snapshot loaded on start, first the snapshot's records (each at the snapshot's ``end_offset - 1``), then the
+        records from ``end_offset`` on."""
 
 
 class SingleVoterMetadataLog:
@@ -61,11 +71,13 @@ class SingleVoterMetadataLog:
     ``SingleVoterMetadataLog(node_id, data_dir, voter_id, voter_address=(host, port))``: on the voter
     (``node_id == voter_id``) records live in ``data_dir/__cluster_metadata-0/metadata.log``; on an observer
     ``voter_address`` is the controller channel to fetch from. Listeners are called on the event loop thread.
-    The leader epoch is 1 for as long as the voter runs (one voter never loses an election).
+    The leader epoch is 1 for as long as the voter runs (one voter never loses an election). ``snapshots``: write
+    and load metadata snapshots (KIP-630) in ``data_dir/__cluster_metadata-0/`` (an observer needs a ``data_dir``
+    for them). ``replayed_records`` counts the log records (not snapshot records) delivered to the listeners.
     """
 
     def __init__(self, node_id: int, data_dir: Path | None, voter_id: int,
-                 voter_address: tuple[str, int] | None = None) -> None:
+                 voter_address: tuple[str, int] | None = None, snapshots: MetadataSnapshots | None = None) -> None:
         self.node_id = node_id
         self.voter_id = voter_id
         self.data_dir = None if data_dir is None else Path(data_dir)
@@ -78,6 +90,20 @@ class SingleVoterMetadataLog:
         self._appended = asyncio.Event()
         self.reachable = False  # observers: the last fetch from the voter succeeded
         self._stopping = False
+        self.snapshots = snapshots if data_dir is not None else None
+        self._snapshot_start = 0  # the loaded snapshot's end offset (0: none)
+        self.replayed_records = 0
+
+    def _snapshot_records(self) -> list[bytes]:
+        loaded = self.snapshots.loaded if self.snapshots is not None else None
+        return loaded.records if loaded is not None else []
+
+    def _committed(self, offset: int, record: bytes) -> None:
+        """A committed record for the listeners and the snapshot keeper."""
+        for listener in self._listeners:
+            listener(offset, record)
+        if self.snapshots is not None:
+            self.snapshots.apply(offset, record)
 
     def is_voter(self) -> bool:
         return self.node_id == self.voter_id
@@ -91,13 +117,23 @@ class SingleVoterMetadataLog:
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
         if self.is_voter():
-            for offset, record in enumerate(self._records):
-                listener(offset, record)
+            for record in self._snapshot_records():
+                listener(self._snapshot_start - 1, record)
+            for offset in range(self._snapshot_start, len(self._records)):
+                listener(offset, self._records[offset])
+                self.replayed_records += 1
 
     async def start(self) -> None:
         if self.is_voter():
             self._load()
         else:
+            if self.snapshots is not None:
+                snapshot = self.snapshots.load()
+                if snapshot is not None:
+                    self._snapshot_start = self._next = snapshot.end_offset
+                    for record in snapshot.records:
+                        for listener in self._listeners:
+                            listener(snapshot.end_offset - 1, record)
             self._task = asyncio.create_task(self._fetch_loop())
 
     async def stop(self) -> None:
@@ -130,7 +166,14 @@ class SingleVoterMetadataLog:
         self._file = open(path, "r+b" if path.exists() else "w+b")
         self._file.truncate(position)
         self._file.seek(position)
-        log.info("metadata log %s loaded: %d records", path, len(self._records))
+        if self.snapshots is not None:
+            snapshot = self.snapshots.load(max_end_offset=len(self._records))
+            self._snapshot_start = 0 if snapshot is None else snapshot.end_offset
+            for offset in range(self._snapshot_start, len(self._records)):
+                self.snapshots.apply(offset, self._records[offset])
+            self.snapshots.maybe_write(1)
+        log.info("metadata log %s loaded: %d records (replaying from offset %d)", path, len(self._records),
+                 self._snapshot_start)
 
     async def append(self, records: list[bytes]) -> int:
         """Append ``records`` durably (write + fsync) and deliver them to the listeners; return the last offset."""
@@ -142,8 +185,9 @@ class SingleVoterMetadataLog:
         for record in records:
             offset = len(self._records)
             self._records.append(record)
-            for listener in self._listeners:
-                listener(offset, record)
+            self._committed(offset, record)
+        if self.snapshots is not None:
+            self.snapshots.maybe_write(1)
         self._appended.set()
         self._appended = asyncio.Event()
         return len(self._records) - 1
@@ -172,10 +216,12 @@ class SingleVoterMetadataLog:
                     await asyncio.sleep(0.2)
                     continue
                 self.reachable = True
-                for raw in answer.get("records", ()):
-                    record = raw.encode()
-                    for listener in self._listeners:
-                        listener(self._next, record)
+                records = answer.get("records", ())
+                for raw in records:
+                    self._committed(self._next, raw.encode())
                     self._next += 1
+                    self.replayed_records += 1
+                if records and self.snapshots is not None:
+                    self.snapshots.maybe_write(1)
         finally:
             client.close()

@@ -27,6 +27,11 @@ never vote and never become candidates; they find the leader through any voter's
 candidate whose log is at least as up to date: (last epoch, end offset) compared in that order.
 DescribeQuorum (55) is answered by the leader with every voter's and observer's log end offset.
 
+Snapshots (KIP-630, :mod:`~pyspark_kafka.broker.raft.snapshots`), when a ``MetadataSnapshots`` is given: every
+voter and observer writes snapshots of its own committed state into its ``__cluster_metadata-0/`` and, on start,
+loads the newest usable one (its end offset is committed: the high watermark starts there) and replays only the
+log after it. The log is kept whole (no log start offset, so no FetchSnapshot: a replica behind fetches records).
+
 Implements the ``MetadataLog`` seam (see docs/replication.md "Controller quorum"): ``start``,
 ``stop``, ``leader``, ``is_voter``, ``append``, ``committed_offset``, ``subscribe``. One asyncio
 event loop; not thread-safe.
@@ -92,11 +97,14 @@ class RaftMetadataLog(RaftApis):
     ``controller.quorum.voters`` = ``id@host:port,...``, ``controller.quorum.*.ms``; see
     :mod:`~pyspark_kafka.broker.raft.config`) or is a :class:`QuorumConfig`; a voter serves the
     controller listener on its own ``controller.quorum.voters`` address. The log lives in
-    ``<data_dir>/__cluster_metadata-0/``. Raises QuorumConfigError for bad settings, ValueError
-    for a corrupt ``quorum-state`` file, KafkaStorageError when the log cannot be loaded.
+    ``<data_dir>/__cluster_metadata-0/``; ``snapshots`` (a
+    :class:`~pyspark_kafka.broker.raft.snapshots.MetadataSnapshots` over that directory, or None for none) writes
+    and loads metadata snapshots. ``replayed_records`` counts the records read from the log for delivery.
+    Raises QuorumConfigError for bad settings, ValueError for a corrupt ``quorum-state`` file, KafkaStorageError
+    when the log cannot be loaded.
     """
 
-    def __init__(self, data_dir: str | Path, config: dict[str, str] | QuorumConfig) -> None:
+    def __init__(self, data_dir: str | Path, config: dict[str, str] | QuorumConfig, snapshots=None) -> None:
         self.config = config if isinstance(config, QuorumConfig) else QuorumConfig.from_config(config)
         self.node_id = self.config.node_id
         self.voters = dict(self.config.voters)
@@ -128,6 +136,9 @@ class RaftMetadataLog(RaftApis):
         self._server: RaftServer | None = None
         self._task: asyncio.Task | None = None
         self._started = False
+        self.snapshots = snapshots
+        self._snapshot_start = 0  # end offset of the snapshot loaded on start (0: none)
+        self.replayed_records = 0
 
     # -- the MetadataLog seam ------------------------------------------------------------------
     async def start(self) -> None:
@@ -136,6 +147,11 @@ class RaftMetadataLog(RaftApis):
         Raises OSError when a voter's controller address cannot be bound.
         """
         self.storage = MetadataLogStorage(self.data_dir)
+        if self.snapshots is not None:
+            snapshot = self.snapshots.load(max_end_offset=self.storage.end_offset)
+            self._snapshot_start = 0 if snapshot is None else snapshot.end_offset
+            self.high_watermark = max(self.high_watermark, self._snapshot_start)  # a snapshot holds committed records
+            self._listeners.insert(0, [self.snapshots.apply, self._snapshot_start])
         state = self.store.read()
         self.epoch, self.voted_id = state.epoch, state.voted_id
         # Kafka restarts a replica as unattached (or voted) in its stored epoch; a stored leader
@@ -152,6 +168,7 @@ class RaftMetadataLog(RaftApis):
             self._server = RaftServer(self.handle, host, port)
             await self._server.start()
         self._started = True
+        self._deliver()  # the loaded snapshot (committed) to the listeners already subscribed
         log.info("controller quorum: node %d starts as %s in epoch %d (log end offset %d, %s)", self.node_id,
                  self.role.value, self.epoch, self.storage.end_offset, "voter" if self.is_voter() else "observer")
         self._task = asyncio.create_task(self._run(), name=f"raft-{self.node_id}")
@@ -216,7 +233,8 @@ class RaftMetadataLog(RaftApis):
 
     def subscribe(self, listener: Callable[[int, bytes], None]) -> None:
         """Call ``listener(offset, record)`` for every committed record in offset order from offset 0
-        (records already committed are replayed at once)."""
+        (records already committed are replayed at once). With a snapshot loaded on start, the listener gets the
+        snapshot's records first (each at the snapshot's ``end_offset - 1``), then the records from ``end_offset``."""
         self._listeners.append([listener, 0])
         if self._started:
             self._deliver()
@@ -308,17 +326,36 @@ class RaftMetadataLog(RaftApis):
         self._notify_progress()
 
     def _deliver(self) -> None:
+        """Committed records below the high watermark to every listener not yet past them (each log record is
+        read once for all listeners); a listener starting before the loaded snapshot gets the snapshot first."""
         hw = self.high_watermark
-        for entry in self._listeners:
-            callback, start = entry
-            if start >= hw:
-                continue
+        pending = [entry for entry in self._listeners if entry[1] < hw]
+        if not pending:
+            return
+        snapshot = self.snapshots.loaded if self.snapshots is not None else None
+        for entry in pending:
+            if snapshot is not None and entry[1] < snapshot.end_offset:
+                for record in snapshot.records:
+                    self._call(entry[0], snapshot.end_offset - 1, record)
+                entry[1] = snapshot.end_offset
+        start = min(entry[1] for entry in pending)
+        if start < hw:
             for offset, record in self.storage.records(start, hw):
-                try:
-                    callback(offset, record)
-                except Exception:
-                    log.exception("controller quorum: a metadata log listener failed on offset %d", offset)
+                self.replayed_records += 1
+                for entry in pending:
+                    if entry[1] <= offset:
+                        self._call(entry[0], offset, record)
+        for entry in pending:
             entry[1] = hw
+        if self.snapshots is not None:
+            self.snapshots.maybe_write(self.storage.epoch_at(hw - 1))
+
+    @staticmethod
+    def _call(callback: Callable[[int, bytes], None], offset: int, record: bytes) -> None:
+        try:
+            callback(offset, record)
+        except Exception:
+            log.exception("controller quorum: a metadata log listener failed on offset %d", offset)
 
     # -- the driver ----------------------------------------------------------------------------
     async def _run(self) -> None:

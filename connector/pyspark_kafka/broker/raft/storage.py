@@ -90,6 +90,15 @@ class MetadataLogStorage:
         """Leader epoch of the last batch (0 for an empty log)."""
         return self.epochs[-1].epoch if self.epochs else 0
 
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch of the batch holding ``offset`` (0 before the first epoch or for an empty log)."""
+        epoch = 0
+        for entry in self.epochs:
+            if entry.start_offset > offset:
+                break
+            epoch = entry.epoch
+        return epoch
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """``(largest epoch <= epoch, its end offset)`` (Kafka's ``LeaderEpochFileCache.endOffsetFor``).
 

@@ -1,0 +1,212 @@
+"""Metadata log snapshots (KIP-630): written when due, loaded on restart so only the tail is replayed, refused
+when torn or corrupt (fallback to an older snapshot or the log), and whole: the image from snapshot + tail equals
+the image replayed from offset 0. In-process logs (the one-voter log and a one-voter Raft quorum); the image
+equality on a real cluster run is in ``tests/broker/cluster/test_cluster_snapshots.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from pyspark_kafka.broker.controller.image import ClusterImage, decode, encode
+from pyspark_kafka.broker.controller.metadata_snapshot import image_from_snapshot, metadata_snapshots
+from pyspark_kafka.broker.controller.single_voter_log import SingleVoterMetadataLog
+from pyspark_kafka.broker.raft import RaftMetadataLog
+from pyspark_kafka.broker.raft.storage import MetadataLogStorage
+from pyspark_kafka.broker.raft.snapshots import (
+    SnapshotError, SnapshotPolicy, SnapshotStore, decode_snapshot, encode_snapshot, snapshot_name,
+)
+from support.raft import FAST, free_ports
+
+#: every record type of the metadata image, with changes over time (configs replaced, ACL removed, fencing)
+def history() -> list[dict]:
+    acl = {"type": "acl", "resource_type": 2, "resource_name": "t", "pattern_type": 3, "principal": "User:a",
+           "host": "*", "operation": 3, "permission_type": 3}
+    return [
+        {"type": "broker", "id": 0, "epoch": 0, "host": "127.0.0.1", "port": 9092},
+        {"type": "broker", "id": 1, "epoch": 1, "host": "127.0.0.1", "port": 9093},
+        {"type": "unfence", "id": 0, "epoch": 0},
+        {"type": "unfence", "id": 1, "epoch": 1},
+        {"type": "topic", "name": "t", "topic_id": "id-t", "configs": {"cleanup.policy": "compact"}},
+        {"type": "partition", "topic": "t", "partition": 0, "replicas": [0, 1], "isr": [0, 1], "leader": 0,
+         "leader_epoch": 0, "partition_epoch": 0},
+        {"type": "topic", "name": "gone", "topic_id": "id-g", "configs": {}},
+        {"type": "partition", "topic": "gone", "partition": 0, "replicas": [1], "isr": [1], "leader": 1,
+         "leader_epoch": 0, "partition_epoch": 0},
+        {"type": "config", "name": "t", "configs": {"retention.ms": "1000"}},
+        {"type": "dynamic_config", "resource": "broker", "name": "", "configs": {"log.retention.ms": "5"}},
+        {"type": "dynamic_config", "resource": "group", "name": "g", "configs": {"x": "1"}},
+        dict(acl, id="a1"), dict(acl, id="a2", principal="User:b"),
+        {"type": "remove_acl", "id": "a1"},
+        {"type": "producer_ids", "broker": 0, "next": 2000},
+        {"type": "fence", "id": 1, "epoch": 1},
+        {"type": "partition", "topic": "t", "partition": 0, "replicas": [0, 1], "isr": [0], "leader": 0,
+         "leader_epoch": 0, "partition_epoch": 1},
+        {"type": "partition", "topic": "t", "partition": 1, "replicas": [1, 0], "isr": [0], "leader": 0,
+         "leader_epoch": 1, "partition_epoch": 0, "adding": [1], "removing": []},
+        {"type": "remove_topic", "name": "gone", "topic_id": "id-g"},
+        {"type": "broker", "id": 1, "epoch": 19, "host": "127.0.0.1", "port": 9095},
+    ]
+
+
+def replay(records: list[bytes]) -> ClusterImage:
+    image = ClusterImage()
+    for offset, raw in enumerate(records):
+        image.apply(offset, decode(raw))
+    return image
+
+
+def test_image_from_snapshot_records_equals_the_full_replay_at_every_offset():
+    """0.01 s. For every prefix of the history: snapshot records of the replayed image rebuild an equal image."""
+    records = [encode(r) for r in history()]
+    for end in range(len(records) + 1):
+        full = replay(records[:end])
+        snap = image_from_snapshot(end, [encode(r) for r in full.snapshot_records()])
+        assert snap.same_as(full), end
+        tail = records[end:]
+        for offset, raw in enumerate(tail, start=end):  # snapshot + tail == whole replay
+            snap.apply(offset, decode(raw))
+        assert snap.same_as(replay(records)), end
+
+
+def test_snapshot_file_format_refuses_torn_and_corrupt_files(tmp_path):
+    """0.01 s."""
+    data = encode_snapshot(42, 3, [b"a", b"", b"xyz"])
+    assert decode_snapshot(data) == (42, 3, [b"a", b"", b"xyz"])
+    assert snapshot_name(42, 3) == "00000000000000000042-0000000003.checkpoint"  # Kafka's naming
+    for bad, cause in ((data[:-1], "not a whole"), (data[:10], "shorter"),
+                       (data[:20] + bytes([data[20] ^ 1]) + data[21:], "checksum")):
+        with pytest.raises(SnapshotError, match=cause):
+            decode_snapshot(bad)
+
+
+def test_policy_reads_kafka_names_and_defaults():
+    """0.00 s. Kafka 4.4's MetadataLogConfig: 20 MiB of new record bytes, or one hour."""
+    assert SnapshotPolicy.from_config({}) == SnapshotPolicy(20971520, 3600000)
+    policy = SnapshotPolicy.from_config({"metadata.log.max.record.bytes.between.snapshots": "100",
+                                         "metadata.log.max.snapshot.interval.ms": "0"})
+    assert (policy.due(99, 1e9), policy.due(100, 0)) == (False, True)
+    assert SnapshotPolicy(10**9, 50).due(1, 60) and not SnapshotPolicy(10**9, 50).due(0, 60)
+    with pytest.raises(ValueError, match="metadata.log.max.record.bytes.between.snapshots='x' is not an integer"):
+        SnapshotPolicy.from_config({"metadata.log.max.record.bytes.between.snapshots": "x"})
+
+
+SMALL = {"metadata.log.max.record.bytes.between.snapshots": "2000"}
+
+
+async def _voter_run(data_dir, records: list[bytes]) -> None:
+    log = SingleVoterMetadataLog(0, data_dir, 0, snapshots=metadata_snapshots(data_dir / "__cluster_metadata-0", SMALL))
+    await log.start()
+    for raw in records:
+        await log.append([raw])
+    await log.stop()
+
+
+async def _voter_restart(data_dir) -> tuple[SingleVoterMetadataLog, ClusterImage]:
+    log = SingleVoterMetadataLog(0, data_dir, 0, snapshots=metadata_snapshots(data_dir / "__cluster_metadata-0", SMALL))
+    await log.start()
+    image = ClusterImage()
+    log.subscribe(lambda offset, raw: image.apply(offset, decode(raw)))
+    await log.stop()
+    return log, image
+
+
+def _many() -> list[bytes]:
+    base = history()
+    return [encode(r) for r in base] + [encode({"type": "dynamic_config", "resource": "broker", "name": str(i % 3),
+                                                "configs": {"k": str(i)}}) for i in range(400)]
+
+
+def test_one_voter_log_writes_snapshots_and_restart_replays_only_the_tail(tmp_path):
+    """0.3 s. 420 records, a snapshot every ~2000 bytes: a restart replays at most the records after the newest
+    snapshot (counted), and the image equals the full replay."""
+    records = _many()
+    asyncio.run(_voter_run(tmp_path, records))
+    store = SnapshotStore(tmp_path / "__cluster_metadata-0")
+    assert len(store.paths()) == 2  # the newest two are kept
+    newest = store.load_latest()
+    log, image = asyncio.run(_voter_restart(tmp_path))
+    assert log.snapshots.loaded.end_offset == newest.end_offset > 0
+    assert log.replayed_records == len(records) - newest.end_offset
+    assert log.replayed_records <= 2000 // min(len(r) for r in records) + 1  # bounded by the snapshot interval
+    assert image.same_as(replay(records))
+
+
+def test_corrupt_newest_snapshot_falls_back_to_the_older_one_then_to_the_log(tmp_path, caplog):
+    """0.3 s. A flipped byte in the newest snapshot: refused with an ERROR naming the file, the older one used;
+    both damaged (one torn): the whole log is replayed. The image is right every time."""
+    records = _many()
+    asyncio.run(_voter_run(tmp_path, records))
+    newest, older = SnapshotStore(tmp_path / "__cluster_metadata-0").paths()
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    newest.write_bytes(bytes(data))
+    with caplog.at_level(logging.ERROR, "pyspark_kafka.metadata_snapshots"):
+        log, image = asyncio.run(_voter_restart(tmp_path))
+    assert f"{newest}: checksum mismatch" in caplog.text and "falling back" in caplog.text
+    assert log.snapshots.loaded.path == older
+    assert image.same_as(replay(records))
+    newest, older = SnapshotStore(tmp_path / "__cluster_metadata-0").paths()  # the restart wrote none (no new bytes)
+    older.write_bytes(older.read_bytes()[:-5])  # torn
+    newest.write_bytes(b"")
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, "pyspark_kafka.metadata_snapshots"):
+        log, image = asyncio.run(_voter_restart(tmp_path))
+    assert caplog.text.count("metadata snapshot refused") == 2
+    assert log.snapshots.loaded is None and log.replayed_records == len(records)
+    assert image.same_as(replay(records))
+
+
+def test_raft_voter_writes_snapshots_and_restart_replays_only_the_tail(tmp_path):
+    """About 2 s. A one-voter Raft quorum (the Raft client's own commit and delivery path): snapshots written with
+    the leader epoch in their name; after a restart the listener sees the snapshot then only the tail, and the
+    image equals the full replay."""
+    records = _many()
+    voters = f"0@127.0.0.1:{free_ports(1)[0]}"
+    config = {"node.id": "0", "controller.quorum.voters": voters, **FAST}
+
+    async def run() -> None:
+        log = RaftMetadataLog(tmp_path, config, snapshots=metadata_snapshots(tmp_path / "__cluster_metadata-0", SMALL))
+        await log.start()
+        for _ in range(200):
+            if log.leader()[0] == 0:
+                break
+            await asyncio.sleep(0.02)
+        for raw in records:
+            for _ in range(200):  # until the controller's epoch is committed
+                try:
+                    await log.append([raw])
+                    break
+                except Exception:
+                    await asyncio.sleep(0.02)
+        await log.stop()
+
+    async def restart() -> tuple[RaftMetadataLog, ClusterImage, list]:
+        log = RaftMetadataLog(tmp_path, config, snapshots=metadata_snapshots(tmp_path / "__cluster_metadata-0", SMALL))
+        image, offsets = ClusterImage(), []
+        log.subscribe(lambda offset, raw: (offsets.append(offset), image.apply(offset, decode(raw))))
+        await log.start()
+        for _ in range(300):  # until it leads again and its new epoch's LeaderChange batch is committed
+            if log.leader()[0] == 0 and log.committed_offset() == log.storage.end_offset:
+                break
+            await asyncio.sleep(0.02)
+        await log.stop()
+        return log, image, offsets
+
+    asyncio.run(run())
+    paths = SnapshotStore(tmp_path / "__cluster_metadata-0").paths()
+    assert paths and paths[0].name.endswith("-0000000001.checkpoint")  # leader epoch 1
+    log, image, offsets = asyncio.run(restart())
+    end = log.snapshots.loaded.end_offset
+    # offsets: the leader change batches take offsets, so the records' offsets are not 0..n-1: compare by content
+    storage = MetadataLogStorage(tmp_path)
+    full = ClusterImage()
+    for offset, raw in storage.records(0, storage.end_offset):
+        full.apply(offset, decode(raw))
+    assert full.offset > end and image.same_as(full)
+    assert set(offsets[:len(log.snapshots.loaded.records)]) == {end - 1}
+    assert log.replayed_records == sum(1 for _ in storage.records(end, storage.end_offset))
+    storage.close()
+    assert log.replayed_records < len(records) // 4
