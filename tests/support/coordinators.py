@@ -9,12 +9,13 @@ loop (the group coordinator's timers use it).
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.coordinator.group import GroupCoordinator
 from pyspark_kafka.broker.coordinator.partition_writer import InMemoryPartitionWriter
-from pyspark_kafka.broker.coordinator.topic_view import InMemoryTopicView
 from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
+from pyspark_kafka.broker.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata, TopicMetadata
 
 #: fast group timing, three partitions per internal topic (so groups spread over partitions)
 FAST = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "10",
@@ -29,12 +30,53 @@ def config(**overrides: str) -> BrokerConfig:
     return BrokerConfig({**FAST, **{k.replace("_", "."): v for k, v in overrides.items()}})
 
 
-def groups(writer: InMemoryPartitionWriter | None = None, topics: InMemoryTopicView | None = None,
+class InMemoryMetadataCache(MetadataCache):
+    """A :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache` of one broker (node 0 on
+    127.0.0.1:9092) leading every partition: ``InMemoryMetadataCache({name: partition count})``.
+
+    :attr:`topics` is mutable (a test adds a topic or partitions); each topic's id is derived from its
+    name (uuid5), so it is the same in every cache. No config overrides, no reassignments.
+    """
+
+    def __init__(self, topics: dict[str, int] | None = None) -> None:
+        self.topics: dict[str, int] = dict(topics or {})
+
+    @staticmethod
+    def id_of(name: str) -> uuid.UUID:
+        """The id a topic named ``name`` gets here."""
+        return uuid.uuid5(uuid.NAMESPACE_OID, name)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.topics)
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        if name not in self.topics:
+            return None
+        return TopicMetadata(name, self.id_of(name), tuple(PartitionMetadata(p, 0, 0, (0,), (0,))
+                                                           for p in range(self.topics[name])))
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return next((t for t in self.topics if self.id_of(t) == topic_id), None)
+
+    def contains_partition(self, topic: str, partition: int) -> bool:
+        return 0 <= partition < self.topics.get(topic, 0)
+
+    def partition_counts(self) -> dict[str, int]:
+        return dict(self.topics)
+
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        return {} if name in self.topics else None
+
+    def alive_brokers(self, listener: str | None) -> list[BrokerEndpoint]:
+        return [BrokerEndpoint(0, "127.0.0.1", 9092)]
+
+
+def groups(writer: InMemoryPartitionWriter | None = None, topics: InMemoryMetadataCache | None = None,
            **overrides: str) -> GroupCoordinator:
     """A loaded :class:`GroupCoordinator` over ``writer`` (a new one when None) and ``topics`` (``t`` with 3
     partitions when None)."""
     writer = writer if writer is not None else InMemoryPartitionWriter()
-    topics = topics if topics is not None else InMemoryTopicView({"t": 3})
+    topics = topics if topics is not None else InMemoryMetadataCache({"t": 3})
     return GroupCoordinator(writer, topics, config(**overrides)).ensure_loaded()
 
 

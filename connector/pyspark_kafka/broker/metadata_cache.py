@@ -1,7 +1,11 @@
 """What the broker knows of the cluster: topics, partitions, leaders, replicas, ISR, live brokers
 (Kafka's ``MetadataCache`` trait, with its ZooKeeper-era and KRaft implementations).
 
-Handlers ask a :class:`MetadataCache` and never which mode the broker runs in:
+Handlers and the group coordinator ask one :class:`MetadataCache`, the broker's, and never which mode
+the broker runs in. It is the only place a topic id is resolved (:meth:`MetadataCache.topic_id`,
+:meth:`MetadataCache.topic_name`), as in Kafka, whose ``KafkaApis`` and group coordinator read the
+same metadata (``MetadataCache.getTopicId`` / ``getTopicName``; the coordinator through its
+``MetadataImage``). The broker builds its cache at construction and hands it to its coordinators:
 
 - :class:`LocalMetadataCache` (the single node, like Kafka's ``ZkMetadataCache`` on a one-broker
   cluster): the topic catalogue of this broker's
@@ -75,7 +79,13 @@ class Reassignment:
 
 
 class MetadataCache:
-    """The questions handlers ask about the cluster's metadata (Kafka's ``MetadataCache``)."""
+    """The questions handlers and coordinators ask about the cluster's metadata (Kafka's ``MetadataCache``).
+
+    Subclasses implement :meth:`topic_names`, :meth:`topic`, :meth:`topic_name`,
+    :meth:`contains_partition`, :meth:`partition_counts`, :meth:`topic_configs` and
+    :meth:`alive_brokers` (the others have defaults built on these); unimplemented ones raise
+    NotImplementedError. No method raises for an unknown topic: the answer is None, False or empty.
+    """
 
     def topic_names(self) -> list[str]:
         """Every topic's name, sorted (internal topics too)."""
@@ -88,6 +98,18 @@ class MetadataCache:
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with ``topic_id``; None when unknown (Kafka's ``getTopicName``)."""
         raise NotImplementedError
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        """The id of topic ``name``; None when no such topic exists (Kafka's ``getTopicId``, which
+        answers ``Uuid.ZERO_UUID`` there)."""
+        t = self.topic(name)
+        return None if t is None else t.topic_id
+
+    def num_partitions(self, name: str) -> int | None:
+        """How many partitions topic ``name`` has; None when no such topic exists (Kafka's
+        ``numPartitions``)."""
+        t = self.topic(name)
+        return None if t is None else t.num_partitions
 
     def contains_topic(self, name: str) -> bool:
         """Whether topic ``name`` exists (Kafka's ``contains(topic)``)."""
@@ -147,6 +169,14 @@ class LocalMetadataCache(MetadataCache):
         info = self.logs.topic_by_id(topic_id)
         return None if info is None else info.name
 
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        info = self.logs.topic(name)
+        return None if info is None else info.topic_id
+
+    def num_partitions(self, name: str) -> int | None:
+        info = self.logs.topic(name)
+        return None if info is None else info.num_partitions
+
     def contains_partition(self, topic: str, partition: int) -> bool:
         return self.logs.get_log(topic, partition) is not None
 
@@ -195,6 +225,14 @@ class KRaftMetadataCache(MetadataCache):
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         wanted = str(topic_id)
         return next((t.name for t in self.image_of().topics.values() if t.topic_id == wanted), None)
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        t = self.image_of().topics.get(name)
+        return None if t is None else uuid.UUID(t.topic_id)
+
+    def num_partitions(self, name: str) -> int | None:
+        t = self.image_of().topics.get(name)
+        return None if t is None else len(t.partitions)
 
     def contains_partition(self, topic: str, partition: int) -> bool:
         return self.image_of().partition(topic, partition) is not None

@@ -20,7 +20,6 @@ lookup, and the append notifications that wake long-polling fetches (``DelayedFe
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
@@ -219,15 +218,6 @@ class ReplicaManager:
             await self.wait_for_append([(topic, partition)], left)
 
     # --- topics -----------------------------------------------------------------------------
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        """The name of the topic with ``topic_id`` (None when unknown)."""
-        info = self.logs.topic_by_id(topic_id)
-        return None if info is None else info.name
-
-    def has_partition(self, topic: str, partition: int) -> bool:
-        """Whether this broker hosts ``topic``/``partition``."""
-        return self.logs.get_log(topic, partition) is not None
 
     def auto_create(self, name: str) -> bool:
         """Create ``name`` with ``num.partitions`` when ``auto.create.topics.enable``; True if it exists now.

@@ -27,7 +27,6 @@ from pyspark_kafka.broker.connections import CHUNK_BYTES, ConnectionQuotas, Requ
 from pyspark_kafka.broker.coordinator.group import GroupCoordinator
 from pyspark_kafka.broker.coordinator.internal_topics import OFFSETS_TOPIC
 from pyspark_kafka.broker.coordinator.partition_writer import LogPartitionWriter
-from pyspark_kafka.broker.coordinator.topic_view import LogTopicView
 from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
 from pyspark_kafka.broker.dynamic_config import DynamicConfigs
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
@@ -65,8 +64,13 @@ class Broker:
         self.dynamic_configs.load()
         self.replica_manager = ReplicaManager(self.data_dir, self.config, self._verify_transaction)
         self.dynamic_configs.listeners.append(self.replica_manager.logs.refresh_log_configs)
+        self.node_id = self.config.get_int("node.id")
+        self.lifecycle = None  # the BrokerLifecycle in a replicated cluster (docs/replication.md)
+        # The seams handlers and coordinators ask instead of the broker's mode. The metadata cache is fixed here, by
+        # the config (the coordinators get it now); use_cluster_seams swaps the other seams for a cluster's
+        self.metadata_cache: MetadataCache = self._metadata_cache()
         writer = LogPartitionWriter(self.replica_manager.logs)  # the coordinators' only way to their partitions
-        self.group_coordinator = GroupCoordinator(writer, LogTopicView(self.replica_manager), self.config)
+        self.group_coordinator = GroupCoordinator(writer, self.metadata_cache, self.config)
         self.group_coordinator.consumer.group_configs = self.dynamic_configs
         self.txn_coordinator = TransactionCoordinator(writer, self.config, self.data_dir, self.group_coordinator,
                                                       self.replica_manager.append_marker)
@@ -74,23 +78,37 @@ class Broker:
         self.authorizer = authorizer_from_config(self.config, self.data_dir)  # None: authorization off
         self.host = host
         self.port = 0
-        self.node_id = self.config.get_int("node.id")
-        self.lifecycle = None  # the BrokerLifecycle in a replicated cluster (docs/replication.md)
-        # The seams handlers ask instead of the broker's mode; use_cluster_seams swaps them for a cluster's
-        self.metadata_cache: MetadataCache = LocalMetadataCache(self.replica_manager.logs, self.node_id,
-                                                                self.advertised)
         self.forwarding: LocalController | ForwardingManager = LocalController(self.replica_manager.logs)
         self.coordinators = LocalCoordinators(self)  # or the lifecycle's ClusterCoordinators
         # A stable cluster id per data directory (Kafka keeps it in meta.properties).
         raw = uuid.uuid5(uuid.NAMESPACE_URL, str(self.data_dir.resolve())).bytes
         self.cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
+    def _metadata_cache(self) -> MetadataCache:
+        """The broker's one :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache`, chosen by the config:
+        a :class:`~pyspark_kafka.broker.metadata_cache.KRaftMetadataCache` over the broker lifecycle's metadata
+        image for a broker of a replicated cluster (``process.roles=broker`` with ``controller.quorum.voters``),
+        else the single node's :class:`~pyspark_kafka.broker.metadata_cache.LocalMetadataCache`."""
+        from pyspark_kafka.broker.cluster.broker_lifecycle import is_cluster_broker
+
+        if is_cluster_broker(self.config):
+            return KRaftMetadataCache(self._cluster_image)
+        return LocalMetadataCache(self.replica_manager.logs, self.node_id, self.advertised)
+
+    def _cluster_image(self):
+        """The metadata image of this cluster broker's lifecycle (read at each question: the lifecycle may
+        replace it). Raises RuntimeError before :meth:`use_cluster_seams` gave the lifecycle."""
+        if self.lifecycle is None:
+            raise RuntimeError(f"broker {self.node_id}: the cluster's metadata was asked for before the broker "
+                               "lifecycle was set (use_cluster_seams): a start-up ordering bug")
+        return self.lifecycle.image
+
     def use_cluster_seams(self, lifecycle) -> None:
         """Become a broker of a replicated cluster: ``lifecycle`` (its
-        :class:`~pyspark_kafka.broker.cluster.broker_lifecycle.BrokerLifecycle`) gives the metadata cache
-        (its metadata image), the forwarding to the active controller and the coordinators' placement."""
+        :class:`~pyspark_kafka.broker.cluster.broker_lifecycle.BrokerLifecycle`) gives the metadata image
+        (the metadata cache, built at construction, reads it from now on), the forwarding to the active
+        controller and the coordinators' placement."""
         self.lifecycle = lifecycle
-        self.metadata_cache = KRaftMetadataCache(lambda: lifecycle.image)
         self.forwarding = ForwardingManager(lifecycle)
         self.coordinators = lifecycle.coordinators
 

@@ -227,3 +227,34 @@ def test_too_few_brokers_for_the_internal_topics_replication_factor_answer_coord
                 assert (int(answer.error_code), int(answer.node_id)) == (15, -1)
                 assert "does not meet the required replication factor '3'" in answer.error_message
         assert cluster.leader("__consumer_offsets", 0) == -1  # not created
+
+
+def test_a_kip848_group_gets_a_topic_with_no_replica_on_its_coordinator(cluster):
+    # Kafka's group coordinator resolves subscriptions and topic ids from the cluster's metadata image, not from
+    # the replicas its broker hosts: a topic whose only replica is on another broker is assigned and described
+    group = "far-readers"
+    coordinator = find_coordinator(cluster, group, 0)
+    elsewhere = next(n for n in cluster.broker_ids if n != coordinator)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("far", 2, replica_assignment=[[elsewhere], [elsewhere]])])["far"].result(30)
+    cluster.wait_for(lambda: all(cluster.leader("far", p) == elsewhere for p in range(2)), 30, "far's leaders")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "1"})  # one replica: min ISR 2
+    for i in range(4):
+        producer.produce("far", f"f{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["far"])
+    got = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(got) < 4 and time.monotonic() < deadline:
+            m = consumer.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m.value().decode())
+        assert sorted(got) == ["f0", "f1", "f2", "f3"]
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        [member] = described.members
+        assert sorted((tp.topic, tp.partition) for tp in member.assignment.topic_partitions) == [("far", 0), ("far", 1)]
+    finally:
+        consumer.close()

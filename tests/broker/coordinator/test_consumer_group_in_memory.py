@@ -9,9 +9,8 @@ import asyncio
 
 from pyspark_kafka.broker.coordinator.consumer_group_model import ConsumerGroupState, MemberState
 from pyspark_kafka.broker.coordinator.partition_writer import InMemoryPartitionWriter
-from pyspark_kafka.broker.coordinator.topic_view import InMemoryTopicView
 from pyspark_kafka.broker.errors import ErrorCode
-from support.coordinators import groups
+from support.coordinators import InMemoryMetadataCache, groups
 
 
 def beat(coordinator, member_id, epoch, owned=None, topics=("t",)):
@@ -50,7 +49,7 @@ def test_epochs_through_a_join_a_second_member_and_its_revocation():
 
 def test_a_wrong_epoch_is_fenced_and_a_new_partition_bumps_the_group_epoch():
     async def scenario():
-        topics = InMemoryTopicView({"t": 1})
+        topics = InMemoryMetadataCache({"t": 1})
         coordinator = groups(topics=topics)
         joined = beat(coordinator, "m1", 0)
         assert beat(coordinator, "m1", joined.member_epoch + 1, owned=[]).error_code == ErrorCode.fenced_member_epoch

@@ -111,8 +111,6 @@ class BrokerLifecycle:
         self.replica_manager = broker.replica_manager
         if broker.authorizer is not None:
             self._use_metadata_acls(broker.authorizer)
-        # OffsetCommit for a partition led by another broker: it exists when the cluster's metadata has it
-        broker.group_coordinator.partition_exists = lambda topic, index: self.image.partition(topic, index) is not None
         self.fetcher = ReplicaFetcher(self.replica_manager, self.config, self._address_of)
         self.broker_epoch = -1
         self.registered_offset = 1 << 62

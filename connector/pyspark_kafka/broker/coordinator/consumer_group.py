@@ -82,9 +82,9 @@ from pyspark_kafka.broker.coordinator.consumer_group_model import (  # noqa: F40
 )
 from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS, TopicPartition
 from pyspark_kafka.broker.coordinator.offsets import OffsetStore
-from pyspark_kafka.broker.coordinator.topic_view import TopicView
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.log_escape import get_logger
+from pyspark_kafka.broker.metadata_cache import MetadataCache
 
 log = get_logger(__name__)
 
@@ -156,18 +156,20 @@ def validate_heartbeat(version: int, group_id: str, member_id: str, member_epoch
 class ConsumerGroupCoordinator:
     """KIP-848 groups of one broker; created by :class:`~pyspark_kafka.broker.coordinator.group.GroupCoordinator`.
 
-    ``ConsumerGroupCoordinator(config, offsets, topics, classic_groups)``: the broker config, the
-    :class:`OffsetStore` its groups are persisted in, the :class:`TopicView` subscriptions resolve against, and
-    the classic groups by id (a dict shared with the classic protocol: a group id is one or the other).
+    ``ConsumerGroupCoordinator(config, offsets, metadata, classic_groups)``: the broker config, the
+    :class:`OffsetStore` its groups are persisted in, the broker's
+    :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache` subscriptions resolve against (Kafka's
+    coordinator reads the metadata image), and the classic groups by id (a dict shared with the classic
+    protocol: a group id is one or the other).
 
     ``heartbeat(...)`` answers ConsumerGroupHeartbeat; ``describe``, ``delete``, ``validate_offset_commit``
     and ``validate_offset_fetch`` serve the shared APIs. Errors come back as Kafka error codes.
     """
 
-    def __init__(self, config, offsets: OffsetStore, topics: TopicView, classic_groups: dict) -> None:
+    def __init__(self, config, offsets: OffsetStore, metadata: MetadataCache, classic_groups: dict) -> None:
         self.config = config
         self.offsets = offsets
-        self.topics = topics
+        self.metadata = metadata
         self.classic_groups = classic_groups
         self.groups: dict[str, ConsumerGroup] = {}
         #: the event loop the timers run on (set when the coordinator loads; else the running loop)
@@ -226,12 +228,12 @@ class ConsumerGroupCoordinator:
     def _topic_partitions(self, member: ConsumerMember) -> dict[str, int]:
         out = {}
         for name in member.topic_names:
-            count = self.topics.partition_count(name)
+            count = self.metadata.num_partitions(name)
             if count is not None:
                 out[name] = count
         if member.topic_regex is not None:
             pattern = compile_topic_regex(member.topic_regex)
-            for name, count in self.topics.partition_counts().items():
+            for name, count in self.metadata.partition_counts().items():
                 if name not in INTERNAL_TOPICS and pattern.fullmatch(name):
                     out[name] = count
         return out
@@ -245,14 +247,6 @@ class ConsumerGroupCoordinator:
             members[m.member_id] = frozenset(counts)
             partitions.update(counts)
         return members, partitions
-
-    def topic_id(self, topic: str) -> uuid.UUID | None:
-        """The id of ``topic`` (None when it does not exist)."""
-        return self.topics.topic_id(topic)
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        """The name of the topic with ``topic_id`` (None when unknown)."""
-        return self.topics.topic_name(topic_id)
 
     # -- timers ---------------------------------------------------------------------------------
     def _loop(self) -> asyncio.AbstractEventLoop:

@@ -24,7 +24,7 @@ coordinates, loads and unloads their state, and composes the parts that serve th
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Iterable
+from typing import Iterable
 
 from pyspark_kafka.broker.clock import now_ms
 from pyspark_kafka.broker.config import BrokerConfig
@@ -45,9 +45,9 @@ from pyspark_kafka.broker.coordinator.consumer_group import ConsumerGroupCoordin
 from pyspark_kafka.broker.coordinator.group_offsets import OffsetManager
 from pyspark_kafka.broker.coordinator.offsets import OffsetStore
 from pyspark_kafka.broker.coordinator.partition_writer import PartitionWriter
-from pyspark_kafka.broker.coordinator.topic_view import TopicView
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.log_escape import get_logger
+from pyspark_kafka.broker.metadata_cache import MetadataCache
 
 log = get_logger(__name__)
 
@@ -55,15 +55,17 @@ log = get_logger(__name__)
 class GroupCoordinator:
     """All groups of the ``__consumer_offsets`` partitions this broker coordinates (see the module docstring).
 
-    ``GroupCoordinator(writer, topics, config)``: the :class:`PartitionWriter` of ``__consumer_offsets``, the
-    :class:`TopicView` of data topics, the BrokerConfig. :meth:`ensure_loaded` replays ``__consumer_offsets``
+    ``GroupCoordinator(writer, metadata, config)``: the :class:`PartitionWriter` of ``__consumer_offsets``, the
+    broker's :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache` (which data topics and partitions
+    exist, topic ids; the cluster's in a replicated cluster, as Kafka's coordinator reads the metadata image),
+    the BrokerConfig. :meth:`ensure_loaded` replays ``__consumer_offsets``
     (once) and starts the offsets-retention timer. The group APIs (``join_group``, ``sync_group``, ``heartbeat``,
     ``leave_group``, ``commit_offsets``, ``fetch_offsets``, ``fetch_error``, ``delete_offsets``,
     ``expire_offsets``) are those of :attr:`classic` and :attr:`offset_manager`; they return Kafka error codes
     (ints) in their results rather than raising. Must be used from the broker's event loop.
     """
 
-    def __init__(self, writer: PartitionWriter, topics: TopicView, config: BrokerConfig) -> None:
+    def __init__(self, writer: PartitionWriter, metadata: MetadataCache, config: BrokerConfig) -> None:
         self.config = config
         self.offsets = OffsetStore(writer, config)
         self.loaded = False
@@ -76,9 +78,9 @@ class GroupCoordinator:
         #: the classic groups by id
         self.groups = self.classic.groups
         #: KIP-848 groups (ConsumerGroupHeartbeat); they share the group ids and offsets with the classic ones
-        self.consumer = ConsumerGroupCoordinator(config, self.offsets, topics, self.classic.groups)
+        self.consumer = ConsumerGroupCoordinator(config, self.offsets, metadata, self.classic.groups)
         self.consumer.groups = consumer_groups
-        self.offset_manager = OffsetManager(config, self.offsets, self.classic, self.consumer, topics.has_partition)
+        self.offset_manager = OffsetManager(config, self.offsets, self.classic, self.consumer, metadata)
         self.join_group = self.classic.join_group
         self.sync_group = self.classic.sync_group
         self.heartbeat = self.classic.heartbeat
@@ -88,16 +90,6 @@ class GroupCoordinator:
         self.fetch_error = self.offset_manager.fetch_error
         self.delete_offsets = self.offset_manager.delete_offsets
         self.expire_offsets = self.offset_manager.expire_offsets
-
-    @property
-    def partition_exists(self) -> Callable[[str, int], bool]:
-        """``(topic, partition) -> bool``: whether the partition exists for OffsetCommit (Kafka checks the cluster's
-        metadata, not this broker's replicas); a replicated broker's lifecycle sets it to its metadata image."""
-        return self.offset_manager.partition_exists
-
-    @partition_exists.setter
-    def partition_exists(self, check: Callable[[str, int], bool]) -> None:
-        self.offset_manager.partition_exists = check
 
     def ensure_loaded(self) -> "GroupCoordinator":
         """This coordinator, loaded (:meth:`load`) on the first call: the server calls it at start;

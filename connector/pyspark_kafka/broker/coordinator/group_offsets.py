@@ -15,7 +15,7 @@ The offsets themselves live in the :class:`~pyspark_kafka.broker.coordinator.off
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Mapping
 
 from pyspark_kafka.broker.clock import now_ms
 from pyspark_kafka.broker.config import BrokerConfig
@@ -32,6 +32,7 @@ from pyspark_kafka.broker.coordinator.internal_topics import TopicPartition
 from pyspark_kafka.broker.coordinator.offsets import OffsetAndMetadata, OffsetStore
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.log_escape import get_logger
+from pyspark_kafka.broker.metadata_cache import MetadataCache
 
 log = get_logger(__name__)
 
@@ -40,18 +41,18 @@ class OffsetManager:
     """OffsetCommit / OffsetFetch / OffsetDelete and offset expiry over ``offsets`` (an :class:`OffsetStore`),
     checking members against ``classic`` and ``consumer`` groups.
 
-    ``partition_exists(topic, partition)`` says whether OffsetCommit may name a partition (Kafka checks the
-    cluster's metadata, not this broker's replicas). Methods return Kafka error codes; used from the
+    ``metadata`` (the broker's :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache`) says whether
+    OffsetCommit may name a partition (Kafka checks the cluster's metadata, not this broker's replicas). Methods return Kafka error codes; used from the
     broker's event loop only.
     """
 
     def __init__(self, config: BrokerConfig, offsets: OffsetStore, classic: ClassicGroupCoordinator,
-                 consumer: ConsumerGroupCoordinator, partition_exists: Callable[[str, int], bool]) -> None:
+                 consumer: ConsumerGroupCoordinator, metadata: MetadataCache) -> None:
         self.config = config
         self.offsets = offsets
         self.classic = classic
         self.consumer = consumer
-        self.partition_exists = partition_exists
+        self.metadata = metadata
 
     def commit_offsets(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
                        offsets: Mapping[TopicPartition, OffsetAndMetadata],
@@ -87,7 +88,7 @@ class OffsetManager:
         errors: dict[TopicPartition, int] = {}
         accepted: dict[TopicPartition, OffsetAndMetadata] = {}
         for (topic, partition), value in offsets.items():
-            if not self.partition_exists(topic, partition):
+            if not self.metadata.contains_partition(topic, partition):
                 errors[(topic, partition)] = ErrorCode.unknown_topic_or_partition
             elif committable is not None and (topic, partition) not in committable:
                 errors[(topic, partition)] = ErrorCode.stale_member_epoch

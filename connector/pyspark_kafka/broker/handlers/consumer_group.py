@@ -16,20 +16,22 @@ from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.handlers.group import _coordinator, _with_operations, group_denied, not_owner
 from pyspark_kafka.broker.handlers.metadata import NO_AUTHORIZED_OPERATIONS
+from pyspark_kafka.broker.metadata_cache import MetadataCache
 from pyspark_kafka.broker.protocol import ms
 from pyspark_kafka.broker.security.acls import AclOperation, ResourceType
 
 CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType: 0 classic, 1 consumer
 
 
-def _by_topic_id(cgc, partitions) -> list[dict]:
-    """``[{topic_id, partitions}]`` of ``(topic, partition)`` pairs (topics that no longer exist are left out)."""
+def _by_topic_id(metadata_cache: MetadataCache, partitions) -> list[dict]:
+    """``[{topic_id, topic_name, partitions}]`` of ``(topic, partition)`` pairs, topic ids from the broker's
+    metadata cache (topics that no longer exist are left out)."""
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(partitions):
         by_topic.setdefault(topic, []).append(partition)
     out = []
     for topic, parts in by_topic.items():
-        topic_id = cgc.topic_id(topic)
+        topic_id = metadata_cache.topic_id(topic)
         if topic_id is not None:
             out.append({"topic_id": topic_id, "topic_name": topic, "partitions": parts})
     return out
@@ -62,7 +64,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request) -> dict:
     if request.topic_partitions is not None:
         owned = []
         for tp in request.topic_partitions:
-            name = cgc.topic_name(tp.topic_id) if tp.topic_id is not None else None
+            name = ctx.broker.metadata_cache.topic_name(tp.topic_id) if tp.topic_id is not None else None
             if name is not None:  # partitions of deleted topics are no longer owned
                 owned += [(name, p) for p in tp.partitions]
     timeout = request.rebalance_timeout
@@ -75,13 +77,13 @@ async def consumer_group_heartbeat(ctx: RequestContext, request) -> dict:
     assignment = None
     if result.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": t["topic_id"], "partitions": t["partitions"]}
-                                           for t in _by_topic_id(cgc, result.assignment)]}
+                                           for t in _by_topic_id(ctx.broker.metadata_cache, result.assignment)]}
     return {"throttle_time": 0, "error_code": result.error_code, "error_message": result.error_message,
             "member_id": result.member_id, "member_epoch": result.member_epoch,
             "heartbeat_interval": result.heartbeat_interval_ms, "assignment": assignment}
 
 
-def _describe(coordinator, group_id: str) -> dict:
+def _describe(coordinator, metadata_cache: MetadataCache, group_id: str) -> dict:
     entry = {"error_code": ErrorCode.none, "error_message": None, "group_id": group_id, "group_state": "",
              "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
              "authorized_operations": NO_AUTHORIZED_OPERATIONS}
@@ -101,8 +103,9 @@ def _describe(coordinator, group_id: str) -> dict:
                 "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                 "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
                 "subscribed_topic_names": list(m.topic_names), "subscribed_topic_regex": m.topic_regex or "",
-                "assignment": {"topic_partitions": _by_topic_id(cgc, m.assigned)},
-                "target_assignment": {"topic_partitions": _by_topic_id(cgc, group.target.get(m.member_id, ()))},
+                "assignment": {"topic_partitions": _by_topic_id(metadata_cache, m.assigned)},
+                "target_assignment": {"topic_partitions": _by_topic_id(metadata_cache,
+                                                                       group.target.get(m.member_id, ()))},
                 "member_type": CONSUMER_MEMBER_TYPE,
             } for m in group.members.values()]}
 
@@ -113,7 +116,8 @@ async def consumer_group_describe(ctx: RequestContext, request) -> dict:
     classic groups get GROUP_ID_NOT_FOUND."""
     coordinator = _coordinator(ctx)
     return {"throttle_time": 0, "groups": [
-        _with_operations(ctx, request, _describe(coordinator, g)) if not group_denied(ctx, AclOperation.DESCRIBE, g)
+        _with_operations(ctx, request, _describe(coordinator, ctx.broker.metadata_cache, g))
+        if not group_denied(ctx, AclOperation.DESCRIBE, g)
         else
         {"error_code": ErrorCode.group_authorization_failed, "error_message": "Group authorization failed.",
          "group_id": g, "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",

@@ -40,6 +40,7 @@ import asyncio
 
 from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import RequestContext, register
+from pyspark_kafka.broker.metadata_cache import MetadataCache
 from pyspark_kafka.broker.protocol import ms
 from pyspark_kafka.broker.replica_manager import LogReadResult, ReplicaManager
 from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -48,15 +49,15 @@ READ_COMMITTED = 1
 _DENIED = LogReadResult(ErrorCode.topic_authorization_failed, -1, -1, -1)
 
 
-def _denied_topics(ctx: RequestContext, request) -> frozenset[str]:
+def _denied_topics(ctx: RequestContext, request, resolved: list[str | None]) -> frozenset[str]:
     """The requested topics this fetch may not read (Kafka's ``handleFetchRequest``): a follower's fetch
     (replica id >= 0) needs CLUSTER_ACTION on the cluster, else every topic is denied; a consumer's
-    needs READ on each topic."""
+    needs READ on each topic. ``resolved``: the request's topic names (:func:`_resolve`)."""
     if getattr(ctx.broker, "authorizer", None) is None:
         return frozenset()
     state = getattr(request, "replica_state", None)
     replica_id = state.replica_id if state is not None else getattr(request, "replica_id", -1)
-    names = {_resolve(ctx.broker.replica_manager, t) for t in request.topics} - {None}
+    names = set(resolved) - {None}
     if replica_id >= 0:
         return frozenset() if ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME) \
             else frozenset(names)
@@ -77,15 +78,21 @@ def _partition_data(index: int, result: LogReadResult, read_committed: bool) -> 
     }
 
 
-def _resolve(replica_manager: ReplicaManager, topic) -> str | None:
-    """The topic name of a request's FetchTopic (by name, or by topic id from v13); None if unknown."""
-    name = getattr(topic, "topic", None)
-    return replica_manager.topic_name(topic.topic_id) if name is None else name
+def _resolve(metadata_cache: MetadataCache, request) -> list[str | None]:
+    """The topic name of each of the request's FetchTopics, in order: by name, or by topic id from v13
+    through the broker's metadata cache (None: no topic has that id, UNKNOWN_TOPIC_ID)."""
+    names = []
+    for topic in request.topics:
+        name = getattr(topic, "topic", None)
+        names.append(metadata_cache.topic_name(topic.topic_id) if name is None else name)
+    return names
 
 
-def collect(replica_manager: ReplicaManager, request, denied: frozenset[str] = frozenset()) -> tuple[list[dict], int, bool]:
-    """Read every requested partition once: (topic responses, total bytes, any error). Partitions of
-    the topics in ``denied`` answer TOPIC_AUTHORIZATION_FAILED and are not read."""
+def collect(replica_manager: ReplicaManager, request, resolved: list[str | None],
+            denied: frozenset[str] = frozenset()) -> tuple[list[dict], int, bool]:
+    """Read every requested partition once: (topic responses, total bytes, any error). ``resolved``: the
+    request's topic names (:func:`_resolve`); partitions of the topics in ``denied`` answer
+    TOPIC_AUTHORIZATION_FAILED and are not read."""
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     replica_state = getattr(request, "replica_state", None)  # v15+ (KIP-903); before: replica_id
     replica_id = replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1)
@@ -93,8 +100,7 @@ def collect(replica_manager: ReplicaManager, request, denied: frozenset[str] = f
     total = 0
     has_error = False
     responses = []
-    for topic in request.topics:
-        name = _resolve(replica_manager, topic)
+    for topic, name in zip(request.topics, resolved):
         partitions = []
         for p in topic.partitions:
             if name in denied:
@@ -117,10 +123,9 @@ def collect(replica_manager: ReplicaManager, request, denied: frozenset[str] = f
     return responses, total, has_error
 
 
-def _wanted(request, replica_manager: ReplicaManager) -> list[tuple[str, int]]:
+def _wanted(request, resolved: list[str | None]) -> list[tuple[str, int]]:
     keys = []
-    for topic in request.topics:
-        name = _resolve(replica_manager, topic)
+    for topic, name in zip(request.topics, resolved):
         if name is not None:
             keys.extend((name, p.partition) for p in topic.partitions)
     return keys
@@ -132,11 +137,12 @@ async def fetch(ctx: RequestContext, request) -> dict:
     replica_manager = ctx.broker.replica_manager
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, ms(request.max_wait)) / 1000
-    denied = _denied_topics(ctx, request)
+    resolved = _resolve(ctx.broker.metadata_cache, request)  # once: a topic id names one topic while it lives
+    denied = _denied_topics(ctx, request, resolved)
     while True:
-        responses, total, has_error = collect(replica_manager, request, denied)
+        responses, total, has_error = collect(replica_manager, request, resolved, denied)
         left = deadline - loop.time()
         if total >= request.min_bytes or has_error or left <= 0 or not request.topics:
             break
-        await replica_manager.wait_for_append(_wanted(request, replica_manager), left)
+        await replica_manager.wait_for_append(_wanted(request, resolved), left)
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses, "node_endpoints": []}

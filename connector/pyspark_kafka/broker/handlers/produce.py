@@ -129,7 +129,7 @@ async def produce(ctx: RequestContext, request) -> dict | None:
         name = getattr(topic_data, "name", None)
         topic_id = getattr(topic_data, "topic_id", None)
         if name is None and topic_id is not None:
-            name = replica_manager.topic_name(topic_id)
+            name = ctx.broker.metadata_cache.topic_name(topic_id)
         partitions = []
         denied = ErrorCode.transactional_id_authorization_failed if txn_denied else (
             ErrorCode.topic_authorization_failed if name is not None
