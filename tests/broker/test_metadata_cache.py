@@ -29,6 +29,8 @@ def test_the_single_node_leads_every_partition(tmp_path):
         assert topic.partitions == (PartitionMetadata(0, 7, 0, (7,), (7,)), PartitionMetadata(1, 7, 0, (7,), (7,)))
         assert cache.topic_names() == ["t"] and cache.partition_counts() == {"t": 2}
         assert cache.topic_name(info.topic_id) == "t" and cache.topic_name(uuid.uuid4()) is None
+        assert cache.topic_id("t") == info.topic_id and cache.topic_id("nope") is None
+        assert cache.num_partitions("t") == 2 and cache.num_partitions("nope") is None
         assert cache.contains_partition("t", 1) and not cache.contains_partition("t", 2)
         assert cache.topic("nope") is None and cache.topic_configs("nope") is None
         assert cache.alive_brokers("SSL") == [BrokerEndpoint(7, "h-SSL", 9092)]  # advertised on that listener
@@ -61,6 +63,9 @@ def test_a_cluster_broker_answers_from_the_metadata_image():
     assert cache.topic_name(uuid.UUID(tid)) == "t" and cache.contains_partition("t", 0)
     assert not cache.contains_partition("t", 2) and cache.topic("u") is None
     assert cache.partition_counts() == {"t": 2}
+    assert cache.topic_id("t") == uuid.UUID(tid) and cache.topic_id("u") is None
+    assert cache.num_partitions("t") == 2 and cache.num_partitions("u") is None
     assert cache.ongoing_reassignments(None) == {"t": [Reassignment(1, (1, 2), (2,), ())]}
     image.apply(len(records), {"type": "remove_topic", "name": "t", "topic_id": tid})
     assert cache.topic_names() == []  # always the image as it is now
+    assert cache.topic_id("t") is None and cache.num_partitions("t") is None
