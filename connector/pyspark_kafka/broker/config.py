@@ -145,7 +145,7 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "controller.quorum.fetch.timeout.ms": "2000",
     "controller.quorum.election.backoff.max.ms": "1000",
     "controller.quorum.request.timeout.ms": "2000",
-    # metadata log snapshots (KIP-630, raft/snapshots.py): Kafka's MetadataLogConfig names and defaults
+    # metadata log snapshots (KIP-630, controller/snapshots.py): Kafka's MetadataLogConfig names and defaults
     "metadata.log.max.record.bytes.between.snapshots": "20971520",
     "metadata.log.max.snapshot.interval.ms": "3600000",
     "controller.listener.names": "CONTROLLER",

@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
 from pyspark_kafka.broker.cluster import EmbeddedCluster
 from pyspark_kafka.broker.controller.image import ClusterImage, decode
 from pyspark_kafka.broker.controller.metadata_snapshot import image_from_snapshot
-from pyspark_kafka.broker.raft.snapshots import SnapshotStore, decode_snapshot
+from pyspark_kafka.broker.controller.snapshots import SnapshotStore, decode_snapshot
 from pyspark_kafka.broker.raft.storage import MetadataLogStorage
 from pyspark_kafka.broker.security.authorizer import STANDARD_AUTHORIZER
 

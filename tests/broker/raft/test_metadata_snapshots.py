@@ -15,7 +15,7 @@ from pyspark_kafka.broker.controller.metadata_snapshot import image_from_snapsho
 from pyspark_kafka.broker.controller.single_voter_log import SingleVoterMetadataLog
 from pyspark_kafka.broker.raft import RaftMetadataLog
 from pyspark_kafka.broker.raft.storage import MetadataLogStorage
-from pyspark_kafka.broker.raft.snapshots import (
+from pyspark_kafka.broker.controller.snapshots import (
     SnapshotError, SnapshotPolicy, SnapshotStore, decode_snapshot, encode_snapshot, snapshot_name,
 )
 from support.raft import FAST, free_ports

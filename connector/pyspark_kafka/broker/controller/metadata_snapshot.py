@@ -1,6 +1,6 @@
 """The cluster metadata image as the state of metadata log snapshots (KIP-630).
 
-:class:`ImageState` is the :class:`~pyspark_kafka.broker.raft.snapshots.SnapshotState` of the cluster metadata: a
+:class:`ImageState` is the :class:`~pyspark_kafka.broker.controller.snapshots.SnapshotState` of the cluster metadata: a
 :class:`~pyspark_kafka.broker.controller.image.ClusterImage` kept up to date from the committed records; a snapshot
 holds :meth:`ClusterImage.snapshot_records` (whole records, as Kafka's snapshots hold ``TopicRecord``,
 ``PartitionRecord``, ... rather than deltas), so the image loaded from a snapshot plus the log after it equals the
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from pyspark_kafka.broker.controller.image import ClusterImage, decode, encode
-from pyspark_kafka.broker.raft.snapshots import MetadataSnapshots, SnapshotPolicy
+from pyspark_kafka.broker.controller.snapshots import MetadataSnapshots, SnapshotPolicy
 
 
 class ImageState:

@@ -6,7 +6,7 @@ voter is a majority); other nodes are observers that fetch the log from the vote
 (``fetch_metadata``, a long poll) and keep no copy of the log. The Raft quorum (``broker/raft/``) implements the
 same protocol with 3 voters.
 
-Snapshots (KIP-630, :mod:`~pyspark_kafka.broker.raft.snapshots`), when a :class:`MetadataSnapshots` is given: the
+Snapshots (KIP-630, :mod:`~pyspark_kafka.broker.controller.snapshots`), when a :class:`MetadataSnapshots` is given: the
 voter writes them beside ``metadata.log`` and an observer with a ``data_dir`` in its own
 ``<data_dir>/__cluster_metadata-0/``. On start the newest usable snapshot rebuilds the state and only the records
 after it are replayed: listeners get the snapshot's records first (each at offset ``end_offset - 1``), then the
@@ -30,7 +30,7 @@ from typing import Callable, Protocol
 from pyspark_kafka.broker.controller.channel import ChannelClient
 from pyspark_kafka.broker.errors import NotControllerError
 from pyspark_kafka.broker.log_escape import get_logger
-from pyspark_kafka.broker.raft.snapshots import MetadataSnapshots
+from pyspark_kafka.broker.controller.snapshots import MetadataSnapshots
 
 log = get_logger("pyspark_kafka.controller")
 

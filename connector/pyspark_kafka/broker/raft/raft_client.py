@@ -27,7 +27,7 @@ never vote and never become candidates; they find the leader through any voter's
 candidate whose log is at least as up to date: (last epoch, end offset) compared in that order.
 DescribeQuorum (55) is answered by the leader with every voter's and observer's log end offset.
 
-Snapshots (KIP-630, :mod:`~pyspark_kafka.broker.raft.snapshots`), when a ``MetadataSnapshots`` is given: every
+Snapshots (KIP-630, :mod:`~pyspark_kafka.broker.controller.snapshots`), when a ``MetadataSnapshots`` is given: every
 voter and observer writes snapshots of its own committed state into its ``__cluster_metadata-0/`` and, on start,
 loads the newest usable one (its end offset is committed: the high watermark starts there) and replays only the
 log after it. The log is kept whole (no log start offset, so no FetchSnapshot: a replica behind fetches records).
@@ -98,7 +98,7 @@ class RaftMetadataLog(RaftApis):
     :mod:`~pyspark_kafka.broker.raft.config`) or is a :class:`QuorumConfig`; a voter serves the
     controller listener on its own ``controller.quorum.voters`` address. The log lives in
     ``<data_dir>/__cluster_metadata-0/``; ``snapshots`` (a
-    :class:`~pyspark_kafka.broker.raft.snapshots.MetadataSnapshots` over that directory, or None for none) writes
+    :class:`~pyspark_kafka.broker.controller.snapshots.MetadataSnapshots` over that directory, or None for none) writes
     and loads metadata snapshots. ``replayed_records`` counts the records read from the log for delivery.
     Raises QuorumConfigError for bad settings, ValueError for a corrupt ``quorum-state`` file, KafkaStorageError
     when the log cannot be loaded.
