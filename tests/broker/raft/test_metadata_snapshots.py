@@ -210,3 +210,47 @@ def test_raft_voter_writes_snapshots_and_restart_replays_only_the_tail(tmp_path)
     assert log.replayed_records == sum(1 for _ in storage.records(end, storage.end_offset))
     storage.close()
     assert log.replayed_records < len(records) // 4
+
+
+def test_observer_refuses_its_snapshot_when_the_voters_log_is_shorter(tmp_path, caplog):
+    """0.3 s. A broker (one-voter observer) with a snapshot at offset ~400 fetching from a controller whose log was
+    replaced by a new, empty one: continuing from 400 would build a wrong image silently. It logs an ERROR, deletes
+    its snapshots (a restart replays from 0) and applies nothing more."""
+    from pyspark_kafka.broker.controller.channel import start_channel_server
+
+    observer_dir = tmp_path / "broker.metadata"
+    asyncio.run(_voter_run(observer_dir, _many()))  # a snapshot history as the broker's own
+    assert SnapshotStore(observer_dir / "__cluster_metadata-0").paths()
+
+    async def run() -> tuple[list, bool]:
+        voter = SingleVoterMetadataLog(9, tmp_path / "new-controller", 9)
+        await voter.start()
+
+        async def handle(request: dict) -> dict:
+            records = await voter.read(request["offset"], request["max_records"], 50)
+            return {"error_code": 0, "records": [r.decode() for r in records], "end_offset": voter.committed_offset()}
+
+        port = free_ports(1)[0]
+        server = await start_channel_server("127.0.0.1", port, handle)
+        observer = SingleVoterMetadataLog(0, observer_dir, 9, ("127.0.0.1", port),
+                                          snapshots=metadata_snapshots(observer_dir / "__cluster_metadata-0", SMALL))
+        seen = []
+        observer.subscribe(lambda offset, raw: seen.append(offset))
+        await observer.start()
+        for _ in range(250):  # bounded: the fetch loop ends on the refusal
+            if observer._task.done():
+                break
+            await asyncio.sleep(0.02)
+        ended = observer._task.done()
+        await voter.append([encode({"type": "broker", "id": 5, "epoch": 0, "host": "h", "port": 1})])
+        await asyncio.sleep(0.1)
+        await observer.stop()
+        await voter.stop()
+        server.close()
+        return seen, ended
+
+    with caplog.at_level(logging.ERROR, "pyspark_kafka.controller"):
+        seen, ended = asyncio.run(run())
+    assert ended and "the controller's log ends at offset 0, before this node's position" in caplog.text
+    assert not SnapshotStore(observer_dir / "__cluster_metadata-0").paths()
+    assert 0 not in seen  # the new log's record was not applied on top of the old snapshot

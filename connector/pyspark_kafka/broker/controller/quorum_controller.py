@@ -150,7 +150,8 @@ class QuorumController:
                                               "Raft Fetch (1) on the controller.quorum.voters address")
                 records = await self.log.read(request["offset"], request.get("max_records", 1000),
                                               request.get("wait_ms", 0))
-                return {"error_code": 0, "records": [r.decode() for r in records]}
+                return {"error_code": 0, "records": [r.decode() for r in records],
+                        "end_offset": self.log.committed_offset()}
             async with self._lock:
                 await self._activate()
                 if op in self._OPS:

@@ -203,6 +203,17 @@ class SingleVoterMetadataLog:
 
     # --- observer --------------------------------------------------------------------------
 
+    def _refuse_snapshot(self, voter_end: int) -> None:
+        """The voter's log ends before this observer's position (its snapshot came from another, older log: the
+        controller's data directory was replaced). Applying what follows would build a wrong image, so the
+        snapshots are deleted and fetching stops, loudly; a restart replays the voter's log from offset 0."""
+        for path in self.snapshots.store.paths() if self.snapshots is not None else ():
+            path.unlink(missing_ok=True)
+        log.error("metadata log: the controller's log ends at offset %d, before this node's position %d (its "
+                  "snapshot is from another metadata log: was the controller's data directory replaced?); the "
+                  "snapshots are deleted and no more metadata is applied: restart this broker to replay the "
+                  "controller's log from offset 0", voter_end, self._next)
+
     async def _fetch_loop(self) -> None:
         client = ChannelClient(*self.voter_address)
         try:
@@ -216,6 +227,9 @@ class SingleVoterMetadataLog:
                     await asyncio.sleep(0.2)
                     continue
                 self.reachable = True
+                if answer.get("end_offset", self._next) < self._next:
+                    self._refuse_snapshot(answer["end_offset"])
+                    return
                 records = answer.get("records", ())
                 for raw in records:
                     self._committed(self._next, raw.encode())
