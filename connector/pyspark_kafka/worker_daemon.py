@@ -135,9 +135,18 @@ def startup_hook() -> None:
     elsewhere) is kept. The same rule as :func:`main` and :func:`launcher`, for sessions the user
     builds.
 
-    Does nothing when :data:`KEEP_ZIP_ENV` is set. Never raises: an interpreter start must not
+    In Spark's worker daemons it also turns on quick ACKs for the workers' TCP input
+    (:func:`pyspark_kafka.quick_ack.install`: 40 ms less per Python task in a session that talks TCP).
+
+    The zip is kept when :data:`KEEP_ZIP_ENV` is set. Never raises: an interpreter start must not
     fail because of this hook.
     """
+    try:
+        from pyspark_kafka import quick_ack
+
+        quick_ack.install()
+    except Exception:  # noqa: BLE001 - see the docstring
+        pass
     try:
         if os.environ.get(KEEP_ZIP_ENV):
             return
