@@ -53,7 +53,9 @@ class Broker:
     contexts, SASL mechanisms and the SCRAM credential store; ``authorizer`` the
     :class:`~pyspark_kafka.broker.security.authorizer.StandardAuthorizer` (None when
     ``authorizer.class.name`` is empty). ``replica_manager`` owns the logs (the
-    handlers' only way to them); ``group_coordinator`` and ``txn_coordinator`` are created here
+    handlers' only way to them); ``metadata_cache`` is the one
+    :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache` the handlers and the group coordinator
+    ask (chosen here by the config); ``group_coordinator`` and ``txn_coordinator`` are created here
     and loaded by :func:`serve` (or on first use). Raises ConfigError for a bad config.
     """
 
