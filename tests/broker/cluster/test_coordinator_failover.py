@@ -205,7 +205,8 @@ def test_the_new_coordinator_aborts_an_open_transaction_after_its_timeout(cluste
     try:
         def settled():  # a read_committed ListOffsets LATEST answers the last stable offset
             return all(reader.get_watermark_offsets(TopicPartition("late", p), timeout=5)[1] == 2 for p in range(3))
-            cluster.wait_for(settled, 30, "the timed-out transaction's markers")
+
+        cluster.wait_for(settled, 30, "the timed-out transaction's markers")
     finally:
         reader.close()
     assert read(cluster, "late", 3, "read_committed", 0, timeout_s=2) == []
