@@ -118,6 +118,9 @@ class ReplicaManager:
         self.replicated = False
         self.shutting_down = False  # set by the broker lifecycle's controlled shutdown
         self.partitions: dict[tuple[str, int], "Partition"] = {}
+        # The broker's MetadataCache (set by the Broker): in a replicated cluster it tells a partition that exists
+        # on other brokers (NOT_LEADER_OR_FOLLOWER) from one that does not exist (UNKNOWN_TOPIC_OR_PARTITION)
+        self.metadata_cache: "MetadataCache | None" = None
 
     # --- replication (a replicated cluster only) -------------------------------------------------
 
@@ -128,17 +131,32 @@ class ReplicaManager:
         older / newer than the partition's current leader epoch (KIP-320), checked first, on a follower too (Kafka's
         ``Partition.getLocalLog``: a client with a stale epoch learns that its metadata is stale); then
         NotLeaderOrFollowerError when this broker does not lead it (the client refreshes its metadata).
+        A partition with no replica here raises :meth:`not_hosted`'s error.
         """
         if not self.replicated:
             return None
         part = self.partitions.get((topic, partition))
-        if part is not None:
-            self._check_epoch(part, topic, partition, current_leader_epoch)
-        if part is None or not part.is_leader:
-            leader = None if part is None else part.state.leader
+        if part is None:
+            raise self.not_hosted(topic, partition)
+        self._check_epoch(part, topic, partition, current_leader_epoch)
+        if not part.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.node_id} is not the leader of {topic}-{partition} "
-                                           f"(leader {leader}): refresh metadata")
+                                           f"(leader {part.state.leader}): refresh metadata")
         return part
+
+    def not_hosted(self, topic: str, partition: int) -> KafkaError:
+        """The error (returned, not raised) for ``topic``/``partition`` when this broker holds no replica of it.
+
+        Kafka's ``ReplicaManager.getPartitionOrError``: NotLeaderOrFollowerError when the cluster's metadata
+        (:attr:`metadata_cache`) has the partition, so the client refreshes its metadata and finds the
+        replicas elsewhere; else UnknownTopicOrPartitionError. Apache Kafka 4.4.0 answers Fetch (by name or
+        topic id) and Produce this way on a broker with no replica of the partition.
+        """
+        cache = self.metadata_cache
+        if self.replicated and cache is not None and cache.contains_partition(topic, partition):
+            return NotLeaderOrFollowerError(f"broker {self.node_id} holds no replica of {topic}-{partition}: "
+                                            "refresh metadata")
+        return UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")
 
     @staticmethod
     def _check_epoch(part, topic: str, partition: int, current_leader_epoch: int) -> None:
@@ -305,16 +323,15 @@ class ReplicaManager:
         below the last stable offset when ``read_committed`` (then with the aborted transactions
         it overlaps, Kafka's ``collectAbortedTransactions``); ``min_one_message`` returns a first
         batch larger than ``max_bytes`` whole (KIP-74). Errors are in the result, not raised:
-        UNKNOWN_TOPIC_ID for ``topic`` None, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE, and
+        UNKNOWN_TOPIC_ID for ``topic`` None, :meth:`not_hosted`'s code (UNKNOWN_TOPIC_OR_PARTITION, or
+        NOT_LEADER_OR_FOLLOWER for a partition of the cluster with no replica here), OFFSET_OUT_OF_RANGE, and
         CORRUPT_MESSAGE when the scan for the fetch offset meets a batch length below the minimum
         (logged at ERROR, as Kafka's ``ReplicaManager.readFromLog`` does for its ``CorruptRecordException``).
         Damaged batches are otherwise served as stored (see :meth:`LogSegment.read`).
         """
         plog = self.logs.get_log(topic, partition) if topic is not None else None
         if plog is None and not (self.replicated and topic is not None and (topic, partition) in self.partitions):
-            code = ErrorCode.unknown_topic_id if topic is None else ErrorCode.unknown_topic_or_partition
-            if self.replicated and topic is not None and self.logs.topic(topic) is not None:
-                code = ErrorCode.not_leader_or_follower
+            code = ErrorCode.unknown_topic_id if topic is None else self.not_hosted(topic, partition).error_code
             return LogReadResult(code, -1, -1, -1)
         upper = plog.last_stable_offset if read_committed else plog.high_watermark
         if self.replicated:

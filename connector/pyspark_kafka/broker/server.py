@@ -71,6 +71,7 @@ class Broker:
         # The seams handlers and coordinators ask instead of the broker's mode. The metadata cache is fixed here, by
         # the config (the coordinators get it now); use_cluster_seams swaps the other seams for a cluster's
         self.metadata_cache: MetadataCache = self._metadata_cache()
+        self.replica_manager.metadata_cache = self.metadata_cache  # NOT_LEADER_OR_FOLLOWER vs UNKNOWN_TOPIC_OR_PARTITION
         writer = LogPartitionWriter(self.replica_manager.logs)  # the coordinators' only way to their partitions
         self.group_coordinator = GroupCoordinator(writer, self.metadata_cache, self.config)
         self.group_coordinator.consumer.group_configs = self.dynamic_configs

@@ -9,6 +9,9 @@ are bounded polls):
 - A topic config change (IncrementalAlterConfigs ``cleanup.policy=compact``) reaches every broker through the
   controller's metadata log: a keyless record is then refused (INVALID_RECORD) by whichever broker leads, and
   DescribeConfigs on each broker shows the override (librdkafka 0011).
+- Fetch (by name or topic id) and Produce on a broker with no replica of a partition the cluster has answer
+  NOT_LEADER_OR_FOLLOWER, and UNKNOWN_TOPIC_OR_PARTITION for a partition or topic name the cluster does not have,
+  per partition, as Apache Kafka 4.4.0 (``support/not_hosted.py``; ``integration_tests/test_not_hosted_reference.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pyspark_kafka.broker.cluster import EmbeddedCluster
 from pyspark_kafka.broker.log.record_batch import build_batch
 from support.batches import encode_record
 from support.malformed import produce_request
+from support.not_hosted import EXPECTED, probe
 from support.topics import spread_topic
 from support.wire import WireClient
 
@@ -192,3 +196,9 @@ def test_dynamic_broker_and_group_configs_reach_the_brokers_through_the_metadata
         assert (code, message) == (ErrorCode.invalid_request, "Cannot update these configs dynamically: [log.dirs]")
     finally:
         assert _alter_on(cluster, 0, 4, "", [("log.cleanup.policy", 1, None)]) == (0, None)
+
+
+def test_fetch_and_produce_on_a_broker_without_the_replica_answer_as_kafka(cluster):
+    addresses = {n: cluster.address(n) for n in cluster.broker_ids}
+    served = probe(cluster.bootstrap_servers, addresses)
+    assert served == {k: v for k, v in EXPECTED.items() if k in served} and len(served) >= 6  # Produce v13: if served
