@@ -38,6 +38,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+from typing import Callable
 
 ENV = "PYSPARK_KAFKA_RUNNER_ZYGOTE"
 """Path of the zygote's Unix socket, in the environment of the driver (and so of Spark's JVM and the
@@ -130,6 +131,23 @@ def serve(path: str, modules: tuple[str, ...] = MODULES, preload: tuple[str, ...
     ``{"argv": ["-m", MODULE, ...], "env": {...}, "cwd": "..."}`` with its fds 0, 1, 2 attached
     (``SCM_RIGHTS``); the zygote answers ``(pid, 0)`` once forked and ``(pid, exit status)`` when the
     process ended (two big-endian int32s). A refused request is closed without an answer."""
+    if not _preload(preload):
+        return
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path + ".tmp")
+    os.replace(path + ".tmp", path)  # clients see the socket only once it listens
+    listener.listen(16)
+    try:
+        _serve_on(listener, modules, os.getppid())
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _preload(preload: tuple[str, ...]) -> bool:
+    """Import ``preload`` (single-threaded libraries first); False when a thread exists afterwards."""
     import importlib
 
     for key, value in SINGLE_THREADED.items():  # read by the libraries when they load: before the imports
@@ -139,17 +157,22 @@ def serve(path: str, modules: tuple[str, ...] = MODULES, preload: tuple[str, ...
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a missing optional module only makes the runner import it itself
             pass
-    parent = os.getppid()
     if _threads() > 1:  # something started a thread: forking is not safe, let runners start as before
         print(f"pyspark_kafka.runner_zygote: {_threads()} threads after the imports; not forking runners",
               file=sys.stderr, flush=True)
-        return
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path + ".tmp")
-    os.replace(path + ".tmp", path)  # clients see the socket only once it listens
-    listener.listen(16)
+        return False
+    return True
+
+
+def _serve_on(listener: socket.socket, modules: tuple[str, ...], parent: int,
+              accept: Callable[[socket.socket, dict], bool] | None = None,
+              before_fork: Callable[[], bool] | None = None) -> None:
+    """The zygote's loop on a listening ``listener`` until ``parent`` is no longer this process's parent
+    or SIGTERM. ``accept(conn, request)``: a further check of each well-formed request (False: refused);
+    ``before_fork()``: run before the first fork (the session zygote's lazy imports; False: refuse all)."""
     children: dict[int, socket.socket | None] = {}  # pid -> its client's connection (None: client gone)
     stopping = []
+    ready: list[bool] = []  # before_fork's answer, once asked
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     try:
         while not stopping and os.getppid() == parent:
@@ -160,7 +183,14 @@ def serve(path: str, modules: tuple[str, ...] = MODULES, preload: tuple[str, ...
                     conn, _ = listener.accept()
                     got = _read_request(conn)
                     argv = got[0]["argv"] if got else []
-                    if not got or len(argv) < 2 or argv[0] != "-m" or argv[1] not in modules:
+                    wanted = bool(got) and len(argv) >= 2 and argv[0] == "-m" and argv[1] in modules
+                    if wanted and accept is not None:
+                        wanted = accept(conn, got[0])
+                    if wanted and before_fork is not None:
+                        if not ready:
+                            ready.append(before_fork())
+                        wanted = ready[0]
+                    if not wanted:
                         for fd in (got[1] if got else []):
                             os.close(fd)
                         conn.close()
@@ -203,10 +233,6 @@ def serve(path: str, modules: tuple[str, ...] = MODULES, preload: tuple[str, ...
             _reap(children)
     finally:
         listener.close()
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
         for pid in children:
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -290,6 +316,139 @@ def _stop(proc: subprocess.Popen, directory: str) -> None:
 _started: dict = {}
 
 
+# --------------------------------------------------------------------------- the session zygote (a plain SparkSession)
+
+SESSION_DAEMON = ("-m", "pyspark.daemon", "pyspark.sql.worker.create_data_source")
+"""The process that starts a session zygote: the daemon of Spark's ``create_data_source`` planner workers
+(started by the JVM when a Python data source is first loaded, alive until the SparkContext stops)."""
+
+
+def session_address(jvm_pid: int, uid: int | None = None) -> str:
+    """The session zygote's socket: an abstract Unix socket name (Linux; no file, gone with its process)
+    for the JVM ``jvm_pid`` of the user ``uid`` (default: this process's)."""
+    return f"\0pyspark-kafka-runner-zygote-{os.getuid() if uid is None else uid}-{jvm_pid}"
+
+
+def peer(sock: socket.socket) -> tuple[int, int]:
+    """``(pid, uid)`` of the process at the other end of the Unix socket ``sock`` (``SO_PEERCRED``; for a
+    connection to a listener: the process that called ``listen``)."""
+    pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                         struct.calcsize("3i")))
+    return pid, uid
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent pid of ``pid`` from ``/proc/<pid>/stat``, None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _argv_is(argv: list[str], expected: tuple[str, ...]) -> bool:
+    return tuple(argv[1:1 + len(expected)]) == expected
+
+
+def start_session_zygote(argv: list[str] | None = None, modules: tuple[str, ...] = ()) -> bool:
+    """In the daemon of ``SESSION_DAEMON`` (called by the package's start-up ``.pth``): start the session's
+    runner zygote unless one serves this JVM already; True when this call started it.
+
+    For a SparkSession built without :func:`pyspark_kafka.spark.get_spark` (no :data:`ENV` in the
+    environment; ``0`` there turns it off), on Linux. The daemon binds :func:`session_address` of its
+    parent (the JVM) and listens: the bind is the lock, so one zygote per JVM. It then forks, and the
+    child replaces itself with ``python -m pyspark_kafka.runner_zygote --session-fd FD:PARENT``, a fresh
+    interpreter (whole ``site`` set-up) that is the daemon's child: it is in the application's process
+    tree, and stops when the daemon does (the SparkContext's stop). It imports pyspark, pyarrow and this
+    package only when the first runner asks (:func:`serve_session`), so a session that never starts a
+    streaming query of a Python data source pays one idle interpreter (about 10 MB, 20 ms of CPU).
+    ``modules``: what it may run (default :data:`MODULES`; tests pass a stand-in). Never raises."""
+    try:
+        argv = list(getattr(sys, "orig_argv", []) if argv is None else argv)
+        if not (supported() and not os.environ.get(ENV) and _argv_is(argv, SESSION_DAEMON)):
+            return False
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(session_address(os.getppid()))
+        except OSError:  # another daemon of this JVM serves one already
+            listener.close()
+            return False
+        listener.listen(16)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - replaced by exec
+            try:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(devnull, 0)
+                os.dup2(devnull, 1)  # the JVM reads the daemon's stdout for its port: keep out of it
+                os.set_inheritable(listener.fileno(), True)
+                os.execv(sys.executable, [sys.executable, "-m", "pyspark_kafka.runner_zygote", "--session-fd",
+                                          f"{listener.fileno()}:{os.getppid()}", *modules])
+            finally:
+                os._exit(1)
+        listener.close()
+        return True
+    except Exception:  # noqa: BLE001 - an interpreter start must not fail because of this
+        return False
+
+
+def serve_session(fd: int, parent: int, modules: tuple[str, ...] = MODULES,
+                  preload: tuple[str, ...] = PRELOAD) -> None:
+    """The session zygote (``python -m pyspark_kafka.runner_zygote --session-fd FD:PARENT``): serve on the
+    listening socket ``fd`` until ``parent`` (the daemon, pid taken before the ``exec``: it may have exited
+    since) is no longer this process's parent. Imports ``preload`` when the first request comes.
+
+    A request is served only from a process of this user (``SO_PEERCRED``) whose ``PYTHONPATH`` is this
+    process's (what the preloaded modules were found on); else it is refused and the runner starts as
+    before."""
+    listener = socket.socket(fileno=fd)
+    own_path = os.environ.get("PYTHONPATH", "")
+
+    def accept(conn: socket.socket, request: dict) -> bool:
+        try:
+            _, uid = peer(conn)
+        except OSError:
+            return False
+        return uid == os.getuid() and request["env"].get("PYTHONPATH", "") == own_path
+
+    _serve_on(listener, modules, parent, accept=accept, before_fork=lambda: _preload(preload))
+
+
+def hand_off_runner(argv: list[str] | None = None, module: str = RUNNER_MODULE) -> int | None:
+    """In a new ``python -m pyspark.sql.streaming.python_streaming_source_runner`` process of a plain
+    session (called by the start-up ``.pth``): have the session zygote of the parent JVM fork the runner
+    and wait for it; its exit status, or None when nothing was started (no zygote, refused, not Linux,
+    :data:`ENV` set: the launcher of ``get_spark()`` does this instead) and the process goes on as before.
+
+    The zygote must be this user's and its listener a child of this process's parent (the JVM):
+    ``SO_PEERCRED``, ``/proc``. ``module``: the ``-m`` module this process must run (tests pass a
+    stand-in). Never raises."""
+    try:
+        argv = list(getattr(sys, "orig_argv", []) if argv is None else argv)
+        if not (supported() and not os.environ.get(ENV) and _argv_is(argv, ("-m", module))):
+            return None
+        jvm = os.getppid()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(session_address(jvm))
+            pid, uid = peer(sock)
+        except OSError:
+            sock.close()
+            return None
+        if uid != os.getuid() or parent_of(pid) != jvm:
+            sock.close()
+            return None
+        from pyspark_kafka.runner_zygote_client import run_through
+
+        return run_through(sock, argv[1:])
+    except Exception:  # noqa: BLE001 - the runner then starts as before
+        return None
+
+
 if __name__ == "__main__":
     # python -m pyspark_kafka.runner_zygote SOCKET [MODULE ...]: the modules it may run (default: MODULES)
-    serve(sys.argv[1], tuple(sys.argv[2:]) or MODULES)
+    # python -m pyspark_kafka.runner_zygote --session-fd FD:PARENT [MODULE ...]: the session zygote
+    if sys.argv[1] == "--session-fd":
+        fd, _, parent = sys.argv[2].partition(":")
+        serve_session(int(fd), int(parent), tuple(sys.argv[3:]) or MODULES)
+    else:
+        serve(sys.argv[1], tuple(sys.argv[2:]) or MODULES)

@@ -44,14 +44,28 @@ def main(argv):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
+    except OSError:
+        sock.close()
+        _fallback(rest)
+    status = run_through(sock, rest)
+    if status is None:  # nothing was started: run the module here
+        _fallback(rest)
+    return status
+
+
+def run_through(sock, rest):
+    """Ask the zygote on the connected ``sock`` to run ``rest`` (``["-m", MODULE, ...]``) with this process's
+    environment, directory and fds 0-2; pass SIGTERM and SIGINT on; return the process's exit status
+    (1 when the zygote went away while it ran), or None when nothing was started (``sock`` closed)."""
+    try:
         message = json.dumps({"argv": rest, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
         socket.send_fds(sock, [_LEN.pack(len(message)) + message], [0, 1, 2])
         forked = _recv_exactly(sock, _STATUS.size)
     except OSError:
         forked = None
-    if forked is None:  # nothing was started: run the module here
+    if forked is None:
         sock.close()
-        _fallback(rest)
+        return None
     pid = _STATUS.unpack(forked)[0]
 
     def forward(signum, _frame):

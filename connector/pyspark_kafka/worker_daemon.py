@@ -137,6 +137,9 @@ def startup_hook() -> None:
 
     In Spark's worker daemons it also turns on quick ACKs for the workers' TCP input
     (:func:`pyspark_kafka.quick_ack.install`: 40 ms less per Python task in a session that talks TCP).
+    In a session built without ``get_spark()``, the daemon of the ``create_data_source`` planner starts
+    the session's runner zygote and each new streaming query's source runner hands itself to it
+    (:func:`pyspark_kafka.runner_zygote.start_session_zygote`, :func:`~pyspark_kafka.runner_zygote.hand_off_runner`).
 
     The zip is kept when :data:`KEEP_ZIP_ENV` is set. Never raises: an interpreter start must not
     fail because of this hook.
@@ -145,6 +148,17 @@ def startup_hook() -> None:
         from pyspark_kafka import quick_ack
 
         quick_ack.install()
+        argv = getattr(sys, "orig_argv", [])
+        if argv[1:3] == ["-m", "pyspark.sql.streaming.python_streaming_source_runner"]:
+            from pyspark_kafka import runner_zygote
+
+            status = runner_zygote.hand_off_runner(argv)
+            if status is not None:  # the session zygote ran this query's source runner: its exit status is ours
+                os._exit(status)
+        elif argv[1:4] == ["-m", "pyspark.daemon", "pyspark.sql.worker.create_data_source"]:
+            from pyspark_kafka import runner_zygote
+
+            runner_zygote.start_session_zygote(argv)
     except Exception:  # noqa: BLE001 - see the docstring
         pass
     try:
