@@ -45,9 +45,11 @@ SPARK_CORES = 2
 ANCHOR = "plain confluent-kafka consume loop (1 thread)"
 
 
-def _fill_topic(bootstrap: str, count: int, partitions: int = None) -> str:
+def _fill_topic(bootstrap: str, count: int, partitions: int = None, compression: str = "none") -> str:
     """A new topic of ``count`` 100-byte records spread round robin over ``partitions`` (default
-    :data:`PARTITIONS`); returns its name."""
+    :data:`PARTITIONS`); returns its name. ``compression`` (the producer's ``compression.type``, e.g.
+    ``lz4``): the values are then 100 hex digits of random bytes (about 2:1 compressible; ``x`` * 100
+    would compress to almost nothing), else 100 ``x``."""
     partitions = partitions or PARTITIONS
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -55,12 +57,14 @@ def _fill_topic(bootstrap: str, count: int, partitions: int = None) -> str:
     name = f"read-bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
     admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                         "compression.type": compression})
     value = b"x" * VALUE_BYTES
+    randoms = [os.urandom(VALUE_BYTES // 2).hex().encode() for _ in range(1024)] if compression != "none" else None
     for i in range(count):
         while True:
             try:
-                producer.produce(name, value, None, i % partitions)
+                producer.produce(name, randoms[i % 1024] if randoms else value, None, i % partitions)
                 break
             except BufferError:
                 producer.poll(0.05)

@@ -41,10 +41,12 @@ SMALL_RECORDS, PER_TRIGGER = 20_000, 1_000
 
 
 def measure(count: int, repetitions: int = REPETITIONS, columnar_only: bool = False,
-            session: str = "get_spark") -> dict:
+            session: str = "get_spark", compression: str = "none") -> dict:
     """``{"numba": job results, "numpy": job results | None, "label": broker label, "session": session,
     "load": [os.getloadavg() before, after each job]}`` (see the job). ``columnar_only``: one job,
-    Spark's connector against ``pykafka:columnar`` (numba) only; ``session``: ``get_spark`` or ``plain``."""
+    Spark's connector against ``pykafka:columnar`` (numba) only; ``session``: ``get_spark`` or ``plain``;
+    ``compression``: the producer's ``compression.type`` of the ``N``-record topic (the streaming and
+    batch rows; the small-trigger and warm-up topics stay uncompressed)."""
     from broker_bench import apache_kafka
     from read_bench import _fill_topic
     from spark_connector_bench import reference, run_job
@@ -59,7 +61,8 @@ def measure(count: int, repetitions: int = REPETITIONS, columnar_only: bool = Fa
         label, cluster = started
         bootstrap = cluster.bootstrap_servers
         spec = {"bootstrap": bootstrap, "jars": [str(j) for j in ref.jars], "master": "local[2]",
-                "repetitions": repetitions, "topic": _fill_topic(bootstrap, count), "count": count,
+                "repetitions": repetitions, "topic": _fill_topic(bootstrap, count, compression=compression),
+                "count": count,
                 "warmup_topic": _fill_topic(bootstrap, 1000), "warmup_count": 1000,
                 "small": {"topic": _fill_topic(bootstrap, SMALL_RECORDS), "count": SMALL_RECORDS,
                           "per_trigger": PER_TRIGGER}}
@@ -74,7 +77,7 @@ def measure(count: int, repetitions: int = REPETITIONS, columnar_only: bool = Fa
                             {"PYSPARK_KAFKA_DECODER": "numpy"})["results"]
             load.append(os.getloadavg())
     return {"numba": numba, "numpy": numpy, "label": f"Spark {ref.version} format('kafka') on {label}",
-            "session": session, "load": load}
+            "session": session, "load": load, "compression": compression}
 
 
 def job_entry(entry: str) -> tuple[str, bool, dict]:
@@ -228,6 +231,8 @@ if __name__ == "__main__":
     ap.add_argument("--sessions", default="get_spark",
                     help="comma-separated get_spark,plain (a SparkSession the user builds); without --small-only "
                          "only the first is used")
+    ap.add_argument("--compression", default="none",
+                    help="the producer's compression.type of the N-record topic (e.g. lz4)")
     ap.add_argument("--columnar-only", action="store_true",
                     help="without --small-only: Spark's connector against readPath=columnar (numba) only")
     args = ap.parse_args()
@@ -243,7 +248,8 @@ if __name__ == "__main__":
             with open(args.json, "w") as f:
                 json.dump(raw, f)
         raise SystemExit(0)
-    raw = measure(args.records, args.repetitions, args.columnar_only, args.sessions.split(",")[0])
+    raw = measure(args.records, args.repetitions, args.columnar_only, args.sessions.split(",")[0],
+                  args.compression)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(raw, f)
