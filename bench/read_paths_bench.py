@@ -41,17 +41,26 @@ SMALL_RECORDS, PER_TRIGGER = 20_000, 1_000
 
 
 def measure(count: int, repetitions: int = REPETITIONS, columnar_only: bool = False,
-            session: str = "get_spark", compression: str = "none") -> dict:
+            session: str = "get_spark", compression: str = "none", on_installed: bool = False) -> dict:
     """``{"numba": job results, "numpy": job results | None, "label": broker label, "session": session,
     "load": [os.getloadavg() before, after each job]}`` (see the job). ``columnar_only``: one job,
     Spark's connector against ``pykafka:columnar`` (numba) only; ``session``: ``get_spark`` or ``plain``;
     ``compression``: the producer's ``compression.type`` of the ``N``-record topic (the streaming and
-    batch rows; the small-trigger and warm-up topics stay uncompressed)."""
+    batch rows; the small-trigger and warm-up topics stay uncompressed); ``on_installed``: run the job on
+    this interpreter's pyspark even when it is newer than the connector jars Maven Central serves
+    (Spark 4.2.0's ``spark-sql-kafka-0-10`` jar ran on pyspark 4.3.0 here: batch and streaming reads
+    gave the same rows), labelled so."""
     from broker_bench import apache_kafka
     from read_bench import _fill_topic
     from spark_connector_bench import reference, run_job
 
     ref = reference()
+    on_label = f"Spark {ref.version} format('kafka')"
+    if on_installed and ref.version != ref.installed:
+        import dataclasses
+
+        ref = dataclasses.replace(ref, python=sys.executable)
+        on_label = f"Spark {ref.version}'s format('kafka') jar on pyspark {ref.installed}"
     with tempfile.TemporaryDirectory(prefix="read-paths-bench-") as workdir, contextlib.ExitStack() as stack:
         started = apache_kafka(stack)
         if started is None:
@@ -76,7 +85,7 @@ def measure(count: int, repetitions: int = REPETITIONS, columnar_only: bool = Fa
             numpy = run_job(ref, {**spec, "variants": ["kafka", "pykafka:columnar"]}, workdir, JOB,
                             {"PYSPARK_KAFKA_DECODER": "numpy"})["results"]
             load.append(os.getloadavg())
-    return {"numba": numba, "numpy": numpy, "label": f"Spark {ref.version} format('kafka') on {label}",
+    return {"numba": numba, "numpy": numpy, "label": f"{on_label} on {label}",
             "session": session, "load": load, "compression": compression}
 
 
@@ -233,6 +242,9 @@ if __name__ == "__main__":
                          "only the first is used")
     ap.add_argument("--compression", default="none",
                     help="the producer's compression.type of the N-record topic (e.g. lz4)")
+    ap.add_argument("--on-installed-pyspark", action="store_true",
+                    help="run on this interpreter's pyspark with the newest connector jars Maven Central serves "
+                         "(e.g. Spark 4.2.0's jar on pyspark 4.3.0)")
     ap.add_argument("--columnar-only", action="store_true",
                     help="without --small-only: Spark's connector against readPath=columnar (numba) only")
     args = ap.parse_args()
@@ -249,7 +261,7 @@ if __name__ == "__main__":
                 json.dump(raw, f)
         raise SystemExit(0)
     raw = measure(args.records, args.repetitions, args.columnar_only, args.sessions.split(",")[0],
-                  args.compression)
+                  args.compression, args.on_installed_pyspark)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(raw, f)
