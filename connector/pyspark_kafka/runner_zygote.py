@@ -397,9 +397,10 @@ def serve_session(fd: int, parent: int, modules: tuple[str, ...] = MODULES,
     listening socket ``fd`` until ``parent`` (the daemon, pid taken before the ``exec``: it may have exited
     since) is no longer this process's parent. Imports ``preload`` when the first request comes.
 
-    A request is served only from a process of this user (``SO_PEERCRED``) whose ``PYTHONPATH`` is this
-    process's (what the preloaded modules were found on); else it is refused and the runner starts as
-    before."""
+    A request is served only from a process of this user (``SO_PEERCRED``) with this process's
+    ``sys.executable`` (a runner of another interpreter or virtualenv, ``spark.pyspark.python``) and
+    ``PYTHONPATH`` (what the preloaded modules were found on); else it is refused and the runner starts
+    as before."""
     listener = socket.socket(fileno=fd)
     own_path = os.environ.get("PYTHONPATH", "")
 
@@ -408,7 +409,8 @@ def serve_session(fd: int, parent: int, modules: tuple[str, ...] = MODULES,
             _, uid = peer(conn)
         except OSError:
             return False
-        return uid == os.getuid() and request["env"].get("PYTHONPATH", "") == own_path
+        return (uid == os.getuid() and request["env"].get("PYTHONPATH", "") == own_path
+                and request.get("executable") == sys.executable)
 
     _serve_on(listener, modules, parent, accept=accept, before_fork=lambda: _preload(preload))
 

@@ -58,7 +58,8 @@ def run_through(sock, rest):
     environment, directory and fds 0-2; pass SIGTERM and SIGINT on; return the process's exit status
     (1 when the zygote went away while it ran), or None when nothing was started (``sock`` closed)."""
     try:
-        message = json.dumps({"argv": rest, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+        message = json.dumps({"argv": rest, "env": dict(os.environ), "cwd": os.getcwd(),
+                              "executable": sys.executable}).encode()
         socket.send_fds(sock, [_LEN.pack(len(message)) + message], [0, 1, 2])
         forked = _recv_exactly(sock, _STATUS.size)
     except OSError:

@@ -98,10 +98,15 @@ def test_a_runner_of_the_same_jvm_is_forked_by_the_session_zygote(fake_daemon):
     assert int(ppid) == zygote and zprobe == "from-runner" and argv == "['a b']"
 
 
-def test_a_runner_with_another_pythonpath_or_the_zygote_off_starts_as_before(fake_daemon, tmp_path):
+def test_a_runner_with_another_pythonpath_or_interpreter_or_the_zygote_off_starts_as_before(fake_daemon, tmp_path):
     _, _, env = fake_daemon
     other = _runner({**env, "PYTHONPATH": f"{env['PYTHONPATH']}:{tmp_path}/elsewhere"})
     assert "STATUS None" in other.stdout, other.stdout + other.stderr
+    (tmp_path / "bin").mkdir()
+    os.symlink(sys.executable, tmp_path / "bin" / "python3")  # another sys.executable, as a virtualenv's
+    venv = subprocess.run([str(tmp_path / "bin" / "python3"), "-c", RUNNER], capture_output=True, text=True,
+                          timeout=120, env={**env, "ZPROBE": "from-runner"})
+    assert "STATUS None" in venv.stdout, venv.stdout + venv.stderr
     off = _runner({**env, runner_zygote.ENV: "0"})
     assert "STATUS None" in off.stdout and "PROBE" not in off.stdout
 
