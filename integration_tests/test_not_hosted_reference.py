@@ -1,4 +1,4 @@
-"""Apache Kafka's three nodes answer Fetch and Produce on a broker with no replica of the partition as
+"""Apache Kafka's three nodes answer Fetch, Produce and ListOffsets on a broker with no replica of the partition as
 ``support/not_hosted.py`` expects (the embedded cluster's half is in
 ``tests/broker/cluster/test_cluster_client_fixes.py``): NOT_LEADER_OR_FOLLOWER for a partition the cluster has,
 UNKNOWN_TOPIC_OR_PARTITION for one it does not have, UNKNOWN_TOPIC_ID for an unknown topic id, per partition.

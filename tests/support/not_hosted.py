@@ -1,4 +1,5 @@
-"""Error codes of Fetch and Produce sent to a broker that holds no replica of the partition (3-broker clusters).
+"""Error codes of Fetch, Produce and ListOffsets sent to a broker that holds no replica of the partition
+(3-node clusters).
 
 Used by ``tests/broker/cluster/test_cluster_client_fixes.py`` (the embedded cluster) and
 ``integration_tests/test_not_hosted_reference.py`` (Apache Kafka's three nodes), so both run the same
@@ -18,10 +19,12 @@ import uuid
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.fetch.v12 import request as fetch12
 from kio.schema.fetch.v16 import request as fetch16
+from kio.schema.list_offsets.v7 import request as list_offsets7
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v11 import request as produce11
 from kio.schema.produce.v13 import request as produce13
-from kio.static.primitive import i16, i32, i32Timedelta, i64
+from kio.schema.types import BrokerId
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from pyspark_kafka.testing.clusters import api_versions
 from support.batches import make_batch
@@ -34,6 +37,8 @@ EXPECTED = {
     "fetch v12 unknown name": [(0, 3)],
     "produce v11 by name": [(0, 6), (5, 3)],
     "produce v11 unknown name": [(0, 3)],
+    "list offsets v7 by name": [(0, 6), (5, 3)],
+    "list offsets v7 unknown name": [(0, 3)],
     "produce v13 by topic id": [(0, 6), (5, 3)],
     "produce v13 unknown topic id": [(0, 100)],
 }
@@ -46,13 +51,15 @@ _TIMEOUT = i32Timedelta.parse(datetime.timedelta(seconds=5))
 
 
 def _codes(topics, partitions: str, index: str) -> list[tuple[int, int]]:
-    return [(int(getattr(p, index)), int(p.error_code)) for t in topics for p in getattr(t, partitions)]
+    """``[(partition, error code)]`` of a response's topics, sorted (Kafka may answer in another order)."""
+    return sorted((int(getattr(p, index)), int(p.error_code)) for t in topics for p in getattr(t, partitions))
 
 
 def probe(bootstrap: str, addresses: dict[int, str], timeout_s: float = 30.0) -> dict[str, list[tuple[int, int]]]:
     """Create a one-partition topic whose only replica is on the lowest node id of ``addresses``
     (``{node id: "host:port"}``), then send the next node Fetch and Produce for its partitions 0 (exists,
-    not hosted there) and 5 (does not exist), and for an unknown topic name and topic id.
+    not hosted there) and 5 (does not exist), and for an unknown topic name and topic id; ListOffsets
+    (LATEST) the same by name.
 
     Returns ``{request: [(partition, error code)]}`` with the keys of :data:`EXPECTED` (the Produce v13
     ones only when the node's ApiVersions advertises Produce v13). Raises AssertionError when the topic does
@@ -88,6 +95,14 @@ def probe(bootstrap: str, addresses: dict[int, str], timeout_s: float = 30.0) ->
                     index=i32(p), records=make_batch(1)) for p in parts))
                 for key, parts in topics))).responses, "partition_responses", "index")
 
+        def list_offsets(topics):
+            return _codes(client.request(list_offsets7.ListOffsetsRequest(
+                replica_id=BrokerId(-1), isolation_level=i8(0), topics=tuple(list_offsets7.ListOffsetsTopic(
+                    name=topic, partitions=tuple(list_offsets7.ListOffsetsPartition(
+                        partition_index=i32(p), timestamp=i64(-1)) for p in parts))
+                    for topic, parts in topics))).topics,
+                "partitions", "partition_index")
+
         out = {
             "fetch v16 by topic id": fetch(fetch16, [({"topic_id": topic_id}, (0, 5))]),
             "fetch v16 unknown topic id": fetch(fetch16, [({"topic_id": uuid.uuid4()}, (0,))]),
@@ -95,6 +110,8 @@ def probe(bootstrap: str, addresses: dict[int, str], timeout_s: float = 30.0) ->
             "fetch v12 unknown name": fetch(fetch12, [({"topic": missing}, (0,))]),
             "produce v11 by name": produce(produce11, [({"name": name}, (0, 5))]),
             "produce v11 unknown name": produce(produce11, [({"name": missing}, (0,))]),
+            "list offsets v7 by name": list_offsets([(name, (0, 5))]),
+            "list offsets v7 unknown name": list_offsets([(missing, (0,))]),
         }
         if produce_max_version >= 13:
             out["produce v13 by topic id"] = produce(produce13, [({"topic_id": topic_id}, (0, 5))])

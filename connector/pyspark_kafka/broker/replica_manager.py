@@ -150,7 +150,7 @@ class ReplicaManager:
         Kafka's ``ReplicaManager.getPartitionOrError``: NotLeaderOrFollowerError when the cluster's metadata
         (:attr:`metadata_cache`) has the partition, so the client refreshes its metadata and finds the
         replicas elsewhere; else UnknownTopicOrPartitionError. Apache Kafka 4.4.0 answers Fetch (by name or
-        topic id) and Produce this way on a broker with no replica of the partition.
+        topic id), Produce and ListOffsets this way on a broker with no replica of the partition.
         """
         cache = self.metadata_cache
         if self.replicated and cache is not None and cache.contains_partition(topic, partition):
@@ -436,10 +436,12 @@ class ReplicaManager:
         return -1 if plog is None else plog.log_start_offset
 
     def _partition_log(self, topic: str, partition: int) -> PartitionLog:
-        """The log of ``topic``/``partition``; UnknownTopicOrPartitionError when this broker has none."""
+        """The log of ``topic``/``partition``; when this broker has none, raises :meth:`not_hosted`'s error
+        (NOT_LEADER_OR_FOLLOWER for a partition of the cluster, else UNKNOWN_TOPIC_OR_PARTITION), as Kafka's
+        ``getPartitionOrException`` does for ListOffsets, DeleteRecords, DescribeProducers and OffsetForLeaderEpoch."""
         plog = self.logs.get_log(topic, partition)
         if plog is None:
-            raise UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")
+            raise self.not_hosted(topic, partition)
         return plog
 
     def active_producers(self, topic: str, partition: int) -> list[ProducerEntry]:

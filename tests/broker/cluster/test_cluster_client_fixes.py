@@ -9,9 +9,10 @@ are bounded polls):
 - A topic config change (IncrementalAlterConfigs ``cleanup.policy=compact``) reaches every broker through the
   controller's metadata log: a keyless record is then refused (INVALID_RECORD) by whichever broker leads, and
   DescribeConfigs on each broker shows the override (librdkafka 0011).
-- Fetch (by name or topic id) and Produce on a broker with no replica of a partition the cluster has answer
-  NOT_LEADER_OR_FOLLOWER, and UNKNOWN_TOPIC_OR_PARTITION for a partition or topic name the cluster does not have,
-  per partition, as Apache Kafka 4.4.0 (``support/not_hosted.py``; ``integration_tests/test_not_hosted_reference.py``).
+- Fetch (by name or topic id), Produce and ListOffsets on a broker with no replica of a partition the cluster has
+  answer NOT_LEADER_OR_FOLLOWER, and UNKNOWN_TOPIC_OR_PARTITION for a partition or topic name the cluster does not
+  have, per partition, as Apache Kafka 4.4.0 (``support/not_hosted.py``;
+  ``integration_tests/test_not_hosted_reference.py``).
 """
 
 from __future__ import annotations
