@@ -397,22 +397,34 @@ def serve_session(fd: int, parent: int, modules: tuple[str, ...] = MODULES,
     listening socket ``fd`` until ``parent`` (the daemon, pid taken before the ``exec``: it may have exited
     since) is no longer this process's parent. Imports ``preload`` when the first request comes.
 
-    A request is served only from a process of this user (``SO_PEERCRED``) with this process's
-    ``sys.executable`` (a runner of another interpreter or virtualenv, ``spark.pyspark.python``) and
-    ``PYTHONPATH`` (what the preloaded modules were found on); else it is refused and the runner starts
-    as before."""
+    A request is served only from a process of this user (``SO_PEERCRED``) running this interpreter
+    (``sys.executable`` with symlinks resolved: ``python`` and ``python3`` are one) in this environment
+    (``sys.prefix``: another virtualenv is refused) with this ``PYTHONPATH`` (what the preloaded modules
+    were found on; compared by :func:`path_entries`); else it is refused and the runner starts as
+    before."""
     listener = socket.socket(fileno=fd)
-    own_path = os.environ.get("PYTHONPATH", "")
+    own_path = path_entries(os.environ.get("PYTHONPATH", ""))
 
     def accept(conn: socket.socket, request: dict) -> bool:
         try:
             _, uid = peer(conn)
         except OSError:
             return False
-        return (uid == os.getuid() and request["env"].get("PYTHONPATH", "") == own_path
-                and request.get("executable") == sys.executable)
+        return (uid == os.getuid() and path_entries(request["env"].get("PYTHONPATH", "")) == own_path
+                and request.get("executable") == os.path.realpath(sys.executable)
+                and request.get("prefix") == sys.prefix)
 
     _serve_on(listener, modules, parent, accept=accept, before_fork=lambda: _preload(preload))
+
+
+def path_entries(pythonpath: str) -> list[str]:
+    """The entries of a ``PYTHONPATH`` value in order, each once and none empty: what ``sys.path`` gets
+    from it (Spark gives some of its processes the same entries twice)."""
+    seen: dict[str, None] = {}
+    for entry in pythonpath.split(os.pathsep):
+        if entry:
+            seen.setdefault(entry, None)
+    return list(seen)
 
 
 def hand_off_runner(argv: list[str] | None = None, module: str = RUNNER_MODULE) -> int | None:

@@ -59,7 +59,7 @@ def run_through(sock, rest):
     (1 when the zygote went away while it ran), or None when nothing was started (``sock`` closed)."""
     try:
         message = json.dumps({"argv": rest, "env": dict(os.environ), "cwd": os.getcwd(),
-                              "executable": sys.executable}).encode()
+                              "executable": os.path.realpath(sys.executable), "prefix": sys.prefix}).encode()
         socket.send_fds(sock, [_LEN.pack(len(message)) + message], [0, 1, 2])
         forked = _recv_exactly(sock, _STATUS.size)
     except OSError:

@@ -102,11 +102,21 @@ def test_a_runner_with_another_pythonpath_or_interpreter_or_the_zygote_off_start
     _, _, env = fake_daemon
     other = _runner({**env, "PYTHONPATH": f"{env['PYTHONPATH']}:{tmp_path}/elsewhere"})
     assert "STATUS None" in other.stdout, other.stdout + other.stderr
+    # another environment of the same interpreter: a virtualenv (sys.prefix differs) that sees this one's packages
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    os.symlink(os.path.realpath(sys.executable), venv / "bin" / "python3")
+    (venv / "pyvenv.cfg").write_text(f"home = {os.path.dirname(os.path.realpath(sys.executable))}\n"
+                                     "include-system-site-packages = true\n")
+    in_venv = subprocess.run([str(venv / "bin" / "python3"), "-c", RUNNER], capture_output=True, text=True,
+                             timeout=120, env={**env, "ZPROBE": "from-runner"})
+    assert "STATUS None" in in_venv.stdout, in_venv.stdout + in_venv.stderr
+    # the same interpreter under another name (Spark runs "python3" for one process and "python" for another)
     (tmp_path / "bin").mkdir()
-    os.symlink(sys.executable, tmp_path / "bin" / "python3")  # another sys.executable, as a virtualenv's
-    venv = subprocess.run([str(tmp_path / "bin" / "python3"), "-c", RUNNER], capture_output=True, text=True,
-                          timeout=120, env={**env, "ZPROBE": "from-runner"})
-    assert "STATUS None" in venv.stdout, venv.stdout + venv.stderr
+    os.symlink(sys.executable, tmp_path / "bin" / "python-other-name")
+    same = subprocess.run([str(tmp_path / "bin" / "python-other-name"), "-c", RUNNER], capture_output=True,
+                          text=True, timeout=120, env={**env, "ZPROBE": "from-runner"})
+    assert "STATUS 3" in same.stdout, same.stdout + same.stderr
     off = _runner({**env, runner_zygote.ENV: "0"})
     assert "STATUS None" in off.stdout and "PROBE" not in off.stdout
 
@@ -200,6 +210,45 @@ with embedded() as cluster:
         while zygote and zygote_and_children()[1] and time.monotonic() < deadline:
             time.sleep(0.05)
         out[name]["left_after_stop"] = zygote_and_children()[1]
+    # another library's Python data source: its runner is forked the same way and reads the same rows
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    class CountReader(DataSourceStreamReader):
+        def initialOffset(self):
+            return {"n": 0}
+
+        def latestOffset(self):
+            return {"n": 50}
+
+        def partitions(self, start, end):
+            return [InputPartition((start["n"], end["n"]))]
+
+        def read(self, partition):
+            yield from ((i,) for i in range(*partition.value))
+
+        def commit(self, end):
+            pass
+
+    class CountSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "counting"
+
+        def schema(self):
+            return "i int"
+
+        def streamReader(self, schema):
+            return CountReader()
+
+    spark.dataSource.register(CountSource)
+    q = (spark.readStream.format("counting").load().writeStream.format("memory").queryName("other")
+         .trigger(processingTime="200 milliseconds").start())
+    deadline = time.monotonic() + 120
+    while spark.table("other").count() < 50 and time.monotonic() < deadline and q.isActive:
+        time.sleep(0.1)
+    zygote, kids = zygote_and_children()
+    out["other"] = {"rows": sorted(r.i for r in spark.table("other").collect()), "zygote": zygote, "forked": kids}
+    q.stop()
     print("RESULT " + json.dumps(out), flush=True)
     spark.stop()
 """
@@ -213,8 +262,17 @@ def test_a_plain_sessions_streaming_query_runs_its_source_runner_in_the_session_
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, proc.stdout[-2000:] + proc.stderr[-6000:]
     result = json.loads(line.split(" ", 1)[1])
+    assert result["other"]["rows"] == list(range(50)), "another data source's streaming query"
+    assert len(result["other"]["forked"]) == 1, "another data source's runner was not forked by the zygote"
     for name in ("first", "second"):
         assert result[name]["rows"] == list(range(300)), name  # every record once
         assert result[name]["zygote"], f"{name}: no session zygote under the create_data_source daemon"
         assert len(result[name]["forked"]) == 1, f"{name}: the source runner was not forked by the zygote"
         assert result[name]["left_after_stop"] == [], f"{name}: the forked runner outlived its query"
+
+
+def test_pythonpaths_compare_by_their_entries():
+    """Spark gives its daemons the same PYTHONPATH entries twice and a registered data source's runner once."""
+    assert runner_zygote.path_entries("a:b:a::c") == ["a", "b", "c"]
+    assert runner_zygote.path_entries("a:b:a:b") == runner_zygote.path_entries("a:b")
+    assert runner_zygote.path_entries("b:a") != runner_zygote.path_entries("a:b")
