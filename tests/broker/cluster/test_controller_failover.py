@@ -144,6 +144,21 @@ def test_a_cluster_takes_one_or_three_controllers():
         EmbeddedCluster(3, controllers=2)
 
 
+def test_a_clusters_listening_ports_are_distinct_and_below_the_ephemeral_range():
+    """A port from bind(0) lies in Linux's ephemeral range, where another process's outgoing connection can take
+    it before the node binds it (a CI run: node 1 exited with "address already in use")."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    cluster = EmbeddedCluster(3, controllers=3)
+    try:
+        ports = [*cluster.ports.values(), *cluster.raft_ports.values()]
+        assert len(ports) == len(set(ports)) == 9
+        assert all(p < low for p in ports), (ports, low)
+    finally:
+        import shutil
+
+        shutil.rmtree(cluster.data_dir, ignore_errors=True)
+
+
 @pytest.mark.slow
 def test_a_paused_active_controller_is_replaced_without_fencing_the_brokers(tmp_path):
     # The new active controller gives every broker a fresh session: none is fenced, the ISR stays whole;

@@ -65,6 +65,18 @@ def free_port_block(n: int, host: str = "127.0.0.1", low: int = 20000, high: int
     raise OSError(f"no {n} consecutive free ports in {low}..{high} on {host}")
 
 
+def _node_port(host: str, taken: set[int]) -> int:
+    """A listening port for one node: free a moment ago, below Linux's ephemeral range (so no other process's
+    outgoing connection takes it before the node binds it: a CI run saw a node exit with "address already in
+    use" on a port from :func:`free_port`), and not in ``taken`` (added to it)."""
+    for _ in range(200):
+        candidate = free_port_block(1, host)
+        if candidate not in taken:
+            taken.add(candidate)
+            return candidate
+    raise OSError(f"no free port for a node on {host}")
+
+
 def metadata(bootstrap: str, topics: list[str] | None = None, timeout_s: float = 5.0):
     """Metadata v12 from the broker at ``bootstrap`` (``host:port``): kio's ``MetadataResponse``.
 
@@ -123,12 +135,13 @@ class EmbeddedCluster:
                        "transaction.state.log.min.isr": str(min(2, brokers)),
                        **dict(config or {})}
         self.broker_ids = list(range(brokers))
-        self.ports = {i: (port + i if port else free_port(host)) for i in self.broker_ids}
+        taken: set[int] = set()
+        self.ports = {i: (port + i if port else _node_port(host, taken)) for i in self.broker_ids}
         self.controller_ids = [CONTROLLER_ID + i for i in range(controllers)]
         for c in self.controller_ids:
-            self.ports[c] = free_port(host)  # the controller channel
+            self.ports[c] = _node_port(host, taken)  # the controller channel
         # Raft mode: each voter's Raft listener (its controller.quorum.voters address)
-        self.raft_ports = {c: free_port(host) for c in self.controller_ids} if controllers > 1 else {}
+        self.raft_ports = {c: _node_port(host, taken) for c in self.controller_ids} if controllers > 1 else {}
         self.procs: dict[int, subprocess.Popen] = {}
         self.paused: set[int] = set()
 
