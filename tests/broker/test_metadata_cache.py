@@ -69,3 +69,10 @@ def test_a_cluster_broker_answers_from_the_metadata_image():
     image.apply(len(records), {"type": "remove_topic", "name": "t", "topic_id": tid})
     assert cache.topic_names() == []  # always the image as it is now
     assert cache.topic_id("t") is None and cache.num_partitions("t") is None
+    assert cache.topic_name(uuid.UUID(tid)) is None  # a deleted topic's id names nothing
+    again = str(uuid.uuid4())  # re-created under the same name: a new id, the old one still names nothing
+    image.apply(len(records) + 1, {"type": "topic", "name": "t", "topic_id": again, "configs": {}})
+    assert cache.topic_name(uuid.UUID(again)) == "t" and cache.topic_name(uuid.UUID(tid)) is None
+    newer = str(uuid.uuid4())  # a topic record replacing a live one (a replay over a snapshot) drops the old id
+    image.apply(len(records) + 2, {"type": "topic", "name": "t", "topic_id": newer, "configs": {}})
+    assert cache.topic_name(uuid.UUID(newer)) == "t" and cache.topic_name(uuid.UUID(again)) is None

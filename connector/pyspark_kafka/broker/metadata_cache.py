@@ -223,8 +223,7 @@ class KRaftMetadataCache(MetadataCache):
         return name in self.image_of().topics
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        wanted = str(topic_id)
-        return next((t.name for t in self.image_of().topics.values() if t.topic_id == wanted), None)
+        return self.image_of().topic_names_by_id.get(str(topic_id))
 
     def topic_id(self, name: str) -> uuid.UUID | None:
         t = self.image_of().topics.get(name)

@@ -128,6 +128,9 @@ class ClusterImage:
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicImage] = {}
+        #: topic id -> name, kept by :meth:`apply` with :attr:`topics` (Fetch and Produce by topic id ask it per
+        #: request: a dict lookup, not a scan of every topic)
+        self.topic_names_by_id: dict[str, str] = {}
         #: (resource "broker" / "group", name) -> configs: dynamic broker configs (name a node id, "" the cluster
         #: default) and group configs (Kafka's ConfigRecord of BROKER / GROUP resources)
         self.dynamic_configs: dict[tuple[str, str], dict[str, str]] = {}
@@ -148,7 +151,11 @@ class ClusterImage:
             if b is not None and b.epoch == record["epoch"]:
                 self.brokers[b.id] = replace(b, fenced=kind == "fence")
         elif kind == "topic":
+            before = self.topics.get(record["name"])
+            if before is not None:
+                self.topic_names_by_id.pop(before.topic_id, None)
             self.topics[record["name"]] = TopicImage(record["name"], record["topic_id"], dict(record.get("configs") or {}))
+            self.topic_names_by_id[record["topic_id"]] = record["name"]
         elif kind == "partition":
             topic = self.topics.get(record["topic"])
             if topic is not None:
@@ -171,6 +178,7 @@ class ClusterImage:
             t = self.topics.get(record["name"])
             if t is not None and record.get("topic_id") in (None, t.topic_id):
                 del self.topics[record["name"]]
+                self.topic_names_by_id.pop(t.topic_id, None)
 
     def snapshot_records(self) -> list[dict]:
         """Records that rebuild this image when applied in order to an empty one (a metadata snapshot, KIP-630:
