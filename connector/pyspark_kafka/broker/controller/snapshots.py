@@ -80,8 +80,9 @@ def encode_snapshot(end_offset: int, epoch: int, records: list[bytes]) -> bytes:
 def decode_snapshot(data: bytes, where: str = "snapshot") -> tuple[int, int, list[bytes]]:
     """``(end_offset, epoch, records)`` of snapshot file bytes.
 
-    Raises SnapshotError (naming ``where`` and the cause) for a short file, a wrong magic, a checksum mismatch
-    or records that do not fill the file exactly.
+    Raises SnapshotError (naming ``where`` and the cause) for a short file, a wrong magic, a checksum mismatch,
+    a record count or record length that does not fit the file, or records that do not fill the file exactly;
+    nothing else (``tests/support/fuzz_snapshots.py`` fuzzes this).
     """
     if len(data) < _HEAD.size + _TAIL.size:
         raise SnapshotError(f"{where}: {len(data)} bytes, shorter than a header and trailer (a torn write)")
@@ -95,10 +96,16 @@ def decode_snapshot(data: bytes, where: str = "snapshot") -> tuple[int, int, lis
         raise SnapshotError(f"{where}: checksum mismatch (stored {crc:#010x}, computed {zlib.crc32(body):#010x}): "
                             "the file is corrupt")
     records, position = [], _HEAD.size
+    if count < 0 or count > (len(body) - position) // _LEN.size:  # each record takes at least its 4-byte length
+        raise SnapshotError(f"{where}: record count {count} does not fit the file's {len(body)} bytes: "
+                            "the file is corrupt")
     for _ in range(count):
+        if position + _LEN.size > len(body):
+            raise SnapshotError(f"{where}: record {len(records)} of {count} has no room for its length: "
+                                "the file is corrupt")
         (size,) = _LEN.unpack_from(body, position)
         position += _LEN.size
-        if size < 0 or position + size > len(body):
+        if size < 0 or size > len(body) - position:
             raise SnapshotError(f"{where}: record {len(records)} of {count} overruns the file")
         records.append(bytes(body[position:position + size]))
         position += size
