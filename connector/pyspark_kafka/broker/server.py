@@ -62,6 +62,11 @@ class Broker:
     def __init__(self, data_dir: str | Path, config: dict[str, str] | None = None, host: str = "127.0.0.1"):
         self.data_dir = Path(data_dir)
         self.config = BrokerConfig(config)
+        from pyspark_kafka.broker.cluster.combined import COMBINED_DEFAULTS, CombinedController, is_combined
+
+        combined = is_combined(self.config)  # the mode is fixed here, by the config; nothing asks it again
+        if combined:
+            self.config = BrokerConfig({**COMBINED_DEFAULTS, **(config or {})})
         self.dynamic_configs = DynamicConfigs(self.data_dir, self.config)  # AlterConfigs on BROKER / GROUP resources
         self.dynamic_configs.load()
         self.replica_manager = ReplicaManager(self.data_dir, self.config, self._verify_transaction)
@@ -86,6 +91,10 @@ class Broker:
         # A stable cluster id per data directory (Kafka keeps it in meta.properties).
         raw = uuid.uuid5(uuid.NAMESPACE_URL, str(self.data_dir.resolve())).bytes
         self.cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        #: the controller role of a combined node (process.roles=broker,controller), None on a broker of a split
+        #: cluster; :func:`serve` starts it before the broker lifecycle
+        self.controller_role = (CombinedController(self.node_id, self.data_dir, self.config, self.cluster_id)
+                                if combined else None)
 
     def _metadata_cache(self) -> MetadataCache:
         """The broker's one :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache`, chosen by the config:
@@ -445,7 +454,9 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         ))
     from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle, is_cluster_broker
     # the coordinators then load only the internal partitions they lead; handlers see the lifecycle once started
-    lifecycle = BrokerLifecycle(broker) if is_cluster_broker(broker.config) else None
+    if broker.controller_role is not None:  # a combined node: its controller first, on the same event loop
+        await broker.controller_role.start()
+    lifecycle = BrokerLifecycle(broker, broker.controller_role) if is_cluster_broker(broker.config) else None
     try:
         broker.group_coordinator.ensure_loaded()  # replays __consumer_offsets: groups and committed offsets
     except KafkaError:
@@ -484,6 +495,8 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         if broker.group_coordinator.loaded:
             broker.group_coordinator.offsets.write_snapshots()  # the next start replays nothing before this point
         logs.close()
+        if broker.controller_role is not None:
+            await broker.controller_role.stop()
         log.info("pyspark-kafka broker on %s stopped; logs closed", bootstrap)
 
 

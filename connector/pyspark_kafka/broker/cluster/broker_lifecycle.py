@@ -25,6 +25,7 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 import uuid
 
 from pyspark_kafka.broker.cluster.coordinators import ClusterCoordinators
@@ -59,9 +60,15 @@ def parse_voters(value: str) -> dict[int, tuple[str, int]]:
 
 
 def is_cluster_broker(config) -> bool:
-    """Whether this process is a broker of a replicated cluster: ``process.roles=broker`` with
-    ``controller.quorum.voters`` set (otherwise the single-node broker)."""
-    return bool(config.get("controller.quorum.voters")) and config.get("process.roles").strip() == "broker"
+    """Whether this process runs the cluster broker: ``process.roles=broker`` with ``controller.quorum.voters``
+    set (a broker of a split cluster), or ``process.roles=broker,controller`` (a combined node,
+    :mod:`~pyspark_kafka.broker.cluster.combined`). Otherwise (transitional: ``process.roles=broker`` without
+    voters) the single-node broker of earlier versions."""
+    from pyspark_kafka.broker.cluster.combined import is_combined, node_roles
+
+    if is_combined(config):
+        return True
+    return bool(config.get("controller.quorum.voters")) and node_roles(config) == {"broker"}
 
 
 def _dump_tasks() -> None:
@@ -79,17 +86,27 @@ class BrokerLifecycle:
     on shutdown. ``image`` is the broker's metadata image (Metadata answers from it).
     """
 
-    def __init__(self, broker) -> None:
+    def __init__(self, broker, local_controller=None) -> None:
         self.broker = broker
         self.config = broker.config
         self.node_id = broker.node_id
-        voters = parse_voters(self.config.get("controller.quorum.voters"))
         self.image = ClusterImage()
+        #: a combined node: the metadata log is its controller's own (started and stopped by the controller)
+        self._own_log = local_controller is None
+        if local_controller is not None:
+            self.metadata_log = local_controller.metadata_log
+            self.channel = local_controller.channel
+            self.controller_id = self.node_id
+            voters = {}
+        else:
+            voters = parse_voters(self.config.get("controller.quorum.voters"))
         # The broker's metadata log copy (Raft) and snapshots (KIP-630) live beside its log directory (the log
         # manager owns every directory inside it).
         data_dir = broker.data_dir.parent / f"{broker.data_dir.name}.metadata"
-        snapshots = metadata_snapshots(data_dir / "__cluster_metadata-0", self.config.get)
-        if len(voters) == 1:
+        snapshots = metadata_snapshots(data_dir / "__cluster_metadata-0", self.config.get) if voters else None
+        if not voters:
+            pass
+        elif len(voters) == 1:
             (self.controller_id, self.controller_address), = voters.items()
             self.metadata_log = SingleVoterMetadataLog(self.node_id, data_dir, self.controller_id,
                                                        self.controller_address, snapshots=snapshots)
@@ -153,9 +170,11 @@ class BrokerLifecycle:
         coordinator = self.broker.txn_coordinator
         coordinator.producer_ids = self.producer_ids  # cluster-unique producer ids (KIP-730)
         self.metadata_log.subscribe(self._on_record)
-        await self.metadata_log.start()
+        if self._own_log:
+            await self.metadata_log.start()
         self._tasks = [asyncio.create_task(self._heartbeat_loop()), asyncio.create_task(self._isr_loop())]
-        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, _dump_tasks)  # diagnosis: stuck tasks
+        if threading.current_thread() is threading.main_thread():  # an EmbeddedBroker runs in another thread
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, _dump_tasks)  # diagnosis: stuck tasks
 
     async def stop(self) -> None:
         self._stopping = True
@@ -174,7 +193,8 @@ class BrokerLifecycle:
         await asyncio.gather(*self._tasks, *self._proposals, return_exceptions=True)
         await self.fetcher.close()
         self.coordinators.close()
-        await self.metadata_log.stop()
+        if self._own_log:
+            await self.metadata_log.stop()
         self.channel.close()
 
     # --- controller requests ---------------------------------------------------------------

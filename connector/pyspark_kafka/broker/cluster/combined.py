@@ -1,0 +1,171 @@
+"""The controller role of a combined-mode node (``process.roles=broker,controller``, Kafka's combined mode).
+
+A combined node runs the :class:`~pyspark_kafka.broker.controller.quorum_controller.QuorumController` on a
+one-voter metadata log (:class:`~pyspark_kafka.broker.controller.single_voter_log.SingleVoterMetadataLog`, the
+voter is this node) and the cluster broker (:class:`~pyspark_kafka.broker.cluster.broker_lifecycle.BrokerLifecycle`)
+in one process and one event loop, with one node id, as Apache Kafka runs a combined node. The broker reads the
+controller's own metadata log (no copy, no fetch) and reaches the controller through an
+:class:`InProcessChannel` (the channel's JSON requests, without a socket).
+
+The metadata log lives in ``<data dir>/__cluster_metadata-0/`` (Kafka's ``metadata.log.dir`` defaults to the first
+log dir too); the log manager leaves that directory alone (it has no ``partition.metadata``).
+
+Data-dir migration: a data directory written by the single-node broker of earlier versions keeps its topics in
+``__topics.json``, its ACLs in ``acls.json`` and its dynamic configs in ``__dynamic_configs.json``. When the
+metadata log is empty and any of these hold something, :func:`migration_records` turns them into metadata
+records (the same topic ids, this node the only replica and leader, leader epoch 0), appended once before the
+controller starts: nothing is silently ignored. The files are left in place (read only by an older version).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.log_escape import get_logger
+
+log = get_logger("pyspark_kafka.controller")
+
+METADATA_DIR = "__cluster_metadata-0"
+#: Kafka's defaults for the internal topics' replication (3, 3, 2) cannot be met by one node; a combined node
+#: uses 1 unless the config sets them (Kafka's config/server.properties for a one-node combined node does the same).
+COMBINED_DEFAULTS = {"offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
+                     "transaction.state.log.min.isr": "1"}
+
+
+def node_roles(config: BrokerConfig) -> frozenset[str]:
+    """``process.roles`` as a set (``{"broker"}``, ``{"controller"}`` or both); ConfigError for another role."""
+    from pyspark_kafka.broker.errors import ConfigError
+
+    roles = frozenset(r.strip() for r in (config.get("process.roles") or "").split(",") if r.strip())
+    unknown = roles - {"broker", "controller"}
+    if unknown or not roles:
+        raise ConfigError(f"process.roles={config.get('process.roles')!r}: give broker, controller or "
+                          "broker,controller (Kafka's KRaft roles)")
+    return roles
+
+
+def is_combined(config: BrokerConfig) -> bool:
+    """Whether ``config`` describes a combined node: ``process.roles`` names both roles and
+    ``controller.quorum.voters`` names at most this node."""
+    if node_roles(config) != {"broker", "controller"}:
+        return False
+    voters = (config.get("controller.quorum.voters") or "").strip(", ")
+    if not voters:
+        return True
+    from pyspark_kafka.broker.cluster.broker_lifecycle import parse_voters
+
+    return set(parse_voters(voters)) == {config.get_int("node.id")}
+
+
+class InProcessChannel:
+    """``InProcessChannel(handle)``: the combined node's broker calling its own controller's ``handle(request)``.
+
+    Requests and answers pass through JSON as on the controller channel (:mod:`~pyspark_kafka.broker.controller.channel`),
+    so the broker sees the same values (lists, string keys) as a broker of a split cluster. :meth:`call` raises
+    ConnectionError when the controller does not answer within ``timeout_s`` seconds, as ``ChannelClient`` does.
+    """
+
+    def __init__(self, handle) -> None:
+        self._handle = handle
+
+    async def call(self, request: dict, timeout_s: float = 10.0) -> dict:
+        """Answer ``request`` (a controller-channel dict) with the controller's answer dict."""
+        request = json.loads(json.dumps(request))
+        try:
+            answer = await asyncio.wait_for(self._handle(request), timeout_s)
+        except asyncio.TimeoutError:
+            raise ConnectionError(f"the controller did not answer {request.get('op')} within {timeout_s:g} s") from None
+        return json.loads(json.dumps(answer))
+
+    def close(self) -> None:
+        """Nothing to close (no connection)."""
+
+
+def migration_records(data_dir: Path, node_id: int) -> list[dict]:
+    """The metadata records that carry a single-node data directory's state into the metadata log.
+
+    ``data_dir``: the node's data directory; ``node_id``: this node (the only replica and leader of each
+    partition). Topics (``__topics.json``: names, ids, partition counts, config overrides) become ``topic`` and
+    ``partition`` records at leader epoch 0; ACLs (``acls.json``) ``acl`` records; dynamic broker and group configs
+    (``__dynamic_configs.json``) ``dynamic_config`` records. Empty when there is nothing to carry over. Raises
+    KafkaStorageError when one of the files cannot be read (the data is left untouched).
+    """
+    from pyspark_kafka.broker.controller.image import PartitionState, acl_record
+    from pyspark_kafka.broker.dynamic_config import DYNAMIC_CONFIGS_FILE
+    from pyspark_kafka.broker.log.topic_catalog import TopicCatalog
+    from pyspark_kafka.broker.security.acls import FILE_NAME as ACLS_FILE, AclStore
+
+    records: list[dict] = []
+    catalog = TopicCatalog(data_dir)
+    catalog.load()
+    me = (node_id,)
+    for name, info in sorted(catalog.topics().items()):
+        records.append({"type": "topic", "name": name, "topic_id": str(info.topic_id), "configs": dict(info.configs)})
+        records += [PartitionState(me, me, node_id, 0, 0).record(name, p) for p in range(info.num_partitions)]
+    if (data_dir / ACLS_FILE).exists():
+        for binding in sorted(AclStore(data_dir).bindings, key=repr):
+            records.append(acl_record(str(uuid.uuid4()), binding))
+    path = data_dir / DYNAMIC_CONFIGS_FILE
+    if path.exists():
+        doc = json.loads(path.read_text())
+        for level, name in (("default", ""), ("broker", str(node_id))):
+            if doc.get(level):
+                records.append({"type": "dynamic_config", "resource": "broker", "name": name,
+                                "configs": dict(doc[level])})
+        for group, configs in sorted(doc.get("groups", {}).items()):
+            if configs:
+                records.append({"type": "dynamic_config", "resource": "group", "name": group, "configs": dict(configs)})
+    return records
+
+
+class CombinedController:
+    """``CombinedController(node_id, data_dir, config, cluster_id)``: the controller role of a combined node.
+
+    :meth:`start` loads (or creates) the one-voter metadata log in ``data_dir/__cluster_metadata-0``, migrates a
+    single-node data directory on its first start (:func:`migration_records`) and starts the
+    :class:`~pyspark_kafka.broker.controller.quorum_controller.QuorumController`; ``metadata_log``, ``controller``
+    and ``channel`` (an :class:`InProcessChannel`) are then what the node's broker lifecycle uses. :meth:`stop`
+    after the broker stopped.
+    """
+
+    def __init__(self, node_id: int, data_dir: Path, config: BrokerConfig, cluster_id: str) -> None:
+        from pyspark_kafka.broker.controller.metadata_snapshot import metadata_snapshots
+        from pyspark_kafka.broker.controller.single_voter_log import SingleVoterMetadataLog
+
+        self.node_id = node_id
+        self.data_dir = Path(data_dir)
+        self.config = config
+        self.cluster_id = cluster_id
+        snapshots = metadata_snapshots(self.data_dir / METADATA_DIR, config.get)
+        self.metadata_log = SingleVoterMetadataLog(node_id, self.data_dir, node_id, snapshots=snapshots)
+        self.controller = None
+        self.channel = None
+
+    async def start(self) -> None:
+        """Load the metadata log, migrate a single-node data directory once, start the controller."""
+        from pyspark_kafka.broker.controller.image import encode
+        from pyspark_kafka.broker.controller.quorum_controller import QuorumController
+
+        await self.metadata_log.start()
+        if self.metadata_log.committed_offset() == 0:
+            records = migration_records(self.data_dir, self.node_id)
+            if records:
+                await self.metadata_log.append([encode(r) for r in records])
+                kinds = {}
+                for r in records:
+                    kinds[r["type"]] = kinds.get(r["type"], 0) + 1
+                log.info("data directory %s migrated to the metadata log: %s", self.data_dir,
+                         ", ".join(f"{n} {k} records" for k, n in sorted(kinds.items())))
+        self.controller = QuorumController(self.metadata_log, self.config, self.cluster_id)
+        await self.controller.start()
+        self.channel = InProcessChannel(self.controller.handle)
+
+    async def stop(self) -> None:
+        """Stop the controller's timers and close the metadata log."""
+        if self.controller is not None:
+            await self.controller.stop()
+        await self.metadata_log.stop()
