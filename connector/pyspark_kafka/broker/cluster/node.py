@@ -1,6 +1,8 @@
 """One node process of the replicated cluster: ``python -m pyspark_kafka.broker.cluster.node ...``.
 
-``--roles controller``: a controller (the :class:`QuorumController`, answering the controller channel on ``--port``)
+``--roles broker,controller``: a combined node (:mod:`~pyspark_kafka.broker.cluster.combined`: its controller
+on a one-voter metadata log and the cluster broker in one process, on ``--port``). ``--roles controller``: a
+controller (the :class:`QuorumController`, answering the controller channel on ``--port``)
 on a :class:`SingleVoterMetadataLog` when ``--voters`` names one voter, or on a
 :class:`~pyspark_kafka.broker.raft.RaftMetadataLog` when it names several (each voter's Raft listener on its
 ``--voters`` address; the active controller is the Raft leader); ``--roles broker``: a broker
@@ -67,11 +69,13 @@ async def run_controller(node_id: int, data_dir: Path, host: str, port: int, con
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pyspark_kafka.broker.cluster.node")
     parser.add_argument("--node-id", type=int, required=True)
-    parser.add_argument("--roles", choices=("broker", "controller"), required=True)
+    parser.add_argument("--roles", choices=("broker", "controller", "broker,controller"), required=True,
+                        help="broker,controller: a combined node (its own one-voter controller, no --voters needed)")
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--voters", required=True, help="controller.quorum.voters: id@host:port")
+    parser.add_argument("--voters", default="", help="controller.quorum.voters: id@host:port (required unless "
+                        "--roles broker,controller)")
     parser.add_argument("--controller-channels", default="", help="brokers, Raft mode: id@host:port of each "
                         "controller's channel")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
@@ -82,6 +86,15 @@ def main(argv: list[str] | None = None) -> int:
                         format=f"%(asctime)s node-{args.node_id} %(levelname)s %(name)s: %(message)s")
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
+    if not args.voters and args.roles != "broker,controller":
+        parser.error(f"--roles {args.roles} needs --voters id@host:port (controller.quorum.voters)")
+    if args.roles == "broker,controller":  # a combined node: one process, one event loop, one node id
+        from pyspark_kafka.broker.server import run_broker
+
+        run_broker(data_dir, host=args.host, port=args.port,
+                   config={**config, "node.id": str(args.node_id), "process.roles": "broker,controller",
+                           **({"controller.quorum.voters": args.voters} if args.voters else {})})
+        return 0
     if args.roles == "controller":
         asyncio.run(run_controller(args.node_id, data_dir, args.host, args.port,
                                    {**config, "controller.quorum.voters": args.voters}))
