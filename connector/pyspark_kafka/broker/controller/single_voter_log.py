@@ -114,6 +114,21 @@ class SingleVoterMetadataLog:
     def committed_offset(self) -> int:
         return len(self._records) if self.is_voter() else self._next
 
+    def describe_quorum(self) -> dict:
+        """The quorum as DescribeQuorum (55) describes it (KIP-595), voter only: ``leader_id``, ``leader_epoch``,
+        ``high_watermark`` (the next offset to commit), ``voters`` (this voter, caught up now: ``replica_id``,
+        ``log_end_offset``, ``last_fetch_timestamp``, ``last_caught_up_timestamp`` in epoch ms) and ``observers``
+        (none listed: observers fetch over the controller channel). NotControllerError on an observer."""
+        import time
+
+        if not self.is_voter():
+            raise NotControllerError(f"node {self.node_id} is not the controller (voter {self.voter_id})")
+        now = int(time.time() * 1000)
+        end = len(self._records)
+        return {"leader_id": self.voter_id, "leader_epoch": 1, "high_watermark": end, "observers": [],
+                "voters": [{"replica_id": self.voter_id, "log_end_offset": end, "last_fetch_timestamp": now,
+                            "last_caught_up_timestamp": now}]}
+
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
         if self.is_voter():
