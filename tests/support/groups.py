@@ -26,6 +26,25 @@ PARTITIONS = 6
 BROKER_CONFIG = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
 
 
+def wait_for_group_coordinator(bootstrap: str, deadline_s: float = DEADLINE_S) -> None:
+    """Ask FindCoordinator (v4, a group key) until it answers NONE, as every client does before its first group
+    request: on a KRaft node (Apache Kafka's, and the embedded broker's combined node) ``__consumer_offsets`` is
+    created by the first FindCoordinator and group requests answer NOT_COORDINATOR until it is loaded.
+    Raises AssertionError when it does not within ``deadline_s`` s."""
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+
+    from support.wire import WireClient
+
+    end = time.monotonic() + deadline_s
+    while True:
+        with WireClient(bootstrap) as client:
+            found = client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=("probe",))).coordinators[0]
+        if found.error_code == 0:
+            return
+        assert time.monotonic() < end, f"no group coordinator within {deadline_s} s: {found}"
+        time.sleep(0.05)
+
+
 def new_group() -> str:
     return f"group-{uuid.uuid4().hex[:10]}"
 

@@ -29,6 +29,7 @@ def test_single_node_data_dir_is_migrated_once(tmp_path, caplog):
         admin.alter_configs([res])[res].result(10)
         old_id = old.broker.metadata_cache.topic_id("kept")
     assert not (data / METADATA_DIR).exists()
+    assert (data / "__dynamic_configs.json").exists()
     caplog.set_level(logging.INFO, logger="pyspark_kafka.controller")
     for start in range(2):
         with EmbeddedBroker(data_dir=data) as node:
@@ -39,6 +40,8 @@ def test_single_node_data_dir_is_migrated_once(tmp_path, caplog):
             assert node.broker.config.get("log.cleaner.backoff.ms") == "4321"
             got = consume(node.bootstrap_servers, "kept", 20)
             assert sorted(as_tuples(got)) == sorted(expected(RECORDS[:20]))
+    assert not (data / "__dynamic_configs.json").exists()  # read by no later start: the records are the truth
+    assert (data / "__dynamic_configs.json.migrated").exists()
     migrated = [r for r in caplog.records if "migrated to the metadata log" in r.getMessage()]
     assert len(migrated) == 1, [r.getMessage() for r in migrated]  # the first start only
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from pyspark_kafka.broker import EmbeddedBroker
-from support.groups import BROKER_CONFIG, PARTITIONS
+from support.groups import BROKER_CONFIG, PARTITIONS, wait_for_group_coordinator
 from support.topics import create_topic
 
 
@@ -20,6 +20,7 @@ from support.topics import create_topic
 def gbroker(request, tmp_path_factory):
     name = request.module.__name__.rpartition(".")[2].removeprefix("test_").replace("_", "-")
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp(name), config=BROKER_CONFIG) as b:
+        wait_for_group_coordinator(b.bootstrap_servers)  # as a client does before its first group request
         yield b
 
 

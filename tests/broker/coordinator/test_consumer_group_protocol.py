@@ -35,6 +35,7 @@ from kio.schema.offset_fetch.v9.request import OffsetFetchRequest, OffsetFetchRe
 
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.errors import ErrorCode
+from support.groups import wait_for_group_coordinator
 from support.consumer_groups import Member, describe
 from support.topics import create_topic
 from support.waiting import wait_until
@@ -50,6 +51,7 @@ CONFIG = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.session
 @pytest.fixture(scope="module")
 def cbroker(tmp_path_factory):
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("kip848-wire"), config=CONFIG) as b:
+        wait_for_group_coordinator(b.bootstrap_servers)  # as clients do first
         yield b
 
 
@@ -361,6 +363,7 @@ def test_an_empty_classic_group_becomes_a_consumer_group_and_keeps_its_offsets(c
 
 def test_session_timeout_fences_a_silent_member(tmp_path, topic):
     with EmbeddedBroker(data_dir=tmp_path, config={**CONFIG, "group.consumer.session.timeout.ms": "1000"}) as b:
+        wait_for_group_coordinator(b.bootstrap_servers)  # as clients do first
         t = create_topic(b.bootstrap_servers, "expiring", 2)
         with WireClient(b.bootstrap_servers) as c:
             group = group_name()
@@ -374,6 +377,7 @@ def test_session_timeout_fences_a_silent_member(tmp_path, topic):
 
 def test_restart_keeps_members_epochs_and_offsets(tmp_path):
     with EmbeddedBroker(data_dir=tmp_path, config=CONFIG) as b:
+        wait_for_group_coordinator(b.bootstrap_servers)  # as clients do first
         t = create_topic(b.bootstrap_servers, "durable", 2)
         with WireClient(b.bootstrap_servers) as c:
             group = group_name()
@@ -382,6 +386,7 @@ def test_restart_keeps_members_epochs_and_offsets(tmp_path):
             assert _commit(c, group, t, m.epoch, m.member_id) == 0
             member_id, assigned = m.member_id, set(m.assigned)
     with EmbeddedBroker(data_dir=tmp_path, config=CONFIG) as b:
+        wait_for_group_coordinator(b.bootstrap_servers)  # as clients do first
         with WireClient(b.bootstrap_servers) as c:
             (g,) = describe(c, group)
             assert (g.group_state, g.group_epoch, [x.member_id for x in g.members]) == ("Stable", 2, [member_id])
@@ -394,6 +399,7 @@ def test_restart_keeps_members_epochs_and_offsets(tmp_path):
 def test_the_assignment_interval_holds_the_group_in_assigning(tmp_path):
     """KIP-1263 (Kafka 4.3): a new target assignment at most once per group.consumer.assignment.interval.ms."""
     with EmbeddedBroker(data_dir=tmp_path, config={**CONFIG, "group.consumer.assignment.interval.ms": "600000"}) as b:
+        wait_for_group_coordinator(b.bootstrap_servers)  # as clients do first
         t = create_topic(b.bootstrap_servers, "paced", 2)
         with WireClient(b.bootstrap_servers) as c:
             group = group_name()

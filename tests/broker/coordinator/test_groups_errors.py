@@ -36,6 +36,7 @@ from support.topics import create_topic
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.coordinator import classic_group as g
 from pyspark_kafka.broker.errors import ErrorCode
+from support.groups import wait_for_group_coordinator
 from pyspark_kafka.broker.coordinator.internal_topics import java_string_hash, partition_for
 from pyspark_kafka.broker.coordinator.offsets import (
     OffsetAndMetadata,
@@ -52,6 +53,7 @@ BROKER_CONFIG = {"group.initial.rebalance.delay.ms": "0", "group.min.session.tim
 @pytest.fixture(scope="module")
 def wbroker(tmp_path_factory):
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("groups-wire"), config=BROKER_CONFIG) as b:
+        wait_for_group_coordinator(b.bootstrap_servers)  # as clients do first
         yield b
 
 

@@ -153,7 +153,7 @@ class BrokerLifecycle:
         this data directory are not used (logged once, naming the file and what to do)."""
         ignored, path = authorizer.bindings, getattr(authorizer.store, "path", None)
         authorizer.use_metadata(self.image.acls)
-        if ignored:
+        if ignored and path is not None and path.exists():  # a combined node migrated and renamed it: not ignored
             log.warning("broker %d: the %d ACLs in %s are not used in a cluster (ACLs are the controller's metadata "
                         "records, replicated to every broker): re-create them with CreateAcls (kafka-acls.sh) "
                         "through any broker, then remove the file", self.node_id, len(ignored),

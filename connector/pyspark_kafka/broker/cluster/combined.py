@@ -14,13 +14,16 @@ Data-dir migration: a data directory written by the single-node broker of earlie
 ``__topics.json``, its ACLs in ``acls.json`` and its dynamic configs in ``__dynamic_configs.json``. When the
 metadata log is empty and any of these hold something, :func:`migration_records` turns them into metadata
 records (the same topic ids, this node the only replica and leader, leader epoch 0), appended once before the
-controller starts: nothing is silently ignored. The files are left in place (read only by an older version).
+controller starts: nothing is silently ignored. ``acls.json`` and ``__dynamic_configs.json`` are then renamed
+``<name>.migrated`` (kept for an older version, read by no later start); ``__topics.json`` stays, as the log
+manager's local catalogue.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -122,6 +125,30 @@ def migration_records(data_dir: Path, node_id: int) -> list[dict]:
     return records
 
 
+MIGRATED_SUFFIX = ".migrated"
+
+
+def retire_migrated_files(data_dir: Path) -> list[Path]:
+    """Rename ``acls.json`` and ``__dynamic_configs.json`` to ``<name>.migrated`` once their content is in the
+    metadata log, so that no later start reads them beside the metadata records (a stale value would otherwise
+    come back, and the authorizer would warn of ACLs it does not use). ``__topics.json`` stays: the log manager
+    keeps its local topic catalogue there. Returns the new paths."""
+    from pyspark_kafka.broker.dynamic_config import DYNAMIC_CONFIGS_FILE
+    from pyspark_kafka.broker.security.acls import FILE_NAME as ACLS_FILE
+    from pyspark_kafka.fsutil import fsync_dir
+
+    moved = []
+    for name in (ACLS_FILE, DYNAMIC_CONFIGS_FILE):
+        path = data_dir / name
+        if path.exists():
+            target = path.with_name(name + MIGRATED_SUFFIX)
+            os.replace(path, target)
+            moved.append(target)
+    if moved:
+        fsync_dir(data_dir)
+    return moved
+
+
 class CombinedController:
     """``CombinedController(node_id, data_dir, config, cluster_id)``: the controller role of a combined node.
 
@@ -160,6 +187,7 @@ class CombinedController:
                     kinds[r["type"]] = kinds.get(r["type"], 0) + 1
                 log.info("data directory %s migrated to the metadata log: %s", self.data_dir,
                          ", ".join(f"{n} {k} records" for k, n in sorted(kinds.items())))
+            retire_migrated_files(self.data_dir)
         self.controller = QuorumController(self.metadata_log, self.config, self.cluster_id)
         await self.controller.start()
         self.channel = InProcessChannel(self.controller.handle)
