@@ -196,8 +196,8 @@ class KRaftMetadataCache(MetadataCache):
     broker's current :class:`~pyspark_kafka.broker.controller.image.ClusterImage` (the broker
     lifecycle's, which the metadata log keeps up to date).
 
-    Live brokers are the unfenced registrations, advertised with their registered host and port (one
-    listener per broker in the cluster). Partition leaders may be ``NO_LEADER``; a replica on a broker
+    Live brokers are the unfenced registrations, advertised with the registered address of the listener asked
+    for (the first listener's when the registration does not name it). Partition leaders may be ``NO_LEADER``; a replica on a broker
     that is not live is an offline replica.
     """
 
@@ -244,7 +244,7 @@ class KRaftMetadataCache(MetadataCache):
         return None if t is None else t.configs
 
     def alive_brokers(self, listener: str | None) -> list[BrokerEndpoint]:
-        return [BrokerEndpoint(b.id, b.host, b.port) for b in self.image_of().live_brokers()]
+        return [BrokerEndpoint(b.id, *b.endpoint(listener)) for b in self.image_of().live_brokers()]
 
     def ongoing_reassignments(self, wanted: dict[str, list[int]] | None) -> dict[str, list[Reassignment]]:
         from pyspark_kafka.broker.controller.partition_admin import ongoing_reassignments

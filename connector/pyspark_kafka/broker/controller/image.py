@@ -4,7 +4,9 @@ Records are JSON objects encoded as UTF-8 bytes (Kafka's are binary ``ApiMessage
 ``RegisterBrokerRecord``, ``TopicRecord``, ``PartitionRecord``, ``PartitionChangeRecord``; ours carry the same
 fields under a ``type``):
 
-- ``{"type": "broker", "id", "epoch", "host", "port"}``: a broker (re-)registered with a new broker epoch; it is
+- ``{"type": "broker", "id", "epoch", "host", "port", "listeners"}``: a broker (re-)registered with a new broker epoch
+  (``listeners``, optional: ``[[name, host, port], ...]``, every advertised listener, Kafka's registration
+  endpoints; ``host``/``port`` are the first); it is
   fenced until it asks to be unfenced (Kafka's ``RegisterBrokerRecord``).
 - ``{"type": "fence", "id", "epoch"}`` / ``{"type": "unfence", "id", "epoch"}``: Kafka's ``FenceBrokerRecord`` /
   ``UnfenceBrokerRecord``.
@@ -69,13 +71,22 @@ def binding_of(record: dict) -> AclBinding:
 
 @dataclass(frozen=True)
 class BrokerRegistration:
-    """A registered broker: id, broker epoch (the metadata offset of its registration), address, fenced."""
+    """A registered broker: id, broker epoch (the metadata offset of its registration), address, fenced, and its
+    advertised listeners ``((name, host, port), ...)`` (empty: only ``host``/``port`` are known)."""
 
     id: int
     epoch: int
     host: str
     port: int
     fenced: bool = True
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str | None) -> tuple[str, int]:
+        """``(host, port)`` advertised on ``listener`` (a name); the first address when unknown or None."""
+        for name, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
 
 @dataclass(frozen=True)
@@ -144,8 +155,9 @@ class ClusterImage:
         self.offset = offset
         kind = record["type"]
         if kind == "broker":
-            self.brokers[record["id"]] = BrokerRegistration(record["id"], record["epoch"], record["host"],
-                                                            record["port"], True)
+            self.brokers[record["id"]] = BrokerRegistration(
+                record["id"], record["epoch"], record["host"], record["port"], True,
+                tuple((str(n), str(h), int(p)) for n, h, p in record.get("listeners", ())))
         elif kind in ("fence", "unfence"):
             b = self.brokers.get(record["id"])
             if b is not None and b.epoch == record["epoch"]:
@@ -188,7 +200,8 @@ class ClusterImage:
         image equal to this one (:meth:`same_as`)."""
         out: list[dict] = []
         for b in sorted(self.brokers.values(), key=lambda b: b.id):
-            out.append({"type": "broker", "id": b.id, "epoch": b.epoch, "host": b.host, "port": b.port})
+            out.append({"type": "broker", "id": b.id, "epoch": b.epoch, "host": b.host, "port": b.port,
+                        **({"listeners": [list(lst) for lst in b.listeners]} if b.listeners else {})})
             if not b.fenced:
                 out.append({"type": "unfence", "id": b.id, "epoch": b.epoch})
         for name in sorted(self.topics):
