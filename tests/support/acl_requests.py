@@ -180,3 +180,27 @@ DENIED = [
     ("EndTxn", lambda: EndTxnRequest(transactional_id=TXN, producer_id=1, producer_epoch=0, committed=True),
      lambda r: [r.error_code], ErrorCode.transactional_id_authorization_failed),
 ]
+
+
+def change_acls(embedded, add=(), remove=(), timeout_s: float = 10.0) -> None:
+    """Create ``add`` and delete ``remove`` (AclBinding lists) on an ``EmbeddedBroker`` through its controller, as
+    CreateAcls / DeleteAcls from a super user would: ACLs are metadata records on a combined node, so a test cannot
+    write them into the authorizer directly. Returns once the node's metadata image has them; raises
+    AssertionError when the controller refuses, TimeoutError after ``timeout_s`` s."""
+    import asyncio
+
+    from pyspark_kafka.broker.security.acls import AclFilter
+
+    broker = embedded.broker
+
+    async def run() -> None:
+        if add:
+            answer = await broker.forwarding.forward({"op": "create_acls", "creations": [b.to_json() for b in add]})
+            assert answer["error_code"] == 0, answer
+        if remove:
+            filters = [AclFilter(b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation,
+                                 b.permission).to_json() for b in remove]
+            answer = await broker.forwarding.forward({"op": "delete_acls", "filters": filters})
+            assert answer["error_code"] == 0, answer
+
+    asyncio.run_coroutine_threadsafe(run(), embedded._loop).result(timeout_s)

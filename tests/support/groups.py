@@ -26,10 +26,11 @@ PARTITIONS = 6
 BROKER_CONFIG = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
 
 
-def wait_for_group_coordinator(bootstrap: str, deadline_s: float = DEADLINE_S) -> None:
-    """Ask FindCoordinator (v4, a group key) until it answers NONE, as every client does before its first group
-    request: on a KRaft node (Apache Kafka's, and the embedded broker's combined node) ``__consumer_offsets`` is
-    created by the first FindCoordinator and group requests answer NOT_COORDINATOR until it is loaded.
+def wait_for_group_coordinator(bootstrap: str, deadline_s: float = DEADLINE_S, key_type: int = 0) -> None:
+    """Ask FindCoordinator (v4; ``key_type`` 0 a group, 1 a transactional id) until it answers NONE, as every client
+    does before its first group or transaction request: on a KRaft node (Apache Kafka's, and the embedded broker's
+    combined node) ``__consumer_offsets`` / ``__transaction_state`` is created by the first FindCoordinator and
+    those requests answer NOT_COORDINATOR until it is loaded.
     Raises AssertionError when it does not within ``deadline_s`` s."""
     from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
@@ -38,10 +39,12 @@ def wait_for_group_coordinator(bootstrap: str, deadline_s: float = DEADLINE_S) -
     end = time.monotonic() + deadline_s
     while True:
         with WireClient(bootstrap) as client:
-            found = client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=("probe",))).coordinators[0]
+            found = client.request(FindCoordinatorRequest(key_type=key_type, coordinator_keys=("probe",))).coordinators[0]
         if found.error_code == 0:
             return
-        assert time.monotonic() < end, f"no group coordinator within {deadline_s} s: {found}"
+        # retriable: COORDINATOR_LOAD_IN_PROGRESS (14), COORDINATOR_NOT_AVAILABLE (15), NOT_COORDINATOR (16)
+        assert found.error_code in (14, 15, 16), f"FindCoordinator refused: {found}"
+        assert time.monotonic() < end, f"no coordinator within {deadline_s} s: {found}"
         time.sleep(0.05)
 
 

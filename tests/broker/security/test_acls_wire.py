@@ -21,7 +21,8 @@ from kio.schema.offset_commit.v9.request import OffsetCommitRequest, OffsetCommi
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.security.acls import AclBinding, AclOperation, PatternType, Permission, ResourceType
 from pyspark_kafka.broker.security.authorizer import STANDARD_AUTHORIZER
-from support.acl_requests import ANON, DENIED, GROUP, TOPIC, TXN, partition_codes
+from support.acl_requests import ANON, DENIED, GROUP, TOPIC, TXN, change_acls, partition_codes
+from support.groups import wait_for_group_coordinator
 from support.wire import WireClient
 
 DEADLINE_S = 20.0
@@ -40,15 +41,18 @@ def wire_broker():
                                     "group.initial.rebalance.delay.ms": "0"}).start()
     authorizer = broker.broker.authorizer
     setup = [anon(ResourceType.CLUSTER, "kafka-cluster", AclOperation.ALL),
-             anon(ResourceType.TOPIC, "*", AclOperation.ALL), anon(ResourceType.GROUP, "*", AclOperation.ALL)]
+             anon(ResourceType.TOPIC, "*", AclOperation.ALL), anon(ResourceType.GROUP, "*", AclOperation.ALL),
+             anon(ResourceType.TRANSACTIONAL_ID, "*", AclOperation.ALL)]
     try:
-        authorizer.create(setup)
+        change_acls(broker, add=setup)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(DEADLINE_S)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
         producer.produce(TOPIC, b"kept")
         assert producer.flush(DEADLINE_S) == 0
-        authorizer.delete(set(setup))
+        wait_for_group_coordinator(broker.bootstrap_servers)  # __consumer_offsets exists once a client asked
+        wait_for_group_coordinator(broker.bootstrap_servers, key_type=1)  # and __transaction_state
+        change_acls(broker, remove=setup)
         yield broker
     finally:
         broker.stop()
@@ -69,7 +73,7 @@ def test_denied_without_acl(wire_broker, name, build, codes, expected):
 def test_nothing_changed_by_the_denied_requests(wire_broker):
     authorizer = wire_broker.broker.authorizer
     grants = [anon(ResourceType.TOPIC, TOPIC, AclOperation.DESCRIBE), anon(ResourceType.TOPIC, TOPIC, AclOperation.READ)]
-    authorizer.create(grants)
+    change_acls(wire_broker, add=grants)
     try:
         offsets = request(wire_broker, BUILD["ListOffsets"]())
         assert partition_codes(offsets) == [ErrorCode.none] and offsets.topics[0].partitions[0].offset == 1
@@ -82,7 +86,7 @@ def test_nothing_changed_by_the_denied_requests(wire_broker):
         assert topic.topic_authorized_operations == (1 << 3) | (1 << 8)
         assert not any(ACL.resource_name == "*" for ACL in authorizer.store.bindings)  # CreateAcls was refused
     finally:
-        authorizer.delete(set(grants))
+        change_acls(wire_broker, remove=grants)
 
 
 def test_lists_leave_out_what_the_principal_may_not_describe(wire_broker):
@@ -99,12 +103,12 @@ def test_idempotent_producer_needs_write_on_some_topic_or_idempotent_write(wire_
     idempotent = BUILD["InitProducerId idempotent"]
     for grant in (anon(ResourceType.TOPIC, "some-other-", AclOperation.WRITE, PatternType.PREFIXED),
                   anon(ResourceType.CLUSTER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE)):
-        authorizer.create([grant])
+        change_acls(wire_broker, add=[grant])
         try:
             answer = request(wire_broker, idempotent())
             assert answer.error_code == ErrorCode.none and answer.producer_id >= 0
         finally:
-            authorizer.delete({grant})
+            change_acls(wire_broker, remove=[grant])
     assert request(wire_broker, idempotent()).error_code == ErrorCode.cluster_authorization_failed
 
 
@@ -119,7 +123,7 @@ def test_authorized_operations_bitfields(wire_broker):
     authorizer = wire_broker.broker.authorizer
     grants = [anon(ResourceType.GROUP, GROUP, AclOperation.READ),
               anon(ResourceType.CLUSTER, "kafka-cluster", AclOperation.ALTER_CONFIGS)]
-    authorizer.create(grants)
+    change_acls(wire_broker, add=grants)
     try:
         (group,) = request(wire_broker, DescribeGroupsRequest(groups=(GROUP,), include_authorized_operations=True)).groups
         assert group.error_code == ErrorCode.none and group.authorized_operations == (1 << 3) | (1 << 8)
@@ -130,7 +134,7 @@ def test_authorized_operations_bitfields(wire_broker):
         # ALTER_CONFIGS (11) implies DESCRIBE_CONFIGS (10)
         assert cluster.cluster_authorized_operations == (1 << 10) | (1 << 11)
     finally:
-        authorizer.delete(set(grants))
+        change_acls(wire_broker, remove=grants)
 
 
 def test_partial_denials_name_the_partition(wire_broker):
@@ -139,7 +143,7 @@ def test_partial_denials_name_the_partition(wire_broker):
     grants = [anon(ResourceType.GROUP, GROUP, AclOperation.READ),
               anon(ResourceType.TRANSACTIONAL_ID, TXN, AclOperation.WRITE),
               anon(ResourceType.TOPIC, "acl-wire-other", AclOperation.WRITE)]
-    authorizer.create(grants)
+    change_acls(wire_broker, add=grants)
     try:
         commit = request(wire_broker, OffsetCommitRequest(
             group_id=GROUP, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
@@ -156,7 +160,7 @@ def test_partial_denials_name_the_partition(wire_broker):
         assert codes == {TOPIC: [ErrorCode.topic_authorization_failed],
                          "acl-wire-other": [ErrorCode.unknown_topic_or_partition]}
     finally:
-        authorizer.delete(set(grants))
+        change_acls(wire_broker, remove=grants)
 
 
 def _produce(broker, batch: bytes, transactional_id):
@@ -179,11 +183,11 @@ def test_produce_checks_the_transactional_id_only_for_transactional_batches(wire
 
     authorizer = wire_broker.broker.authorizer
     grant = [anon(ResourceType.TOPIC, TOPIC, AclOperation.WRITE)]
-    authorizer.create(grant)
+    change_acls(wire_broker, add=grant)
     try:
         assert _produce(wire_broker, bytes(make_batch([b"plain"])), TXN) == ErrorCode.none
         txn_batch = transactional(bytearray(make_batch([b"txn"], producer_id=7, producer_epoch=0)))
         assert _produce(wire_broker, txn_batch, TXN) == ErrorCode.transactional_id_authorization_failed
         assert _produce(wire_broker, txn_batch, None) == ErrorCode.transactional_id_authorization_failed
     finally:
-        authorizer.delete(set(grant))
+        change_acls(wire_broker, remove=grant)
