@@ -22,6 +22,7 @@ from __future__ import annotations
 from pyspark_kafka.broker.topic_config import validate_topic_name
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
+from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 from pyspark_kafka.broker.metadata_cache import BrokerEndpoint, TopicMetadata
 from pyspark_kafka.broker.protocol import ProtocolError
 from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -116,8 +117,13 @@ async def _auto_create(broker, names: list[str]) -> dict[str, int]:
         return errors
 
     async def forwarded(manager) -> dict[str, int]:
+        internal = [n for n in names if n in INTERNAL_TOPICS]  # with their own configs (AutoTopicCreationManager)
+        for name in internal:
+            await broker.coordinators.create_internal_topic(name)
         try:
-            await manager.call({"op": "create_topics", "topics": [{"name": n} for n in names]})
+            others = [{"name": n} for n in names if n not in INTERNAL_TOPICS]
+            if others:
+                await manager.call({"op": "create_topics", "topics": others})
         except ConnectionError:
             pass
         return {n: ErrorCode.leader_not_available for n in names}
