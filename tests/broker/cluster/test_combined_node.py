@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.cluster.combined import METADATA_DIR
@@ -25,8 +25,9 @@ def test_single_node_data_dir_is_migrated_once(tmp_path, caplog):
         create_topic(old.bootstrap_servers, "kept", partitions=2, config={"retention.ms": "123456789"})
         produce(old.bootstrap_servers, "kept", RECORDS[:20])
         admin = AdminClient({"bootstrap.servers": old.bootstrap_servers})
-        res = ConfigResource(ConfigResource.Type.BROKER, "0", set_config={"log.cleaner.backoff.ms": "4321"})
-        admin.alter_configs([res])[res].result(10)
+        res = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+            ConfigEntry("log.cleaner.backoff.ms", "4321", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(10)
         old_id = old.broker.metadata_cache.topic_id("kept")
     assert not (data / METADATA_DIR).exists()
     assert (data / "__dynamic_configs.json").exists()

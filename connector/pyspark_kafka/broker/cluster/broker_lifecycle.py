@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
 import sys
 import threading
@@ -223,8 +224,13 @@ class BrokerLifecycle:
     async def _register(self) -> None:
         # every advertised listener (Kafka's BrokerRegistration endpoints): Metadata answers on the client's one
         listeners = [[lst.name, *lst.advertised()] for lst in self.broker.security.listeners]
+        from pyspark_kafka.broker.log.manager import partition_capacity
+
+        # how many partitions it can keep open: the controller refuses topics beyond it (the single node's rule)
         answer = await self.call({"op": "register", "node_id": self.node_id, "host": self.broker.host,
-                                  "port": self.broker.port, "listeners": listeners})
+                                  "port": self.broker.port, "listeners": listeners,
+                                  "capacity": partition_capacity(),
+                                  "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0]})
         self.broker_epoch = answer["broker_epoch"]
         if answer.get("cluster_id"):
             self.broker.cluster_id = answer["cluster_id"]  # one id for the whole cluster

@@ -6,7 +6,8 @@ fields under a ``type``):
 
 - ``{"type": "broker", "id", "epoch", "host", "port", "listeners"}``: a broker (re-)registered with a new broker epoch
   (``listeners``, optional: ``[[name, host, port], ...]``, every advertised listener, Kafka's registration
-  endpoints; ``host``/``port`` are the first); it is
+  endpoints; ``host``/``port`` are the first; ``capacity``/``nofile``, optional: how many partitions it can keep
+  open and its open-file limit); it is
   fenced until it asks to be unfenced (Kafka's ``RegisterBrokerRecord``).
 - ``{"type": "fence", "id", "epoch"}`` / ``{"type": "unfence", "id", "epoch"}``: Kafka's ``FenceBrokerRecord`` /
   ``UnfenceBrokerRecord``.
@@ -80,6 +81,8 @@ class BrokerRegistration:
     port: int
     fenced: bool = True
     listeners: tuple[tuple[str, str, int], ...] = ()
+    capacity: int = -1  # how many partitions the broker can keep open (-1: not said), and its ulimit -n
+    nofile: int = -1
 
     def endpoint(self, listener: str | None) -> tuple[str, int]:
         """``(host, port)`` advertised on ``listener`` (a name); the first address when unknown or None."""
@@ -157,7 +160,8 @@ class ClusterImage:
         if kind == "broker":
             self.brokers[record["id"]] = BrokerRegistration(
                 record["id"], record["epoch"], record["host"], record["port"], True,
-                tuple((str(n), str(h), int(p)) for n, h, p in record.get("listeners", ())))
+                tuple((str(n), str(h), int(p)) for n, h, p in record.get("listeners", ())),
+                int(record.get("capacity", -1)), int(record.get("nofile", -1)))
         elif kind in ("fence", "unfence"):
             b = self.brokers.get(record["id"])
             if b is not None and b.epoch == record["epoch"]:
@@ -201,7 +205,8 @@ class ClusterImage:
         out: list[dict] = []
         for b in sorted(self.brokers.values(), key=lambda b: b.id):
             out.append({"type": "broker", "id": b.id, "epoch": b.epoch, "host": b.host, "port": b.port,
-                        **({"listeners": [list(lst) for lst in b.listeners]} if b.listeners else {})})
+                        **({"listeners": [list(lst) for lst in b.listeners]} if b.listeners else {}),
+                        **({"capacity": b.capacity, "nofile": b.nofile} if b.capacity >= 0 else {})})
             if not b.fenced:
                 out.append({"type": "unfence", "id": b.id, "epoch": b.epoch})
         for name in sorted(self.topics):

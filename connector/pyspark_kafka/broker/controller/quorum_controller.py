@@ -173,7 +173,9 @@ class QuorumController:
         node = req["node_id"]
         epoch = self.image.offset + 1  # the offset of the registration record
         await self._append([{"type": "broker", "id": node, "epoch": epoch, "host": req["host"], "port": req["port"],
-                             **({"listeners": req["listeners"]} if req.get("listeners") else {})}])
+                             **({"listeners": req["listeners"]} if req.get("listeners") else {}),
+                             **({"capacity": req["capacity"], "nofile": req.get("nofile", -1)}
+                                if req.get("capacity", -1) >= 0 else {})}])
         self._last_heartbeat[node] = _mono_ms()
         await self._elect_for_offline(node)
         log.info("broker %d registered at %s:%d with broker epoch %d", node, req["host"], req["port"], epoch)
@@ -352,6 +354,7 @@ class QuorumController:
             partitions, factor = len(assignment), len(assignment[0])
         else:
             assignment = assign_replicas(live, partitions, factor, start=random.randrange(n), shift=random.randrange(n))
+        self._check_capacity(assignment)
         if validate_only:
             return {"partitions": partitions, "replication_factor": factor, "topic_id": None}
         topic_id = str(uuid.uuid4())
@@ -360,6 +363,28 @@ class QuorumController:
         await self._append(records)
         log.info("created topic %s: %d partitions, replicas %s", name, partitions, assignment)
         return {"partitions": partitions, "replication_factor": factor, "topic_id": topic_id}
+
+    def _check_capacity(self, assignment: list) -> None:
+        """PolicyViolationError when a broker would host more partitions than it said it can keep open (its
+        registration's ``capacity``, from its open-file limit): the single node's rule, kept for every node (Apache
+        Kafka has no such check and fails later with "Too many open files")."""
+        from pyspark_kafka.broker.errors import PolicyViolationError
+        from pyspark_kafka.broker.log.manager import FILES_PER_PARTITION
+
+        added: dict[int, int] = {}
+        for replicas in assignment:
+            for r in replicas:
+                added[r] = added.get(r, 0) + 1
+        for node, more in sorted(added.items()):
+            b = self.image.brokers.get(node)
+            if b is None or b.capacity < 0:
+                continue
+            have = sum(1 for t in self.image.topics.values() for st in t.partitions.values() if node in st.replicas)
+            if have + more > b.capacity:
+                raise PolicyViolationError(
+                    f"broker {node} can keep {b.capacity} partitions open (ulimit -n {b.nofile}, "
+                    f"{FILES_PER_PARTITION} files each) and has {have}; {more} more do not fit: delete topics or "
+                    "raise the open-file limit")
 
     async def _allocate_producer_ids(self, req: dict) -> dict:
         """Kafka's AllocateProducerIds (KIP-730): a block of ``PRODUCER_ID_BLOCK_SIZE`` ids unique in the cluster."""
