@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
 
 PYSPARK_DAEMON = "pyspark.daemon"
 
@@ -37,7 +36,7 @@ def bundled_pyspark_zip(entry: str) -> bool:
             and os.path.basename(package) == "pyspark" and os.path.isfile(os.path.join(package, "__init__.py")))
 
 
-def without_bundled_zip(path: Sequence[str]) -> list[str]:
+def without_bundled_zip(path: list[str]) -> list[str]:
     """``path`` without the entries :func:`bundled_pyspark_zip` accepts (order kept)."""
     return [entry for entry in path if not bundled_pyspark_zip(entry)]
 
@@ -116,9 +115,13 @@ def launcher(python: str, directory: str | None = None) -> str | None:
 KEEP_ZIP_ENV = "PYSPARK_KAFKA_KEEP_PYSPARK_ZIP"
 """Set to any non-empty value to keep pyspark's zip on ``sys.path`` (turns :func:`startup_hook` off)."""
 
-STARTUP_PTH = "pyspark_kafka_bytecode.pth"
+STARTUP_PTH = "_pyspark_kafka_startup.pth"
 """The ``.pth`` file the package installs into ``site-packages`` (``setup.py``); its one line calls
-:func:`startup_hook` when ``PYTHONPATH`` names a ``pyspark.zip``."""
+:func:`startup_hook` when ``PYTHONPATH`` names a ``pyspark.zip``. Python's ``site`` runs ``.pth`` files in
+sorted name order: this name sorts after setuptools' ``__editable__.*.pth`` (an editable install's path is
+set by then) and before most others (``distutils-precedence.pth``, ``_virtualenv.pth``, ``*-nspkg.pth``,
+``easy-install.pth``), so a plain session's source-runner stand-in hands itself to the runner zygote
+before other packages' start-up hooks cost it time (they still run in the forked runner's zygote)."""
 
 
 def startup_hook() -> None:
@@ -139,23 +142,24 @@ def startup_hook() -> None:
     (:func:`pyspark_kafka.quick_ack.install`: 40 ms less per Python task in a session that talks TCP).
     In a session built without ``get_spark()``, the daemon of the ``create_data_source`` planner starts
     the session's runner zygote and each new streaming query's source runner hands itself to it
-    (:func:`pyspark_kafka.runner_zygote.start_session_zygote`, :func:`~pyspark_kafka.runner_zygote.hand_off_runner`).
+    (:func:`pyspark_kafka.runner_zygote.start_session_zygote`, :func:`~pyspark_kafka.runner_zygote_client.hand_off_runner`).
 
     The zip is kept when :data:`KEEP_ZIP_ENV` is set. Never raises: an interpreter start must not
     fail because of this hook.
     """
     try:
+        argv = getattr(sys, "orig_argv", [])
+        if argv[1:3] == ["-m", "pyspark.sql.streaming.python_streaming_source_runner"]:
+            # first, and with the standard library only: this process waits for the forked runner from here on
+            from pyspark_kafka.runner_zygote_client import hand_off_runner
+
+            status = hand_off_runner(argv)
+            if status is not None:  # the session zygote ran this query's source runner: its exit status is ours
+                os._exit(status)
         from pyspark_kafka import quick_ack
 
         quick_ack.install()
-        argv = getattr(sys, "orig_argv", [])
-        if argv[1:3] == ["-m", "pyspark.sql.streaming.python_streaming_source_runner"]:
-            from pyspark_kafka import runner_zygote
-
-            status = runner_zygote.hand_off_runner(argv)
-            if status is not None:  # the session zygote ran this query's source runner: its exit status is ours
-                os._exit(status)
-        elif argv[1:4] == ["-m", "pyspark.daemon", "pyspark.sql.worker.create_data_source"]:
+        if argv[1:4] == ["-m", "pyspark.daemon", "pyspark.sql.worker.create_data_source"]:
             from pyspark_kafka import runner_zygote
 
             runner_zygote.start_session_zygote(argv)

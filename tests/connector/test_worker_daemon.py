@@ -108,7 +108,7 @@ def _installed_pyspark_zip() -> str:
 
 
 def test_the_startup_pth_makes_any_spark_python_process_import_the_installed_pyspark():
-    """``pip install`` (``-e`` too) puts ``pyspark_kafka_bytecode.pth`` into ``site-packages``; with the
+    """``pip install`` (``-e`` too) puts ``_pyspark_kafka_startup.pth`` into ``site-packages``; with the
     installed pyspark's own zip on ``PYTHONPATH`` (as Spark starts every Python process, in sessions
     not built by ``get_spark`` too) a new interpreter imports pyspark's compiled package instead;
     ``PYSPARK_KAFKA_KEEP_PYSPARK_ZIP`` turns that off."""
@@ -193,3 +193,18 @@ def test_planner_workers_of_get_spark_end_quietly_on_a_closed_socket(bootstrap, 
     assert planners, daemons
     wrong = [" ".join(a) for a in planners if a[a.index("-m") + 1] != "pyspark_kafka.worker_daemon"]
     assert not wrong, "planner daemons not started as pyspark_kafka.worker_daemon:\n" + "\n".join(wrong)
+
+
+def test_the_startup_pth_runs_after_an_editable_install_path_and_before_other_packages_hooks():
+    """``site`` runs ``.pth`` files in sorted name order. The package's one must come after setuptools'
+    editable-install ``.pth`` (else ``pyspark_kafka`` is not importable yet in an editable install) and before
+    the start-up hooks other packages commonly install, so that a plain session's source-runner stand-in hands
+    itself to the runner zygote before they run (measured: a ``certifi`` hook cost each stand-in 15-18 ms)."""
+    from pyspark_kafka.worker_daemon import STARTUP_PTH
+
+    before = ["__editable__.pyspark_kafka-0.1.0.pth", "__editable___pyspark_kafka_0_1_0_finder.pth"]
+    after = ["_sandboxing_egress_ca.pth", "_virtualenv.pth", "distutils-precedence.pth", "easy-install.pth",
+             "matplotlib-3.9.0-py3.11-nspkg.pth", "google_api_core-2.19.0-py3.9-nspkg.pth", "protobuf-4.25-nspkg.pth",
+             "pywin32.pth", "zope.interface-6.0-py3.11-nspkg.pth", "coverage.pth", "a1_coverage.pth"]
+    order = sorted([*before, STARTUP_PTH, *after])
+    assert order.index(STARTUP_PTH) == len(before), order
