@@ -12,7 +12,8 @@ Layout of the 61-byte batch header (Kafka's ``DefaultRecordBatch``, big-endian):
 (at least 61: :data:`MIN_BATCH_LENGTH`). ``baseOffset`` and ``partitionLeaderEpoch`` are
 outside the CRC: the broker rewrites them without recomputing it. Attributes: bits 0-2
 compression, bit 3 timestamp type (1 = LogAppendTime), bit 4 transactional, bit 5 control,
-bit 6 delete horizon set (KIP-534).
+bit 6 delete horizon set (KIP-534: baseTimestamp is then the time after which the cleaner may
+remove the batch's tombstones).
 
 Records (Kafka's ``DefaultRecord``) follow the header, compressed as a whole when the batch is:
 ``length varint, attributes int8, timestampDelta varlong, offsetDelta varint, keyLength varint,
