@@ -183,24 +183,13 @@ def read_zigzag(buf, position: int, end: int, max_bytes: int = MAX_VARLONG_BYTES
         if raw < 0x80:
             raw = (byte & 0x7F) | (raw << 7)
             return (raw >> 1) ^ -(raw & 1), position + 2
-    start = position
-    raw = shift = 0
-    limit = min(end, position + max_bytes)
-    while position < limit:
-        byte = buf[position]
-        position += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            if position - start == max_bytes:  # only a varint of the longest size can overflow its type
-                if max_bytes == MAX_VARINT_BYTES and raw >> 32:
-                    raise VarintError(f"varint value {(raw >> 1) ^ -(raw & 1)} does not fit an int32")
-                if max_bytes == MAX_VARLONG_BYTES and raw >> 64:
-                    raise VarintError(f"varlong value {(raw >> 1) ^ -(raw & 1)} does not fit an int64")
-            return (raw >> 1) ^ -(raw & 1), position
-        shift += 7
-    if position - start >= max_bytes:
-        raise VarintError(f"a varint is longer than {max_bytes} bytes")
-    raise VarintError(f"a varint runs past the end of its record (byte {end})", truncated=True)
+    raw, after = read_uvarint(buf, position, end, max_bytes)  # three bytes or more: the unsigned loop
+    if after - position == max_bytes:  # only a varint of the longest size can overflow its type
+        if max_bytes == MAX_VARINT_BYTES and raw >> 32:
+            raise VarintError(f"varint value {(raw >> 1) ^ -(raw & 1)} does not fit an int32")
+        if max_bytes == MAX_VARLONG_BYTES and raw >> 64:
+            raise VarintError(f"varlong value {(raw >> 1) ^ -(raw & 1)} does not fit an int64")
+    return (raw >> 1) ^ -(raw & 1), after
 
 
 VARINT_PAD = MAX_VARLONG_BYTES

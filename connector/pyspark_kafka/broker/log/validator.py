@@ -60,6 +60,9 @@ to chain the record lengths, every other field decoded for all records at once);
 record by record in Python. Both accept and refuse exactly the same batches."""
 
 
+_PAD = bytes(VARINT_PAD)
+
+
 class _Truncated(VarintError):
     """A record's fields run past its end or the batch's (raised by the inline fast paths below; the
     varints they do not read come from :func:`pyspark_kafka.record_format.read_zigzag`, whose
@@ -260,8 +263,8 @@ def _records_valid(body, count: int, compacted: bool, timestamp_deltas: tuple[in
     Only the chain of record lengths is walked in Python; the fields of all records are then
     decoded and checked together with numpy. Records with headers are checked one by one.
     """
-    data = bytes(body)
-    end = len(data)
+    data = b"".join((body, _PAD))  # one copy, zero-padded for zigzag_varints (which reads up to 10 bytes on)
+    end = len(data) - VARINT_PAD
     if count * MIN_RECORD_SIZE > end:
         return False
     starts = []  # first byte after each record's length varint
@@ -293,8 +296,7 @@ def _records_valid(body, count: int, compacted: bool, timestamp_deltas: tuple[in
         return False
     starts = np.array(starts, dtype=np.int64)
     ends = np.array(ends, dtype=np.int64)
-    buf = np.zeros(end + VARINT_PAD, dtype=np.uint8)  # zigzag_varints reads up to 10 bytes past a position
-    buf[:end] = np.frombuffer(data, dtype=np.uint8)
+    buf = np.frombuffer(data, dtype=np.uint8)
     # Each step returns as soon as a record fails: the next step's positions are then all within their records.
     ts_delta, p, ok = zigzag_varints(buf, starts + 1, ends, MAX_VARLONG_BYTES)  # attributes byte, then timestampDelta
     if timestamp_deltas is not None:  # a -1 timestamp is never refused: the slow path decides
