@@ -1,4 +1,4 @@
-"""The varints of Kafka's formats, defined once in pyspark_kafka.record_format, agree everywhere.
+"""The varints of Kafka's formats, defined once in pyspark_kafka.kafka.record_format, agree everywhere.
 
 One corpus of valid and malformed varints (every int32/int64 edge value, non-canonical but valid
 encodings, truncations, over-long encodings, values outside their type, random bytes), each read
@@ -21,8 +21,8 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 
 from pyspark_kafka.broker import protocol
 from pyspark_kafka.broker.request_bounds import FrameBoundsError, check_frame
-from pyspark_kafka.record_codecs import CorruptCompressedDataError, _uvarint_le
-from pyspark_kafka.record_format import (
+from pyspark_kafka.kafka.record_codecs import CorruptCompressedDataError, _uvarint_le
+from pyspark_kafka.kafka.record_format import (
     MAX_VARINT_BYTES,
     MAX_VARLONG_BYTES,
     VARINT_PAD,

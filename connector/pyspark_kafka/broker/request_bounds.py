@@ -40,9 +40,9 @@ from kio.serial._introspect import (  # kio's own field classification, so both 
     is_optional,
 )
 
-from pyspark_kafka.record_format import VarintError
-from pyspark_kafka.wire_header import encode_uvarint as _uvarint
-from pyspark_kafka.wire_header import read_uvarint
+from pyspark_kafka.kafka.record_format import VarintError
+from pyspark_kafka.kafka.wire_header import encode_uvarint as _uvarint
+from pyspark_kafka.kafka.wire_header import read_uvarint
 
 _FIXED = {
     "bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "timedelta_i32": 4,
@@ -141,7 +141,7 @@ class _Walker:
 
     def uvarint(self, pos: int, what: str) -> tuple[int, int]:
         """``(value, position after it)`` of the unsigned varint at ``pos`` (at most 5 bytes, within the
-        frame; :func:`pyspark_kafka.wire_header.read_uvarint`). Raises :class:`FrameBoundsError` naming ``what``."""
+        frame; :func:`pyspark_kafka.kafka.wire_header.read_uvarint`). Raises :class:`FrameBoundsError` naming ``what``."""
         try:
             return read_uvarint(self.buf, pos, self.end)
         except VarintError as exc:

@@ -6,7 +6,7 @@ last possibly truncated), the offset range wanted and the partition's aborted tr
 batches and, under ``read_committed``, the batches of aborted transactions the way Kafka's Java
 consumer does (``CompletedFetch``: aborted transactions are taken in first-offset order up to each
 batch's last offset; a producer id is aborted until its ABORT marker), decompresses each kept batch
-with the codec functions the broker uses (:mod:`pyspark_kafka.record_codecs`) and returns
+with the codec functions the broker uses (:mod:`pyspark_kafka.kafka.record_codecs`) and returns
 the kept records sections as :class:`Segments` of one buffer. :func:`decode` then parses every
 record of those sections and gathers keys and values into Arrow binary buffers:
 
@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from pyspark_kafka.errors import CorruptRecordError, PySparkKafkaError
 from pyspark_kafka.errors import corrupt_record_error as corrupt
-from pyspark_kafka.record_format import (
+from pyspark_kafka.kafka.record_format import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
     CONTROL_ABORT,
@@ -227,7 +227,7 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
         append_ts = max_ts if log_append else -1
         codec = attrs & COMPRESSION_MASK
         if codec:
-            from pyspark_kafka.record_codecs import CodecError, decompress
+            from pyspark_kafka.kafka.record_codecs import CodecError, decompress
 
             try:
                 piece = decompress(codec, view[start:end], DECOMPRESS_LIMIT)

@@ -155,7 +155,7 @@ def test_vectorized_and_record_by_record_checks_agree():
 
     from pyspark_kafka.broker.log import validator
     from pyspark_kafka.broker.errors import InvalidRecordError
-    from pyspark_kafka.record_format import VarintError
+    from pyspark_kafka.kafka.record_format import VarintError
 
     rng = random.Random(7)
     ts = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)

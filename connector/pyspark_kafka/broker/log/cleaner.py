@@ -72,7 +72,7 @@ from pyspark_kafka.broker.log.record_batch import (
 from pyspark_kafka.broker.log.segment import LogSegment
 from pyspark_kafka.broker.log.validator import UNCOMPRESSED_BOUND_FACTOR
 from pyspark_kafka.broker.log_escape import get_logger
-from pyspark_kafka.record_format import MAX_VARINT_BYTES, encode_zigzag, read_zigzag
+from pyspark_kafka.kafka.record_format import MAX_VARINT_BYTES, encode_zigzag, read_zigzag
 
 log = get_logger(__name__)
 

@@ -2,7 +2,7 @@
 assignment, header encoding (:func:`build_batch`) and record walking, without decoding values.
 
 The format itself (the 61-byte header's layout, the attribute bits, the record layout, the CRC and
-the varints) is defined once in :mod:`pyspark_kafka.record_format`, shared with the columnar
+the varints) is defined once in :mod:`pyspark_kafka.kafka.record_format`, shared with the columnar
 reader; the names this module re-exports from there (``BATCH_HEADER_SIZE``, ``CONTROL_BIT``,
 ``CONTROL_COMMIT`` ...) are that module's. Whole batches of the broker's own records (coordinator
 state, transaction markers) are encoded through kio in :mod:`~pyspark_kafka.broker.log.records`.
@@ -16,12 +16,12 @@ from typing import Iterator, NamedTuple
 import crc32c
 
 from pyspark_kafka.broker.errors import CorruptRecordError, InvalidRecordError
-from pyspark_kafka.record_format import AFTER_CRC as _AFTER_CRC
-from pyspark_kafka.record_format import BEFORE_CRC as _BEFORE_CRC
-from pyspark_kafka.record_format import HEADER as _HEADER
-from pyspark_kafka.record_format import OFFSET_LENGTH as _OFFSET_LENGTH
-from pyspark_kafka.record_format import PREFIX as _PREFIX
-from pyspark_kafka.record_format import (  # the layout is defined once, for the broker and the reader
+from pyspark_kafka.kafka.record_format import AFTER_CRC as _AFTER_CRC
+from pyspark_kafka.kafka.record_format import BEFORE_CRC as _BEFORE_CRC
+from pyspark_kafka.kafka.record_format import HEADER as _HEADER
+from pyspark_kafka.kafka.record_format import OFFSET_LENGTH as _OFFSET_LENGTH
+from pyspark_kafka.kafka.record_format import PREFIX as _PREFIX
+from pyspark_kafka.kafka.record_format import (  # the layout is defined once, for the broker and the reader
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
@@ -274,7 +274,7 @@ def iter_record_views(header: BatchHeader, body) -> Iterator[RecordView]:
     value or headers); for LogAppendTime batches every record has the batch's maxTimestamp.
     ``raw`` is the record's bytes as stored, so records can be copied into a new batch. Raises
     :class:`CorruptRecordError` when a varint runs past its record or the records section, or is too
-    long (the varints are read by :func:`pyspark_kafka.record_format.read_zigzag`).
+    long (the varints are read by :func:`pyspark_kafka.kafka.record_format.read_zigzag`).
     """
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_BIT)
     pos = 0

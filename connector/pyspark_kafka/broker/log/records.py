@@ -26,7 +26,7 @@ from pyspark_kafka.broker.log.record_batch import (
     NO_SEQUENCE,
     TRANSACTIONAL_BIT,
 )
-from pyspark_kafka.record_format import CONTROL_KEY
+from pyspark_kafka.kafka.record_format import CONTROL_KEY
 
 
 def encode_batch(records: Iterable[tuple[bytes | None, bytes | None]], timestamp_ms: int, *,

@@ -41,7 +41,7 @@ import numpy as np
 from pyspark_kafka.broker.log.compression import CODEC_IDS, compress, decompress
 from pyspark_kafka.broker.errors import InvalidRecordError, record_validation_error
 from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, COMPRESSION_MASK, BatchHeader, build_batch
-from pyspark_kafka.record_format import (
+from pyspark_kafka.kafka.record_format import (
     MAX_VARINT_BYTES,
     MAX_VARLONG_BYTES,
     MIN_RECORD_BODY,
@@ -65,8 +65,8 @@ _PAD = bytes(VARINT_PAD)
 
 class _Truncated(VarintError):
     """A record's fields run past its end or the batch's (raised by the inline fast paths below; the
-    varints they do not read come from :func:`pyspark_kafka.record_format.read_zigzag`, whose
-    :class:`~pyspark_kafka.record_format.VarintError` is caught alike): refused as "fewer bytes than
+    varints they do not read come from :func:`pyspark_kafka.kafka.record_format.read_zigzag`, whose
+    :class:`~pyspark_kafka.kafka.record_format.VarintError` is caught alike): refused as "fewer bytes than
     its records need"."""
 
     def __init__(self):
@@ -142,7 +142,7 @@ def _walk_records(body, count: int, compacted: bool, where: str, base_timestamp:
 
     The hot path of every produce request: varints are decoded inline with a one-byte fast path
     (most lengths and deltas of small records), the slow path in
-    :func:`pyspark_kafka.record_format.read_zigzag` (at most 5 bytes for an int32 field, 10 for the
+    :func:`pyspark_kafka.kafka.record_format.read_zigzag` (at most 5 bytes for an int32 field, 10 for the
     timestamp delta, never past the record).
     """
     body = bytes(body)  # indexing bytes is faster than a memoryview

@@ -10,10 +10,10 @@ The rule (Kafka's ``RequestHeader``/``ResponseHeader`` schemas, KIP-482 flexible
 
 Used by the broker's request decoder and response encoder, the Raft transport, the cluster's peer
 client, the columnar reader's fetch client and the test-cluster helpers. Imports nothing from the
-package but :mod:`pyspark_kafka.record_format` (a module both sides share, like that one).
+package but :mod:`pyspark_kafka.kafka.record_format` (a module both sides share, like that one).
 
 The wire's unsigned varint (compact lengths and counts, KIP-482), :func:`encode_uvarint` and
-:func:`read_uvarint`, is defined in :mod:`pyspark_kafka.record_format` next to the record's zigzag
+:func:`read_uvarint`, is defined in :mod:`pyspark_kafka.kafka.record_format` next to the record's zigzag
 varints that build on it (that module must not import kio: the columnar reader's workers load it)
 and re-exported here for the protocol's users.
 """
@@ -30,7 +30,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 
-from pyspark_kafka.record_format import encode_uvarint, read_uvarint  # noqa: F401 - the wire's unsigned varint, re-exported
+from pyspark_kafka.kafka.record_format import encode_uvarint, read_uvarint  # noqa: F401 - the wire's unsigned varint, re-exported
 
 API_VERSIONS_KEY = 18
 """ApiVersions: its responses use header v0 whatever the version (KIP-511)."""

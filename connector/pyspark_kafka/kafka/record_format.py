@@ -26,7 +26,7 @@ type int16`` (0 abort, 1 commit).
 The varints, one definition each (every other module imports them): :func:`read_zigzag` (scalar) and
 :func:`zigzag_varints` (numpy, many at once) decode a record's zigzag varints, :func:`encode_zigzag`
 writes one; :func:`read_uvarint` and :func:`encode_uvarint` are the unsigned varint the zigzag one is
-built on, also the wire protocol's compact lengths (re-exported by :mod:`pyspark_kafka.wire_header`).
+built on, also the wire protocol's compact lengths (re-exported by :mod:`pyspark_kafka.kafka.wire_header`).
 
 This module imports nothing of the package, so the broker (:mod:`pyspark_kafka.broker.log.record_batch`)
 and the connector (:mod:`pyspark_kafka.read.record_decoder`) both build on it.
@@ -121,7 +121,7 @@ def encode_uvarint(n: int) -> bytes:
     """``n`` (int ≥ 0) as an unsigned varint, 7 bits a byte, low bits first: the length of a compact
     string, bytes or array is ``len + 1`` written so (KIP-482, Kafka's ``ByteUtils.writeUnsignedVarint``),
     and a record's zigzag varint is this of the zigzag value (:func:`encode_zigzag`). Raises ValueError
-    for a negative ``n``. Also importable as :func:`pyspark_kafka.wire_header.encode_uvarint`."""
+    for a negative ``n``. Also importable as :func:`pyspark_kafka.kafka.wire_header.encode_uvarint`."""
     if n < 0:
         raise ValueError(f"an unsigned varint cannot hold {n}")
     out = bytearray()
@@ -146,7 +146,7 @@ def read_uvarint(buf, position: int, end: int, max_bytes: int = MAX_VARINT_BYTES
     compact lengths and counts, KIP-482). ``max_bytes``: 5 (an unsigned int32; the value itself is not
     range-checked, callers compare it with the bytes left). Raises :class:`VarintError` when ``max_bytes``
     bytes all have the continuation bit (``truncated`` False) or ``end`` comes first (``truncated`` True).
-    Also importable as :func:`pyspark_kafka.wire_header.read_uvarint`."""
+    Also importable as :func:`pyspark_kafka.kafka.wire_header.read_uvarint`."""
     if position < end:
         value = buf[position]
         if value < 0x80:  # one byte (0..127): most compact lengths, counts and tag sections
