@@ -49,6 +49,11 @@ def test_leader_epoch_cache_end_offsets_and_truncation(tmp_path):
     assert cache.end_offset_for(1, 25) == (0, 10)  # the largest epoch <= 1 is 0
     assert cache.end_offset_for(2, 25) == (2, 25)
     assert cache.end_offset_for(-1, 25) == (-1, -1)
+    assert cache.end_offset_for(3, 25) == (-1, -1)  # newer than every known epoch: undefined (Kafka's endOffsetFor)
+    later = LeaderEpochCache(tmp_path / "later")
+    later.path.parent.mkdir()
+    later.assign(4, 7)
+    assert later.end_offset_for(3, 25) == (3, 7)  # older than every known epoch: ends where the first one starts
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n2 10\n"  # Kafka's file format
     cache.truncate_from_end(10)
     assert LeaderEpochCache(tmp_path).entries == [(0, 0)]  # durable

@@ -40,7 +40,14 @@ class LeaderEpochCache:
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """``(largest epoch <= epoch, its end offset)`` (Kafka's ``endOffsetFor``): the end of an epoch is the start
-        of the next one; the latest epoch ends at ``log_end_offset``; ``(-1, -1)`` when no epoch is <= ``epoch``."""
+        of the next one; the latest epoch ends at ``log_end_offset``; ``(-1, -1)`` for epoch -1 (undefined) and
+        when ``epoch`` is newer than every known epoch (Kafka's ``LeaderEpochFileCache.endOffsetFor``: "the requested
+        epoch is larger than any known epoch"); ``(epoch, start of the first known epoch)`` when ``epoch`` is older
+        than every known one (as the single node answers it)."""
+        if not self.entries or epoch > self.entries[-1][0] or epoch == -1:
+            return -1, -1
+        if epoch < self.entries[0][0]:  # older than every known epoch: it ends where the first known one starts
+            return epoch, self.entries[0][1]
         found = -1
         for i, (e, _) in enumerate(self.entries):
             if e <= epoch:
