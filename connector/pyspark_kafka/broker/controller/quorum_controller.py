@@ -297,6 +297,18 @@ class QuorumController:
     # --- topics ----------------------------------------------------------------------------
 
     async def _create_topics(self, req: dict) -> dict:
+        """CreateTopics: ``topics`` [{name, partitions, replication_factor, configs, assignments}], ``validate_only``.
+
+        More than :data:`~pyspark_kafka.broker.log.manager.MAX_PARTITIONS_PER_REQUEST` (10,000) partitions in one
+        request: every topic is refused with POLICY_VIOLATION and nothing is written (Kafka's controller,
+        "Excessively large number of partitions per request.", measured on Apache Kafka 4.3.1)."""
+        from pyspark_kafka.broker.log.manager import MAX_PARTITIONS_PER_REQUEST
+
+        asked = sum(max(t.get("partitions") or 0, len(t.get("assignments") or ())) for t in req["topics"])
+        if asked > MAX_PARTITIONS_PER_REQUEST:
+            return {"error_code": 0, "topics": [
+                {"name": t["name"], "error_code": int(ErrorCode.policy_violation),
+                 "error_message": "Excessively large number of partitions per request."} for t in req["topics"]]}
         results = []
         for t in req["topics"]:
             try:
