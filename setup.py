@@ -1,6 +1,6 @@
 """Build hooks that ``setup.cfg`` cannot express: the startup ``.pth`` file in ``site-packages``.
 
-``connector/pyspark_kafka_bytecode.pth`` is copied to the root of the wheel (``build_py``) and of
+``connector/_pyspark_kafka_startup.pth`` is copied to the root of the wheel (``build_py``) and of
 the editable wheel (``editable_wheel``), so ``pip install`` and ``pip install -e`` both place it in
 ``site-packages``; ``pip uninstall`` removes it. What it does: ``pyspark_kafka.worker_daemon.startup_hook``.
 """
@@ -11,7 +11,7 @@ import shutil
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-PTH = "pyspark_kafka_bytecode.pth"
+PTH = "_pyspark_kafka_startup.pth"
 SOURCE = os.path.join("connector", PTH)
 
 

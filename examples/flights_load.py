@@ -11,7 +11,7 @@ Record format (one record per flight):
   ``year, month, day, sched_dep_time`` as America/New_York local time
   (see :func:`scheduled_departure_ms`);
 - partition: computed here with Kafka's default partitioner rule,
-  ``to_positive(murmur2(key)) % num_partitions`` (:mod:`pyspark_kafka.routing`).
+  ``to_positive(murmur2(key)) % num_partitions`` (:mod:`pyspark_kafka.write.routing`).
 
 Because the partition of every flight is known before sending, the records of one
 partition form a fixed, ordered list: flight ``i`` of partition ``p`` must sit at
@@ -116,7 +116,7 @@ def carrier_partitions(carriers: Sequence[str], num_partitions: int) -> np.ndarr
     """Partition of each record keyed by carrier code, as Kafka's default partitioner
     (murmur2 of the UTF-8 key, sign bit cleared, modulo ``num_partitions``) would pick.
     Returns an ``int64`` array aligned with ``carriers``."""
-    from pyspark_kafka.routing import partition_for
+    from pyspark_kafka.write.routing import partition_for
 
     distinct = {c: partition_for(c.encode(), num_partitions) for c in set(carriers)}
     return np.fromiter((distinct[c] for c in carriers), dtype=np.int64, count=len(carriers))

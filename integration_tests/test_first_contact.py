@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pyspark_kafka.reachability import BootstrapUnreachableError
+from pyspark_kafka.kafka.reachability import BootstrapUnreachableError
 from pyspark_kafka.read.offset_reader import OffsetReader
 from pyspark_kafka.read.options import parse_reader_options
 

@@ -81,7 +81,7 @@ def _close_pooled_clients():
 
     Tests that call the reader or writer in-process (``reader.read(part)``,
     ``write_partition``) leave idle consumers and producers in the per-process pools
-    (:func:`pyspark_kafka.clients.close_pooled_consumers`,
+    (:func:`pyspark_kafka.kafka.clients.close_pooled_consumers`,
     :func:`pyspark_kafka.write.producer_pool.close_idle_producers`); closed here, none keeps
     reconnecting (and logging ``FAIL``) once a test's broker has stopped. Modules not
     imported by the test are not imported here (broker tests stay free of pyspark).
@@ -91,7 +91,7 @@ def _close_pooled_clients():
     try:
         yield
     finally:
-        clients = sys.modules.get("pyspark_kafka.clients")
+        clients = sys.modules.get("pyspark_kafka.kafka.clients")
         if clients is not None:
             clients.close_pooled_consumers()
         producer_pool = sys.modules.get("pyspark_kafka.write.producer_pool")

@@ -1,4 +1,4 @@
-"""Tests of the shared durable-write helpers (``pyspark_kafka.fsutil``)."""
+"""Tests of the shared durable-write helpers (``pyspark_kafka.kafka.fsutil``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pyspark_kafka import fsutil
+from pyspark_kafka.kafka import fsutil
 
 
 def _record_sync_calls(monkeypatch) -> list:
@@ -87,6 +87,6 @@ def test_fsync_helpers_raise_for_missing_paths(tmp_path):
 
 
 def test_fsutil_imports_nothing_from_the_package():
-    code = "import sys, pyspark_kafka.fsutil; print(sorted(m for m in sys.modules if m.startswith('pyspark_kafka')))"
+    code = "import sys, pyspark_kafka.kafka.fsutil; print(sorted(m for m in sys.modules if m.startswith('pyspark_kafka')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['pyspark_kafka', 'pyspark_kafka.fsutil']"
+    assert out.strip() == "['pyspark_kafka', 'pyspark_kafka.kafka', 'pyspark_kafka.kafka.fsutil']"

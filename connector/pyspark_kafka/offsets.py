@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from pyspark_kafka.errors import OptionError
-from pyspark_kafka.topic_partition import TopicPartition
+from pyspark_kafka.kafka.topic_partition import TopicPartition
 
 EARLIEST = -2
 """Offset JSON value meaning "the log start offset" (Spark's ``KafkaOffsetRangeLimit.EARLIEST``)."""

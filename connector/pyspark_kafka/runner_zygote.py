@@ -40,11 +40,17 @@ import sys
 import tempfile
 from typing import Callable
 
-ENV = "PYSPARK_KAFKA_RUNNER_ZYGOTE"
-"""Path of the zygote's Unix socket, in the environment of the driver (and so of Spark's JVM and the
-launcher); ``0`` there before :func:`start` turns the zygote off."""
+from pyspark_kafka.runner_zygote_client import (  # noqa: F401 - the client side, re-exported for its callers
+    ENV,
+    RUNNER_MODULE,
+    _argv_is,
+    hand_off_runner,
+    parent_of,
+    peer,
+    session_address,
+    supported,
+)
 
-RUNNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
 MODULES = (RUNNER_MODULE,)
 """What the zygote runs: Spark's streaming source runner only."""
 
@@ -268,12 +274,6 @@ def _reap(children: dict[int, socket.socket | None]) -> None:
             conn.close()
 
 
-def supported() -> bool:
-    """True on Linux (``fork`` after importing pyarrow and numpy is what the zygote does; macOS is not
-    tested and keeps starting runners as before) when ``PYSPARK_KAFKA_RUNNER_ZYGOTE`` is not ``0``."""
-    return sys.platform.startswith("linux") and os.environ.get(ENV) != "0"
-
-
 def start(python: str = sys.executable) -> str | None:
     """Start a zygote for this process (once) and set :data:`ENV` to its socket's path; returns the path,
     or None when not :func:`supported` or it cannot start. The zygote is a child of this process: it
@@ -321,33 +321,6 @@ _started: dict = {}
 SESSION_DAEMON = ("-m", "pyspark.daemon", "pyspark.sql.worker.create_data_source")
 """The process that starts a session zygote: the daemon of Spark's ``create_data_source`` planner workers
 (started by the JVM when a Python data source is first loaded, alive until the SparkContext stops)."""
-
-
-def session_address(jvm_pid: int, uid: int | None = None) -> str:
-    """The session zygote's socket: an abstract Unix socket name (Linux; no file, gone with its process)
-    for the JVM ``jvm_pid`` of the user ``uid`` (default: this process's)."""
-    return f"\0pyspark-kafka-runner-zygote-{os.getuid() if uid is None else uid}-{jvm_pid}"
-
-
-def peer(sock: socket.socket) -> tuple[int, int]:
-    """``(pid, uid)`` of the process at the other end of the Unix socket ``sock`` (``SO_PEERCRED``; for a
-    connection to a listener: the process that called ``listen``)."""
-    pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                         struct.calcsize("3i")))
-    return pid, uid
-
-
-def parent_of(pid: int) -> int | None:
-    """The parent pid of ``pid`` from ``/proc/<pid>/stat``, None when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _argv_is(argv: list[str], expected: tuple[str, ...]) -> bool:
-    return tuple(argv[1:1 + len(expected)]) == expected
 
 
 def start_session_zygote(argv: list[str] | None = None, modules: tuple[str, ...] = ()) -> bool:
@@ -425,37 +398,6 @@ def path_entries(pythonpath: str) -> list[str]:
         if entry:
             seen.setdefault(entry, None)
     return list(seen)
-
-
-def hand_off_runner(argv: list[str] | None = None, module: str = RUNNER_MODULE) -> int | None:
-    """In a new ``python -m pyspark.sql.streaming.python_streaming_source_runner`` process of a plain
-    session (called by the start-up ``.pth``): have the session zygote of the parent JVM fork the runner
-    and wait for it; its exit status, or None when nothing was started (no zygote, refused, not Linux,
-    :data:`ENV` set: the launcher of ``get_spark()`` does this instead) and the process goes on as before.
-
-    The zygote must be this user's and its listener a child of this process's parent (the JVM):
-    ``SO_PEERCRED``, ``/proc``. ``module``: the ``-m`` module this process must run (tests pass a
-    stand-in). Never raises."""
-    try:
-        argv = list(getattr(sys, "orig_argv", []) if argv is None else argv)
-        if not (supported() and not os.environ.get(ENV) and _argv_is(argv, ("-m", module))):
-            return None
-        jvm = os.getppid()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.connect(session_address(jvm))
-            pid, uid = peer(sock)
-        except OSError:
-            sock.close()
-            return None
-        if uid != os.getuid() or parent_of(pid) != jvm:
-            sock.close()
-            return None
-        from pyspark_kafka.runner_zygote_client import run_through
-
-        return run_through(sock, argv[1:])
-    except Exception:  # noqa: BLE001 - the runner then starts as before
-        return None
 
 
 if __name__ == "__main__":

@@ -59,10 +59,10 @@ class KafkaDataSource(DataSource):
 
 def _reachable(writer, options):
     """The driver's pre-flight of a write, once options and schema are valid: an unreachable cluster
-    fails here in about 1.5 s naming each bootstrap address (:mod:`pyspark_kafka.reachability`),
+    fails here in about 1.5 s naming each bootstrap address (:mod:`pyspark_kafka.kafka.reachability`),
     instead of in every task after ``kafka.delivery.timeout.ms``."""
-    from pyspark_kafka.clients import producer_config
-    from pyspark_kafka.reachability import require_reachable
+    from pyspark_kafka.kafka.clients import producer_config
+    from pyspark_kafka.kafka.reachability import require_reachable
 
     require_reachable(producer_config(options), options)
     return writer

@@ -12,7 +12,7 @@ Run as ``python -m pyspark_kafka.worker_daemon`` (Spark setting ``spark.python.d
 which :func:`pyspark_kafka.spark.get_spark` sets), this module removes that zip from
 ``sys.path`` when it is the zip *of the installed pyspark package it sits in*
 (``<pkg>/python/lib/pyspark.zip`` with ``<pkg>/__init__.py`` beside it: the same files, so the
-same version), then runs ``pyspark.daemon`` (its ``worker`` ends quietly on a socket Spark has closed). A zip of a separate Spark distribution
+same version) and the package's own jars (:func:`bundled_pyspark_archive`), then runs ``pyspark.daemon`` (its ``worker`` ends quietly on a socket Spark has closed). A zip of a separate Spark distribution
 (``SPARK_HOME`` elsewhere) is kept. Importing this module does nothing but define functions;
 :mod:`pyspark_kafka` itself does not import pyspark, so nothing is compiled from the zip before.
 """
@@ -21,37 +21,50 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
 
 PYSPARK_DAEMON = "pyspark.daemon"
 
 
-def bundled_pyspark_zip(entry: str) -> bool:
-    """True when ``entry`` (a ``sys.path`` item) is ``<pkg>/python/lib/pyspark.zip`` of a pyspark
-    package ``<pkg>`` installed beside it (``<pkg>/__init__.py`` exists)."""
-    if os.path.basename(entry) != "pyspark.zip":
-        return False
-    lib = os.path.dirname(os.path.abspath(entry))
-    package = os.path.dirname(os.path.dirname(lib))
-    return (os.path.basename(os.path.dirname(lib)) == "python" and os.path.basename(lib) == "lib"
-            and os.path.basename(package) == "pyspark" and os.path.isfile(os.path.join(package, "__init__.py")))
+def bundled_pyspark_archive(entry: str) -> bool:
+    """True when ``entry`` (a ``sys.path`` item) is an archive of a pyspark package ``<pkg>`` installed beside it
+    (``<pkg>/__init__.py`` exists): ``<pkg>/python/lib/pyspark.zip`` (the same files as the package) or a jar
+    in ``<pkg>/jars/``. Spark puts the jar of spark-core on ``PYTHONPATH`` (``PythonUtils.sparkPythonPath``
+    adds ``SparkContext.jarOfObject``); it holds no Python module (checked on pyspark 4.2.0 and 4.3.0:
+    5,854 and 5,973 entries, none ``.py``), but Python keeps a zip importer for it once any import has looked there,
+    and each ``importlib.invalidate_caches()`` reads its whole directory again: 17 ms per importer, two
+    importers (the jar and its ``org`` namespace package), in each Python task and each source runner
+    (pyspark's ``worker_util.setup_spark_files`` calls it)."""
+    name = os.path.basename(entry)
+    if name == "pyspark.zip":
+        lib = os.path.dirname(os.path.abspath(entry))
+        package = os.path.dirname(os.path.dirname(lib))
+        return (os.path.basename(os.path.dirname(lib)) == "python" and os.path.basename(lib) == "lib"
+                and os.path.basename(package) == "pyspark" and os.path.isfile(os.path.join(package, "__init__.py")))
+    if name.endswith(".jar"):
+        jars = os.path.dirname(os.path.abspath(entry))
+        package = os.path.dirname(jars)
+        return (os.path.basename(jars) == "jars" and os.path.basename(package) == "pyspark"
+                and os.path.isfile(os.path.join(package, "__init__.py")))
+    return False
 
 
-def without_bundled_zip(path: Sequence[str]) -> list[str]:
-    """``path`` without the entries :func:`bundled_pyspark_zip` accepts (order kept)."""
-    return [entry for entry in path if not bundled_pyspark_zip(entry)]
+def without_bundled_archives(path: list[str]) -> list[str]:
+    """``path`` without the entries :func:`bundled_pyspark_archive` accepts (order kept)."""
+    return [entry for entry in path if not bundled_pyspark_archive(entry)]
 
 
 _LAUNCHER = """#!/bin/sh
 # Written by pyspark_kafka.worker_daemon.launcher: runs {python} with PYTHONPATH minus the
 # installed pyspark package's own pyspark.zip (<pkg>/python/lib/pyspark.zip beside <pkg>/__init__.py),
-# so that it imports pyspark's compiled bytecode instead of compiling the zip's modules again.
+# so that it imports pyspark's compiled bytecode instead of compiling the zip's modules again, and minus
+# that package's jars (<pkg>/jars/*.jar: Spark adds spark-core's; no Python module in it).
 set -f
 kept=
 IFS=:
 for entry in $PYTHONPATH; do
   case "$entry" in
     */pyspark/python/lib/pyspark.zip) [ -f "${{entry%/python/lib/pyspark.zip}}/__init__.py" ] && continue ;;
+    */pyspark/jars/*.jar) [ -f "${{entry%/jars/*}}/__init__.py" ] && continue ;;
   esac
   kept="${{kept:+$kept:}}$entry"
 done
@@ -73,7 +86,7 @@ exec {quoted} "$@"
 
 def launcher(python: str, directory: str | None = None) -> str | None:
     """Path of an executable ``/bin/sh`` script that runs ``python`` (all arguments passed on) without
-    the installed pyspark's own ``pyspark.zip`` on ``PYTHONPATH`` (the rule of :func:`bundled_pyspark_zip`).
+    the installed pyspark's own ``pyspark.zip`` on ``PYTHONPATH`` (the rule of :func:`bundled_pyspark_archive`).
 
     For ``PYSPARK_DRIVER_PYTHON``: Spark starts the driver-side Python processes of a Python data
     source with that interpreter and the zip first on ``PYTHONPATH``, where
@@ -116,13 +129,17 @@ def launcher(python: str, directory: str | None = None) -> str | None:
 KEEP_ZIP_ENV = "PYSPARK_KAFKA_KEEP_PYSPARK_ZIP"
 """Set to any non-empty value to keep pyspark's zip on ``sys.path`` (turns :func:`startup_hook` off)."""
 
-STARTUP_PTH = "pyspark_kafka_bytecode.pth"
+STARTUP_PTH = "_pyspark_kafka_startup.pth"
 """The ``.pth`` file the package installs into ``site-packages`` (``setup.py``); its one line calls
-:func:`startup_hook` when ``PYTHONPATH`` names a ``pyspark.zip``."""
+:func:`startup_hook` when ``PYTHONPATH`` names a ``pyspark.zip``. Python's ``site`` runs ``.pth`` files in
+sorted name order: this name sorts after setuptools' ``__editable__.*.pth`` (an editable install's path is
+set by then) and before most others (``distutils-precedence.pth``, ``_virtualenv.pth``, ``*-nspkg.pth``,
+``easy-install.pth``), so a plain session's source-runner stand-in hands itself to the runner zygote
+before other packages' start-up hooks cost it time (they still run in the forked runner's zygote)."""
 
 
 def startup_hook() -> None:
-    """Run at interpreter start by :data:`STARTUP_PTH`: drop the installed pyspark's own zip from ``sys.path``.
+    """Run at interpreter start by :data:`STARTUP_PTH`: drop the installed pyspark's own zip and jars from ``sys.path``.
 
     Spark starts each Python process (executor workers and their daemon, the planner workers, the
     source runner of every new streaming query) with ``<pkg>/python/lib/pyspark.zip`` first on
@@ -130,7 +147,7 @@ def startup_hook() -> None:
     processes compiles pyspark's modules again: about 0.5 s of CPU per new streaming query in a
     ``SparkSession`` built without :func:`pyspark_kafka.spark.get_spark` (measured in
     docs/benchmark-analysis.md). The zip holds the same files as the installed package beside it
-    (the rule of :func:`bundled_pyspark_zip`), so importing the package's compiled bytecode
+    (the rule of :func:`bundled_pyspark_archive`), so importing the package's compiled bytecode
     instead changes nothing else; a zip of a separate Spark distribution (``SPARK_HOME``
     elsewhere) is kept. The same rule as :func:`main` and :func:`launcher`, for sessions the user
     builds.
@@ -139,23 +156,24 @@ def startup_hook() -> None:
     (:func:`pyspark_kafka.quick_ack.install`: 40 ms less per Python task in a session that talks TCP).
     In a session built without ``get_spark()``, the daemon of the ``create_data_source`` planner starts
     the session's runner zygote and each new streaming query's source runner hands itself to it
-    (:func:`pyspark_kafka.runner_zygote.start_session_zygote`, :func:`~pyspark_kafka.runner_zygote.hand_off_runner`).
+    (:func:`pyspark_kafka.runner_zygote.start_session_zygote`, :func:`~pyspark_kafka.runner_zygote_client.hand_off_runner`).
 
     The zip is kept when :data:`KEEP_ZIP_ENV` is set. Never raises: an interpreter start must not
     fail because of this hook.
     """
     try:
+        argv = getattr(sys, "orig_argv", [])
+        if argv[1:3] == ["-m", "pyspark.sql.streaming.python_streaming_source_runner"]:
+            # first, and with the standard library only: this process waits for the forked runner from here on
+            from pyspark_kafka.runner_zygote_client import hand_off_runner
+
+            status = hand_off_runner(argv)
+            if status is not None:  # the session zygote ran this query's source runner: its exit status is ours
+                os._exit(status)
         from pyspark_kafka import quick_ack
 
         quick_ack.install()
-        argv = getattr(sys, "orig_argv", [])
-        if argv[1:3] == ["-m", "pyspark.sql.streaming.python_streaming_source_runner"]:
-            from pyspark_kafka import runner_zygote
-
-            status = runner_zygote.hand_off_runner(argv)
-            if status is not None:  # the session zygote ran this query's source runner: its exit status is ours
-                os._exit(status)
-        elif argv[1:4] == ["-m", "pyspark.daemon", "pyspark.sql.worker.create_data_source"]:
+        if argv[1:4] == ["-m", "pyspark.daemon", "pyspark.sql.worker.create_data_source"]:
             from pyspark_kafka import runner_zygote
 
             runner_zygote.start_session_zygote(argv)
@@ -164,13 +182,13 @@ def startup_hook() -> None:
     try:
         if os.environ.get(KEEP_ZIP_ENV):
             return
-        kept = without_bundled_zip(sys.path)
+        kept = without_bundled_archives(sys.path)
         if len(kept) != len(sys.path):
             dropped = [entry for entry in sys.path if entry not in kept]
             sys.path[:] = kept
-            # the interpreter's start already made a zipimporter for the zip: forget it too, or
-            # every importlib.invalidate_caches() (pyspark calls it in each new Python process,
-            # worker_util.setup_spark_files) reads the zip's whole directory again (~0.1 s)
+            # the interpreter's start already made zip importers for them: forget those too, or
+            # every importlib.invalidate_caches() (pyspark calls it in each Python task and source
+            # runner, worker_util.setup_spark_files) reads each archive's whole directory again
             for key in [k for k in sys.path_importer_cache
                         if any(k == d or k.startswith(d + os.sep) for d in dropped)]:
                 del sys.path_importer_cache[key]
@@ -197,10 +215,10 @@ def quiet_on_closed_socket(worker):
 
 
 def main() -> None:
-    """Drop the installed pyspark's own zip from ``sys.path``, then run ``pyspark.daemon``'s manager
+    """Drop the installed pyspark's own zip and jars from ``sys.path``, then run ``pyspark.daemon``'s manager
     with :func:`quiet_on_closed_socket` around its ``worker`` (its arguments, e.g. the worker module,
     are left in ``sys.argv``)."""
-    sys.path[:] = without_bundled_zip(sys.path)
+    sys.path[:] = without_bundled_archives(sys.path)
     import importlib
 
     daemon = importlib.import_module(PYSPARK_DAEMON)

@@ -17,7 +17,7 @@ import traceback
 
 import pytest
 
-from pyspark_kafka.reachability import (
+from pyspark_kafka.kafka.reachability import (
     BootstrapUnreachableError,
     bootstrap_addresses,
     classify,
@@ -50,7 +50,7 @@ def test_admin_clients_use_the_java_reconnect_backoff_unless_reconnect_is_set(bo
     """Driver-side admin clients get the Java client's ``reconnect.backoff.ms`` (50; librdkafka's 100
     made every new admin client's first metadata wait about 50 ms); a user's own
     ``reconnect.backoff.*`` settings are passed as given, with librdkafka's defaults for the rest."""
-    from pyspark_kafka.clients import admin_config
+    from pyspark_kafka.kafka.clients import admin_config
 
     assert admin_config({"bootstrap.servers": "b:1", "group.id": "g"}) == {"bootstrap.servers": "b:1",
                                                                           "reconnect.backoff.ms": 50}

@@ -1,4 +1,11 @@
-"""The package's import graph: no import cycle, and the connector and the embedded broker stay apart.
+"""The package's import graph: no import cycle, and the package's three wings stay apart.
+
+The wings: the Spark side (the data source: ``source``, ``read/``, ``write/``, ``sinks/``, ``groups``,
+the CLI, ``testing/``), the Kafka client and wire layer both sides share (``pyspark_kafka.kafka``: the
+record format and codecs, the header rule, our clients, client configuration, key stores), and the
+embedded broker (``pyspark_kafka.broker``). The shared layer imports only itself and
+``pyspark_kafka.errors`` (the package-wide error base, which imports nothing of the package); the broker
+imports only itself and the shared layer; the Spark side imports the broker only where it starts one.
 
 Every module under ``connector/pyspark_kafka`` is parsed with ``ast`` (nothing is
 imported); an edge is any import of a ``pyspark_kafka`` module, at module level
@@ -19,12 +26,17 @@ import pytest
 PACKAGE = "pyspark_kafka"
 ROOT = Path(__file__).resolve().parents[2] / "connector" / PACKAGE
 BROKER = f"{PACKAGE}.broker"
-# Connector modules that start the embedded broker on purpose: `pyspark-kafka broker` (cli) and the
+# The Kafka client and wire layer both sides share (issue 38): the record format and its varints, the
+# record batch codecs, the request header rule, our clients (confluent-kafka's and the fetch client),
+# client configuration (options, Java names, key stores), fsync / atomic writes, socket reads.
+SHARED = f"{PACKAGE}.kafka"
+# The package-wide error base: OptionError and PySparkKafkaError are raised on both the Spark side and
+# the shared layer (a bad client setting is an OptionError wherever it is found), so it stays at the
+# package root, imports nothing of the package, and the shared layer may import it.
+ERRORS = f"{PACKAGE}.errors"
+# Spark-side modules that start the embedded broker on purpose: `pyspark-kafka broker` (cli) and the
 # test clusters of the pytest plugin and the integration suite (testing.clusters). Everything else on
-# the connector side must not import it.
-# Modules both sides may import: they import nothing from the package (fsync / atomic writes; the
-# record batch codecs, used by the broker's log and the columnar reader; PKCS12 key store decoding).
-SHARED = {f"{PACKAGE}.fsutil", f"{PACKAGE}.record_codecs", f"{PACKAGE}.record_format", f"{PACKAGE}.wire_header", f"{PACKAGE}.pkcs12", f"{PACKAGE}.sockets"}
+# the Spark side must not import it.
 STARTS_BROKER = {f"{PACKAGE}.cli", f"{PACKAGE}.testing.clusters"}
 
 
@@ -120,8 +132,21 @@ def find_cycle(graph: dict) -> list | None:
     return None
 
 
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 def _is_broker(module: str) -> bool:
-    return module == BROKER or module.startswith(BROKER + ".")
+    return _within(module, BROKER)
+
+
+def _is_shared(module: str) -> bool:
+    return _within(module, SHARED)
+
+
+def _is_spark_side(module: str) -> bool:
+    """Neither the broker, the shared layer nor the error base: the data source, its CLI and test helpers."""
+    return not (_is_broker(module) or _is_shared(module) or module == ERRORS)
 
 
 def test_the_graph_sees_every_kind_of_import():
@@ -191,21 +216,38 @@ def test_the_read_package_never_imports_the_group_helpers_on_top_of_it():
     assert not any(wrong.values()), f"read modules importing pyspark_kafka.groups: {wrong}"
 
 
-def test_the_connector_does_not_import_the_broker():
+def test_the_spark_side_does_not_import_the_broker():
     graph = import_graph()
     wrong = {m: sorted(t for t in ts if _is_broker(t))
-             for m, ts in graph.items() if not _is_broker(m) and m not in STARTS_BROKER}
-    assert not any(wrong.values()), f"connector modules importing {BROKER}: {wrong}"
+             for m, ts in graph.items() if _is_spark_side(m) and m not in STARTS_BROKER}
+    assert not any(wrong.values()), f"Spark-side modules importing {BROKER}: {wrong}"
 
 
-def test_the_broker_imports_only_broker_modules():
+def test_the_broker_imports_only_itself_and_the_shared_layer():
     graph = import_graph()
-    wrong = {m: sorted(t for t in ts if not _is_broker(t) and t not in SHARED) for m, ts in graph.items()
+    wrong = {m: sorted(t for t in ts if not (_is_broker(t) or _is_shared(t))) for m, ts in graph.items()
              if _is_broker(m)}
     wrong = {m: ts for m, ts in wrong.items() if ts}
-    assert not wrong, f"broker modules importing connector modules: {wrong}"
+    assert not wrong, f"broker modules importing outside {BROKER} and {SHARED}: {wrong}"
 
 
-def test_shared_modules_import_nothing_from_the_package():
+def test_the_shared_layer_imports_only_itself_and_the_error_base():
+    """The shared layer is the base both sides build on: its modules may import one another (the wire
+    header and the snappy codec read varints with record_format's decoder) and the error base, nothing
+    else of the package (no Spark-side option parser, no broker)."""
     graph = import_graph()
-    assert {m: sorted(graph[m]) for m in SHARED if graph[m]} == {}
+    wrong = {m: sorted(t for t in ts if not (_is_shared(t) or t == ERRORS)) for m, ts in graph.items()
+             if _is_shared(m)}
+    wrong = {m: ts for m, ts in wrong.items() if ts}
+    assert not wrong, f"{SHARED} modules importing outside {SHARED} and {ERRORS}: {wrong}"
+
+
+def test_the_error_base_imports_nothing_of_the_package():
+    assert import_graph()[ERRORS] == set()
+
+
+def test_the_broker_uses_the_shared_layer():
+    """The rules above are not vacuous: the broker and the Spark side both import the shared layer."""
+    graph = import_graph()
+    assert f"{SHARED}.record_format" in graph[f"{BROKER}.log.record_batch"]
+    assert f"{SHARED}.clients" in graph[f"{PACKAGE}.read.batch"]

@@ -1,5 +1,5 @@
 """Kafka Java client settings in ``kafka.*`` options run unchanged: translated, refused with the
-alternative, or dropped with a warning (pyspark_kafka.javaconfig, pyspark_kafka.keystores)."""
+alternative, or dropped with a warning (pyspark_kafka.kafka.javaconfig, pyspark_kafka.kafka.keystores)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
-from pyspark_kafka import javaconfig
-from pyspark_kafka.clients import client_params
+from pyspark_kafka.kafka import javaconfig
+from pyspark_kafka.kafka.clients import client_params
 from pyspark_kafka.errors import OptionError
-from pyspark_kafka.javaconfig import java_partitioner, parse_jaas, to_librdkafka
+from pyspark_kafka.kafka.javaconfig import java_partitioner, parse_jaas, to_librdkafka
 
 PLAIN = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="s3cr=t\\"x";'
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule required username=bob password=pw;"

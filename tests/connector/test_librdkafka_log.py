@@ -8,8 +8,8 @@ import logging
 import socket
 import time
 
-from pyspark_kafka.clients import new_admin
-from pyspark_kafka.librdkafka_log import LIBRDKAFKA_LOG, LibrdkafkaLog, with_logger
+from pyspark_kafka.kafka.clients import new_admin
+from pyspark_kafka.kafka.librdkafka_log import LIBRDKAFKA_LOG, LibrdkafkaLog, with_logger
 
 REFUSED = "[thrd:127.0.0.1:1/bootstrap]: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: " \
           "Connection refused (after {ms}ms in state CONNECT)"

@@ -1,4 +1,4 @@
-"""The request/response header rule, defined once (:mod:`pyspark_kafka.wire_header`), checked against
+"""The request/response header rule, defined once (:mod:`pyspark_kafka.kafka.wire_header`), checked against
 what independent implementations put on the wire: kafka-python's encoder for the request header
 and Kafka's ``ByteUtils`` examples for unsigned varints."""
 
@@ -10,7 +10,7 @@ import pytest
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-from pyspark_kafka import wire_header
+from pyspark_kafka.kafka import wire_header
 
 
 @pytest.mark.parametrize("n, encoded", [(0, b"\x00"), (1, b"\x01"), (127, b"\x7f"), (128, b"\x80\x01"),

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pyspark_kafka.worker_daemon import bundled_pyspark_zip, without_bundled_zip
+from pyspark_kafka.worker_daemon import bundled_pyspark_archive, without_bundled_archives
 
 
 def _touch(path) -> str:
@@ -22,14 +22,18 @@ def _touch(path) -> str:
     ("spark-4.3.0/python/lib/pyspark.zip", "spark-4.3.0/__init__.py", False),  # a Spark distribution's zip
     ("site/pyspark/python/lib/py4j-0.10.9.9-src.zip", "site/pyspark/__init__.py", False),  # not pyspark's zip
     ("site/pyspark/lib/pyspark.zip", "site/pyspark/__init__.py", False),  # not <pkg>/python/lib
+    ("site/pyspark/jars/spark-core_2.13-4.3.0.jar", "site/pyspark/__init__.py", True),  # the package's own jar
+    ("site/pyspark/jars/spark-core_2.13-4.3.0.jar", None, False),  # no package beside it
+    ("spark-4.3.0/jars/spark-core_2.13-4.3.0.jar", "spark-4.3.0/__init__.py", False),  # a Spark distribution's
+    ("site/pyspark/lib/spark-core_2.13-4.3.0.jar", "site/pyspark/__init__.py", False),  # not <pkg>/jars
 ])
-def test_only_the_installed_packages_own_zip_is_dropped(tmp_path, layout, init, expected):
+def test_only_the_installed_packages_own_zip_and_jars_are_dropped(tmp_path, layout, init, expected):
     entry = _touch(tmp_path / layout)
     if init:
         _touch(tmp_path / init)
-    assert bundled_pyspark_zip(entry) is expected
+    assert bundled_pyspark_archive(entry) is expected
     path = ["/a", entry, "/b"]
-    assert without_bundled_zip(path) == (["/a", "/b"] if expected else path)
+    assert without_bundled_archives(path) == (["/a", "/b"] if expected else path)
 
 
 def test_spark_workers_import_the_installed_pyspark_not_the_zip(spark):
@@ -57,11 +61,12 @@ def test_launcher_runs_python_without_the_installed_pyspark_zip(tmp_path):
     own_zip = _touch(tmp_path / "site/pyspark/python/lib/pyspark.zip")
     _touch(tmp_path / "site/pyspark/__init__.py")
     other_zip = _touch(tmp_path / "spark-4.3.0/python/lib/pyspark.zip")  # a distribution's zip: kept
+    own_jar = _touch(tmp_path / "site/pyspark/jars/spark-core_2.13-4.3.0.jar")  # the package's jar: dropped
     path = launcher(sys.executable, str(tmp_path / "launchers"))
     assert path is not None and os.access(path, os.X_OK)
     assert launcher(sys.executable, str(tmp_path / "launchers")) == path  # written once per interpreter
     probe = "import os, sys; print(os.environ.get('PYTHONPATH')); print(sys.argv[1:]); sys.exit(3)"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([own_zip, "/a b*", other_zip])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([own_zip, "/a b*", own_jar, other_zip])}
     done = subprocess.run([path, "-c", probe, "x y", "*"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 3, done.stderr  # arguments and exit status pass through
     assert done.stdout.splitlines() == [os.pathsep.join(["/a b*", other_zip]), "['x y', '*']"]
@@ -108,7 +113,7 @@ def _installed_pyspark_zip() -> str:
 
 
 def test_the_startup_pth_makes_any_spark_python_process_import_the_installed_pyspark():
-    """``pip install`` (``-e`` too) puts ``pyspark_kafka_bytecode.pth`` into ``site-packages``; with the
+    """``pip install`` (``-e`` too) puts ``_pyspark_kafka_startup.pth`` into ``site-packages``; with the
     installed pyspark's own zip on ``PYTHONPATH`` (as Spark starts every Python process, in sessions
     not built by ``get_spark`` too) a new interpreter imports pyspark's compiled package instead;
     ``PYSPARK_KAFKA_KEEP_PYSPARK_ZIP`` turns that off."""
@@ -124,18 +129,24 @@ def test_the_startup_pth_makes_any_spark_python_process_import_the_installed_pys
     assert open(installed[0]).read() == open(source).read()
     zip_path = _installed_pyspark_zip()
     assert os.path.isfile(zip_path)
-    probe = ("import pyspark, sys; print(pyspark.__file__); "
-             "print(sum(p.endswith('pyspark.zip') for p in [*sys.path, *sys.path_importer_cache]))")
+    jars = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(zip_path))), "jars")
+    core_jar = sorted(f for f in os.listdir(jars) if f.startswith("spark-core_"))[0]
+    # the modules pyspark's worker imports look for ``org`` (copy.py's Jython check): a namespace package in the jar
+    probe = ("import pyspark, copy, importlib, sys; importlib.invalidate_caches(); print(pyspark.__file__); "
+             "print(sum(p.endswith('pyspark.zip') for p in [*sys.path, *sys.path_importer_cache])); "
+             "print(sum('.jar' in p for p in [*sys.path, *sys.path_importer_cache]))")
     env = {k: v for k, v in os.environ.items() if k != KEEP_ZIP_ENV}
-    env["PYTHONPATH"] = os.pathsep.join([zip_path, "/nonexistent"])
+    env["PYTHONPATH"] = os.pathsep.join([zip_path, "/nonexistent", os.path.join(jars, core_jar)])  # as Spark sets it
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and not done.stderr, done.stderr
-    pyspark_file, zips = done.stdout.split()
+    pyspark_file, zips, jar_entries = done.stdout.split()
     assert ".zip" not in pyspark_file and os.path.isfile(pyspark_file) and zips == "0", done.stdout
+    assert jar_entries == "0", done.stdout  # no zip importer left to read the jar's directory again
     env[KEEP_ZIP_ENV] = "1"
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
-    pyspark_file, zips = done.stdout.split()
+    pyspark_file, zips, jar_entries = done.stdout.split()
     assert pyspark_file == os.path.join(zip_path, "pyspark", "__init__.py") and int(zips) >= 1, done.stdout
+    assert int(jar_entries) >= 1, done.stdout
 
 
 PLANNER_PROBE = r"""
@@ -193,3 +204,18 @@ def test_planner_workers_of_get_spark_end_quietly_on_a_closed_socket(bootstrap, 
     assert planners, daemons
     wrong = [" ".join(a) for a in planners if a[a.index("-m") + 1] != "pyspark_kafka.worker_daemon"]
     assert not wrong, "planner daemons not started as pyspark_kafka.worker_daemon:\n" + "\n".join(wrong)
+
+
+def test_the_startup_pth_runs_after_an_editable_install_path_and_before_other_packages_hooks():
+    """``site`` runs ``.pth`` files in sorted name order. The package's one must come after setuptools'
+    editable-install ``.pth`` (else ``pyspark_kafka`` is not importable yet in an editable install) and before
+    the start-up hooks other packages commonly install, so that a plain session's source-runner stand-in hands
+    itself to the runner zygote before they run (measured: a ``certifi`` hook cost each stand-in 15-18 ms)."""
+    from pyspark_kafka.worker_daemon import STARTUP_PTH
+
+    before = ["__editable__.pyspark_kafka-0.1.0.pth", "__editable___pyspark_kafka_0_1_0_finder.pth"]
+    after = ["_sandboxing_egress_ca.pth", "_virtualenv.pth", "distutils-precedence.pth", "easy-install.pth",
+             "matplotlib-3.9.0-py3.11-nspkg.pth", "google_api_core-2.19.0-py3.9-nspkg.pth", "protobuf-4.25-nspkg.pth",
+             "pywin32.pth", "zope.interface-6.0-py3.11-nspkg.pth", "coverage.pth", "a1_coverage.pth"]
+    order = sorted([*before, STARTUP_PTH, *after])
+    assert order.index(STARTUP_PTH) == len(before), order

@@ -44,8 +44,8 @@ import atheris  # noqa: E402
 # numba compiles a function's bytecode, and atheris's inserted calls are not numba-compilable
 import pyspark_kafka.read.decode_kernel  # noqa: E402,F401
 
-with atheris.instrument_imports(include=["pyspark_kafka.read.record_decoder", "pyspark_kafka.record_codecs",
-                                         "pyspark_kafka.record_format"]):
+with atheris.instrument_imports(include=["pyspark_kafka.read.record_decoder", "pyspark_kafka.kafka.record_codecs",
+                                         "pyspark_kafka.kafka.record_format"]):
     from pyspark_kafka.read import record_decoder  # noqa: F401
 
 from support.record_oracle import (BATCH_FIELDS, CODECS, HEADER_SIZE, Rec, assemble, compress,  # noqa: E402

@@ -33,7 +33,7 @@ from pyspark_kafka.broker.config import (
     BROKER_DEFAULTS, TOPIC_CONFIG_TO_BROKER, BrokerConfig, _check_value, listener_config_name,
 )
 from pyspark_kafka.broker.errors import InvalidConfigError, InvalidRequestError
-from pyspark_kafka.fsutil import atomic_write
+from pyspark_kafka.kafka.fsutil import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ kio (generated from Kafka's JSON message schemas) does all field encoding; this 
 
 - splits a frame (after its 4-byte big-endian size prefix) into request header and body,
 - reads the request header and writes the response header by the rule of
-  :mod:`pyspark_kafka.wire_header` (defined there once for every client and server),
+  :mod:`pyspark_kafka.kafka.wire_header` (defined there once for every client and server),
 - turns the plain ``dict``/``list`` values the handlers return into kio dataclasses of the
   negotiated version (:func:`build`), so one handler serves every version it advertises,
 - encodes a response into a list of chunks where each fetched record set may stay a file
@@ -29,8 +29,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from pyspark_kafka.broker.request_bounds import FrameBoundsError, check_frame
-from pyspark_kafka.wire_header import API_VERSIONS_KEY, request_header_class, response_header_class  # noqa: F401 - API_VERSIONS_KEY re-exported for the server
-from pyspark_kafka.wire_header import encode_uvarint as _uvarint
+from pyspark_kafka.kafka.wire_header import API_VERSIONS_KEY, request_header_class, response_header_class  # noqa: F401 - API_VERSIONS_KEY re-exported for the server
+from pyspark_kafka.kafka.wire_header import encode_uvarint as _uvarint
 
 _INT16_INT16_INT32 = struct.Struct(">hhi")
 _UTC = datetime.timezone.utc

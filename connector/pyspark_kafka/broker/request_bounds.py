@@ -40,7 +40,9 @@ from kio.serial._introspect import (  # kio's own field classification, so both 
     is_optional,
 )
 
-from pyspark_kafka.wire_header import encode_uvarint as _uvarint
+from pyspark_kafka.kafka.record_format import VarintError
+from pyspark_kafka.kafka.wire_header import encode_uvarint as _uvarint
+from pyspark_kafka.kafka.wire_header import read_uvarint
 
 _FIXED = {
     "bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "timedelta_i32": 4,
@@ -138,17 +140,14 @@ class _Walker:
         return pos + n
 
     def uvarint(self, pos: int, what: str) -> tuple[int, int]:
-        value = shift = 0
-        for i in range(5):
-            if pos >= self.end:
-                raise FrameBoundsError(f"{what}: the frame ends inside a varint")
-            b = self.buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value, pos
-            shift += 7
-        raise FrameBoundsError(f"{what}: varint longer than 5 bytes")
+        """``(value, position after it)`` of the unsigned varint at ``pos`` (at most 5 bytes, within the
+        frame; :func:`pyspark_kafka.kafka.wire_header.read_uvarint`). Raises :class:`FrameBoundsError` naming ``what``."""
+        try:
+            return read_uvarint(self.buf, pos, self.end)
+        except VarintError as exc:
+            if exc.truncated:
+                raise FrameBoundsError(f"{what}: the frame ends inside a varint") from None
+            raise FrameBoundsError(f"{what}: varint longer than 5 bytes") from None
 
     def length(self, pos: int, flexible: bool, legacy_width: int, what: str) -> tuple[int, int]:
         """(length or -1 for null, position after the prefix)."""

@@ -8,7 +8,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader
 from pyspark.sql.types import StructType
 
-from pyspark_kafka.clients import check_consumer_config
+from pyspark_kafka.kafka.clients import check_consumer_config
 from pyspark_kafka.errors import errors_as_messages
 from pyspark_kafka.read.options import check_schema, parse_reader_options, unique_group_id
 from pyspark_kafka.read.partition_reader import KafkaInputPartition, executor_conf, read_partition

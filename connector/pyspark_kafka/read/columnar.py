@@ -1,7 +1,7 @@
 """The executor's columnar read path: one offset range fetched as raw record batches and decoded to Arrow.
 
 :func:`read_range_columnar` reads ``[from_offset, until_offset)`` of one partition with a pooled
-:class:`~pyspark_kafka.read.fetch_client.FetchClient`: Fetch requests to the partition's leader,
+:class:`~pyspark_kafka.kafka.fetch_client.FetchClient`: Fetch requests to the partition's leader,
 the next one sent before the current answer is decoded (the broker reads while the worker
 decodes), each answer's batches selected and decoded by :mod:`pyspark_kafka.read.record_decoder`,
 the rows yielded as ``pyarrow.RecordBatch`` es of the Kafka source schema.
@@ -39,7 +39,7 @@ from pyspark_kafka.errors import (
     ReadTimeoutError,
     authorization_hint,
 )
-from pyspark_kafka.read.fetch_client import (
+from pyspark_kafka.kafka.fetch_client import (
     AuthenticationError,
     FetchClientError,
     FetchConfig,
@@ -70,7 +70,7 @@ def choose_path(read_path: str, conf: dict) -> tuple[FetchConfig | None, str | N
     """``(FetchConfig, None)`` to read columnar, or ``(None, reason)`` to read with the consumer.
 
     ``read_path``: the ``readPath`` option. ``auto`` reads columnar when
-    :func:`~pyspark_kafka.read.fetch_client.columnar_config` can serve ``conf`` and logs the
+    :func:`~pyspark_kafka.kafka.fetch_client.columnar_config` can serve ``conf`` and logs the
     reason once per worker process when it cannot; ``columnar`` raises OptionError with that
     reason instead; ``consumer`` always reads with the consumer.
     """

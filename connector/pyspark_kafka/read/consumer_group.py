@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping
 
 from pyspark_kafka import offsets as O
-from pyspark_kafka.clients import consumer_config, new_consumer
+from pyspark_kafka.kafka.clients import consumer_config, new_consumer
 from pyspark_kafka.errors import OptionError, PySparkKafkaError
-from pyspark_kafka.options import get_option, kafka_params, parse_bool
+from pyspark_kafka.options import get_option, parse_bool
+from pyspark_kafka.kafka.client_config import kafka_params
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,13 @@ _INT32_RAW_MAX = np.uint64(0xFFFFFFFF)
 @numba.njit(cache=True, inline="always")
 def _varint(buf, p, end, max_bytes):
     """Zigzag varint at ``p``, read no further than ``end`` nor ``max_bytes`` (5: int32, 10: int64):
-    ``(value, next position, ok)``; ``ok`` False when it runs past either limit or overflows its type."""
+    ``(value, next position, ok)``; ``ok`` False when it runs past either limit or overflows its type.
+
+    The kernel's only varint decoder: a numba-compiled copy of the one definition,
+    :func:`pyspark_kafka.kafka.record_format.read_zigzag` (its spec: same values and next positions where
+    that returns, ``ok`` False exactly where that raises), kept here because a compiled kernel cannot
+    call a Python function. tests/connector/test_varints.py checks them bit for bit against each
+    other and :func:`~pyspark_kafka.kafka.record_format.zigzag_varints` on valid and malformed varints."""
     raw = np.uint64(0)
     shift = np.uint64(0)
     i = 0

@@ -12,9 +12,9 @@ import time
 from typing import Mapping
 
 from pyspark_kafka import offsets as O
-from pyspark_kafka.clients import client_params, new_admin
+from pyspark_kafka.kafka.clients import client_params, new_admin
 from pyspark_kafka.errors import OptionError, PySparkKafkaError
-from pyspark_kafka.reachability import BootstrapUnreachableError, ConnectionWatch, first_metadata, wait_ms
+from pyspark_kafka.kafka.reachability import BootstrapUnreachableError, ConnectionWatch, first_metadata, wait_ms
 from pyspark_kafka.read.options import ReaderOptions
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ class OffsetReader:
     ``kafka.default.api.timeout.ms``. Raises PySparkKafkaError naming the
     brokers when the cluster does not answer. ``missing_topics``: ``"error"`` (batch reads, as
     Spark's connector) or ``"warn"`` (streams) for a ``subscribe`` topic the cluster lacks. The first Metadata request goes through
-    :func:`pyspark_kafka.reachability.first_metadata`: when no bootstrap address can be reached
+    :func:`pyspark_kafka.kafka.reachability.first_metadata`: when no bootstrap address can be reached
     it raises BootstrapUnreachableError naming each address and its cause within about 1.5 s
     (a silent address: ``kafka.socket.connection.setup.timeout.ms``, default 10 s), without retries.
     Not picklable state: the admin client is dropped when pickled and on :meth:`close`.
@@ -69,7 +69,7 @@ class OffsetReader:
     def _list_topics(self, timeout_s: float):
         """Metadata within ``timeout_s``, asked in slices of at most 1 s so that an authentication
         failure (reported through ``error_cb``) ends the wait at once instead of after the timeout.
-        The first successful contact goes through :func:`~pyspark_kafka.reachability.first_metadata`."""
+        The first successful contact goes through :func:`~pyspark_kafka.kafka.reachability.first_metadata`."""
         from confluent_kafka import KafkaException
 
         if not self._contacted:

@@ -28,7 +28,8 @@ from pyspark.sql.types import (
 
 from pyspark_kafka import offsets as O
 from pyspark_kafka.errors import OptionError
-from pyspark_kafka.options import get_option, kafka_params, parse_bool, parse_int, require_bootstrap
+from pyspark_kafka.options import get_option, parse_bool, parse_int, require_bootstrap
+from pyspark_kafka.kafka.client_config import kafka_params
 from pyspark_kafka.read.consumer_group import GroupOptions, parse_group_options
 
 log = logging.getLogger(__name__)

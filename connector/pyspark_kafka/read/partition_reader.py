@@ -2,7 +2,7 @@
 
 :func:`read_partition` reads exactly one offset range (:class:`KafkaInputPartition`)
 with an *assigned* consumer borrowed from the per-worker pool
-(:func:`pyspark_kafka.clients.pooled_consumer`) and yields
+(:func:`pyspark_kafka.kafka.clients.pooled_consumer`) and yields
 ``pyarrow.RecordBatch`` es of at most :data:`BATCH_ROWS` rows / about
 :data:`BATCH_BYTES` bytes, so memory stays bounded whatever the range length.
 Executors never commit to Kafka (``enable.auto.commit=false``).
@@ -24,7 +24,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_kafka import offsets as O
-from pyspark_kafka.clients import consumer_config, pooled_consumer
+from pyspark_kafka.kafka.clients import consumer_config, pooled_consumer
 from pyspark_kafka.errors import (
     DATA_LOSS_FIX,
     DataLossError,

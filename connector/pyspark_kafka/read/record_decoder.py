@@ -6,7 +6,7 @@ last possibly truncated), the offset range wanted and the partition's aborted tr
 batches and, under ``read_committed``, the batches of aborted transactions the way Kafka's Java
 consumer does (``CompletedFetch``: aborted transactions are taken in first-offset order up to each
 batch's last offset; a producer id is aborted until its ABORT marker), decompresses each kept batch
-with the codec functions the broker uses (:mod:`pyspark_kafka.record_codecs`) and returns
+with the codec functions the broker uses (:mod:`pyspark_kafka.kafka.record_codecs`) and returns
 the kept records sections as :class:`Segments` of one buffer. :func:`decode` then parses every
 record of those sections and gathers keys and values into Arrow binary buffers:
 
@@ -24,7 +24,6 @@ timestamp when the batch says LOG_APPEND_TIME (attribute bit 3).
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,10 +31,13 @@ import pyarrow as pa
 
 from pyspark_kafka.errors import CorruptRecordError, PySparkKafkaError
 from pyspark_kafka.errors import corrupt_record_error as corrupt
-from pyspark_kafka.record_format import (
+from pyspark_kafka.kafka.record_format import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
+    CONTROL_ABORT,
     CONTROL_BIT,
+    CONTROL_COMMIT,
+    CONTROL_KEY,
     HEADER,
     LOG_OVERHEAD,
     MAGIC,
@@ -43,16 +45,19 @@ from pyspark_kafka.record_format import (
     MAX_VARINT_BYTES,
     MAX_VARLONG_BYTES,
     MIN_BATCH_LENGTH,
+    MIN_RECORD_BODY,
     MIN_RECORD_SIZE,
+    OFFSET_LENGTH,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
+    VARINT_PAD,
     VarintError,
     batch_crc,
     read_zigzag,
+    zigzag_varints,
 )
 
 HEADER_SIZE = BATCH_HEADER_SIZE
-_OFFSET_LENGTH = struct.Struct(">qi")
 """Bytes of a RecordBatch v2 header, up to and including its record count."""
 _INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
@@ -148,7 +153,7 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
         return corrupt(topic, partition, first, last, reason)
 
     while pos + LOG_OVERHEAD <= size:
-        base, length = _OFFSET_LENGTH.unpack_from(view, pos)
+        base, length = OFFSET_LENGTH.unpack_from(view, pos)
         # where the batch should start: its own baseOffset may be what is damaged
         expected = from_offset if next_offset is None else next_offset
         if until_offset is not None and base >= until_offset and (next_offset is None or base >= next_offset):
@@ -222,7 +227,7 @@ def select_batches(records, from_offset: int, read_committed: bool, aborted, *, 
         append_ts = max_ts if log_append else -1
         codec = attrs & COMPRESSION_MASK
         if codec:
-            from pyspark_kafka.record_codecs import CodecError, decompress
+            from pyspark_kafka.kafka.record_codecs import CodecError, decompress
 
             try:
                 piece = decompress(codec, view[start:end], DECOMPRESS_LIMIT)
@@ -264,7 +269,7 @@ def _control_type(view, start: int, end: int, bad) -> int:
     try:
         length, p = read_zigzag(view, start, end, MAX_VARINT_BYTES)
         rec_end = p + length
-        if length < 6 or rec_end != end:
+        if length < MIN_RECORD_BODY or rec_end != end:
             raise VarintError("its length does not fill the batch")
         p += 1  # attributes
         p = read_zigzag(view, p, rec_end, MAX_VARLONG_BYTES)[1]
@@ -272,8 +277,8 @@ def _control_type(view, start: int, end: int, bad) -> int:
         key_len, p = read_zigzag(view, p, rec_end, MAX_VARINT_BYTES)
         if key_len != 4 or p + key_len > rec_end:
             raise VarintError(f"its key has {key_len} bytes; a control key has 4")
-        version, kind = struct.unpack_from(">hh", view, p)
-        if version < 0 or kind not in (0, 1):
+        version, kind = CONTROL_KEY.unpack_from(view, p)
+        if version < 0 or kind not in (CONTROL_ABORT, CONTROL_COMMIT):
             raise VarintError(f"its key says version {version}, type {kind}; a transaction marker is version 0, "
                               "type 0 (abort) or 1 (commit)")
     except VarintError as exc:
@@ -353,36 +358,6 @@ def _numba_kernel():
     return _KERNEL[0]
 
 
-_PAD = 10
-"""Zero bytes appended to the buffer the numpy path reads varints from (a varint has at most 10 bytes)."""
-
-
-def _vvarint(buf: np.ndarray, p: np.ndarray, limit: np.ndarray, max_bytes: int):
-    """Zigzag varints at positions ``p`` of ``buf`` (padded with :data:`_PAD` bytes), all at once, each read
-    no further than ``limit`` nor ``max_bytes`` (5: int32, 10: int64): ``(values, next positions, ok)``,
-    ``ok`` False where a varint runs past either or overflows its type (the numba kernel's ``_varint``)."""
-    raw = np.zeros(p.shape[0], np.uint64)
-    done = np.zeros(p.shape[0], np.bool_)
-    over = np.zeros(p.shape[0], np.bool_)
-    length = np.zeros(p.shape[0], np.int64)
-    for i in range(max_bytes):
-        b = buf[p + i].astype(np.uint64)
-        live = ~done
-        raw |= np.where(live, (b & np.uint64(0x7F)) << np.uint64(7 * i), np.uint64(0))
-        length += live
-        ending = live & (b < 0x80)
-        if i == MAX_VARLONG_BYTES - 1:
-            over |= ending & (b > 1)
-        done |= ending
-        if done.all():
-            break
-    ok = done & (p + length <= limit) & ~over
-    if max_bytes == MAX_VARINT_BYTES:
-        ok &= raw <= np.uint64(0xFFFFFFFF)
-    value = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
-    return value, p + length, ok
-
-
 def _gather(buf: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(valid, int32 offsets, data)`` of the byte strings ``buf[pos:pos+len]`` (len -1: null)."""
     valid = lens >= 0
@@ -427,7 +402,7 @@ def _decode_numpy(seg: Segments, lo: int, hi: int):
                     length, p = read_zigzag(raw, p, end, MAX_VARINT_BYTES)
                 except VarintError:
                     return _failed(1, s)
-            if length < 6:
+            if length < MIN_RECORD_BODY:
                 return _failed(1, s)
             if length > end - p:
                 return _failed(2, s)
@@ -444,11 +419,11 @@ def _decode_numpy(seg: Segments, lo: int, hi: int):
     def first_bad(ok) -> int:
         return int(which[int(np.argmin(ok))])
 
-    buf = np.concatenate([seg.buf, np.zeros(_PAD, np.uint8)])
-    tsd, p, ok = _vvarint(buf, body + 1, rec_end, MAX_VARLONG_BYTES)
+    buf = np.concatenate([seg.buf, np.zeros(VARINT_PAD, np.uint8)])
+    tsd, p, ok = zigzag_varints(buf, body + 1, rec_end, MAX_VARLONG_BYTES)
     if not ok.all():
         return _failed(3, first_bad(ok))
-    od, p, ok = _vvarint(buf, p, rec_end, MAX_VARINT_BYTES)
+    od, p, ok = zigzag_varints(buf, p, rec_end, MAX_VARINT_BYTES)
     if not ok.all():
         return _failed(3, first_bad(ok))
     prev = np.empty_like(od)
@@ -458,14 +433,14 @@ def _decode_numpy(seg: Segments, lo: int, hi: int):
     ok = (od > prev) & (od <= seg.last_delta[which])
     if not ok.all():
         return _failed(11, first_bad(ok))
-    kl, p, ok = _vvarint(buf, p, rec_end, MAX_VARINT_BYTES)
+    kl, p, ok = zigzag_varints(buf, p, rec_end, MAX_VARINT_BYTES)
     if not ok.all():
         return _failed(3, first_bad(ok))
     ok = (kl >= -1) & (kl <= rec_end - p)
     if not ok.all():
         return _failed(4, first_bad(ok))
     kp = p
-    vl, p, ok = _vvarint(buf, p + np.maximum(kl, 0), rec_end, MAX_VARINT_BYTES)
+    vl, p, ok = zigzag_varints(buf, p + np.maximum(kl, 0), rec_end, MAX_VARINT_BYTES)
     if not ok.all():
         return _failed(3, first_bad(ok))
     ok = (vl >= -1) & (vl <= rec_end - p)
@@ -473,7 +448,7 @@ def _decode_numpy(seg: Segments, lo: int, hi: int):
         return _failed(5, first_bad(ok))
     vp = p
     hp = p + np.maximum(vl, 0)
-    hc, p, ok = _vvarint(buf, hp, rec_end, MAX_VARINT_BYTES)
+    hc, p, ok = zigzag_varints(buf, hp, rec_end, MAX_VARINT_BYTES)
     if not ok.all():
         return _failed(3, first_bad(ok))
     ok = (hc >= 0) & (hc <= (rec_end - p) // 2)

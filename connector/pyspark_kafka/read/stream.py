@@ -23,7 +23,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from pyspark_kafka import offsets as O
-from pyspark_kafka.clients import check_consumer_config
+from pyspark_kafka.kafka.clients import check_consumer_config
 from pyspark_kafka.errors import OptionError, errors_as_messages
 from pyspark_kafka.read.stream_group import StreamGroup
 from pyspark_kafka.read.offset_reader import OffsetReader

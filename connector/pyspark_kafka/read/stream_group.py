@@ -16,8 +16,8 @@ import time
 from typing import Mapping
 
 from pyspark_kafka import offsets as O
-from pyspark_kafka.clients import new_consumer
-from pyspark_kafka.options import kafka_params
+from pyspark_kafka.kafka.clients import new_consumer
+from pyspark_kafka.kafka.client_config import kafka_params
 from pyspark_kafka.read.consumer_group import (
     GroupOffsets,
     GroupOptions,

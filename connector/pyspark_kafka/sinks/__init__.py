@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional
 
-from pyspark_kafka.topic_partition import TopicPartition
+from pyspark_kafka.kafka.topic_partition import TopicPartition
 
 __all__ = ["register", "starting_offsets", "stored_offsets"]
 
@@ -92,8 +92,8 @@ def stored_offsets(
 
 def _cluster_partitions(bootstrap_servers: str, topics: Iterable[str], kafka_params: Mapping[str, str]) -> dict:
     """``{topic: [partition ids]}`` from the cluster's metadata (confluent-kafka AdminClient)."""
-    from pyspark_kafka.clients import client_params
-    from pyspark_kafka.reachability import require_reachable
+    from pyspark_kafka.kafka.clients import client_params
+    from pyspark_kafka.kafka.reachability import require_reachable
     from pyspark_kafka.sinks.common import SinkError
 
     options = {**{(k if k.startswith("kafka.") else f"kafka.{k}"): v for k, v in dict(kafka_params or {}).items()},

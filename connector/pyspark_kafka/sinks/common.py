@@ -28,7 +28,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from pyspark_kafka.errors import OptionError, PySparkKafkaError
 from pyspark_kafka.options import get_option
-from pyspark_kafka.topic_partition import TopicPartition
+from pyspark_kafka.kafka.topic_partition import TopicPartition
 
 #: ``{(topic, partition): (min offset, max offset)}`` of the rows a task staged.
 OffsetSpan = dict[TopicPartition, tuple[int, int]]

@@ -32,7 +32,7 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSource
 from pyspark.sql.types import StructType
 
 from pyspark_kafka.errors import OptionError, errors_as_messages
-from pyspark_kafka.fsutil import atomic_write, fsync_dir, fsync_file
+from pyspark_kafka.kafka.fsutil import atomic_write, fsync_dir, fsync_file
 from pyspark_kafka.options import get_option
 from pyspark_kafka.sinks.common import (
     OFFSETS_FROM_BATCH,
@@ -54,7 +54,7 @@ from pyspark_kafka.sinks.common import (
     span_of_arrow,
     span_verdict,
 )
-from pyspark_kafka.topic_partition import TopicPartition
+from pyspark_kafka.kafka.topic_partition import TopicPartition
 
 TMP_DIR = "_pykafka_tmp"
 LOG_DIR = "_pykafka_log"

@@ -61,7 +61,7 @@ from pyspark_kafka.sinks.common import (
     span_of_arrow,
     span_verdict,
 )
-from pyspark_kafka.topic_partition import TopicPartition
+from pyspark_kafka.kafka.topic_partition import TopicPartition
 
 SINK = "pykafka-iceberg"
 DEFAULT_SINK_ID = "pykafka"

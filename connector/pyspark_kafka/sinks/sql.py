@@ -55,7 +55,7 @@ from pyspark_kafka.sinks.common import (
     require_streaming_for_batch_mode,
     span_of_arrow,
 )
-from pyspark_kafka.topic_partition import TopicPartition
+from pyspark_kafka.kafka.topic_partition import TopicPartition
 
 DEFAULT_OFFSETS_TABLE = "pykafka_offsets"
 DEFAULT_SQLITE_FILE = "pykafka-sink.db"

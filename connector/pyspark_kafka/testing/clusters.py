@@ -41,7 +41,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from pyspark_kafka.sockets import recv_exactly
+from pyspark_kafka.kafka.sockets import recv_exactly
 
 APACHE_KAFKA_IMAGE = "apache/kafka:3.9.1"
 """Default image of the ``apache-kafka`` backend (KRaft, single node); ``KAFKA_IMAGE`` overrides."""
@@ -73,9 +73,9 @@ class BackendUnavailable(Exception):
 
 def send_request(bootstrap: str, request, response_type, timeout_s: float = 10.0):
     """Send one kio ``request`` to the first bootstrap address over a plain socket; return the
-    decoded ``response_type`` entity (headers by :mod:`pyspark_kafka.wire_header`). Raises OSError when the
+    decoded ``response_type`` entity (headers by :mod:`pyspark_kafka.kafka.wire_header`). Raises OSError when the
     broker cannot be reached or closes the connection."""
-    from pyspark_kafka import wire_header
+    from pyspark_kafka.kafka import wire_header
 
     host, port = bootstrap.split(",")[0].strip().rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:

@@ -4,14 +4,14 @@ Input columns and options are those of Spark's built-in Kafka sink (see ``docs/w
 Each Spark task produces its rows with one confluent-kafka ``Producer`` (``kafka.*``
 options passed through; defaults ``acks=all``, ``enable.idempotence=true``,
 ``delivery.timeout.ms=120000`` as in the Java client; idle producers are reused by later
-tasks of the same Python worker) to partitions chosen by :mod:`pyspark_kafka.routing`, then
+tasks of the same Python worker) to partitions chosen by :mod:`pyspark_kafka.write.routing`, then
 flushes and checks the delivery reports: the task succeeds only when every record was
 acknowledged (at-least-once), otherwise it fails with
 :class:`~pyspark_kafka.errors.DeliveryError`. The commit message of a task counts the
 acknowledged records per topic-partition. With ``deliveryGuarantee=exactly-once`` each task
 writes its rows in one Kafka transaction with a per-task ``transactional.id`` and commits, in
 the same transaction, a marker that makes a replayed micro-batch write nothing twice
-(:mod:`pyspark_kafka.transactions`, ``docs/exactly-once-kafka.md``).
+(:mod:`pyspark_kafka.write.transactions`, ``docs/exactly-once-kafka.md``).
 
 One concept per module, as in Spark's kafka010 connector:
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter
 from pyspark.sql.types import StructType
 
-from pyspark_kafka import transactions as txn
+from pyspark_kafka.write import transactions as txn
 from pyspark_kafka.errors import OptionError, errors_as_messages
 from pyspark_kafka.write.commit_message import KafkaCommitMessage, summarize
 from pyspark_kafka.write.data_writer import write_batches

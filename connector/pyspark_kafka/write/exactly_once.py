@@ -3,7 +3,7 @@
 Each task writes its rows in one Kafka transaction (KIP-98) under its own
 ``transactional.id`` and commits, in the same transaction, a marker that makes a replayed
 micro-batch write nothing twice. The protocol's parts (ids, marker, decision, the task's
-transaction) are :mod:`pyspark_kafka.transactions`; docs/exactly-once-kafka.md describes it.
+transaction) are :mod:`pyspark_kafka.write.transactions`; docs/exactly-once-kafka.md describes it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Iterable
 
 import pyarrow as pa
 
-from pyspark_kafka import transactions as txn
+from pyspark_kafka.write import transactions as txn
 from pyspark_kafka.errors import DeliveryError, RecordError
 from pyspark_kafka.write.commit_message import KafkaCommitMessage
 from pyspark_kafka.write.delivery import DeliveryFailures
@@ -29,12 +29,12 @@ def write_transactional(spec: WriteSpec, scope: txn.TaskScope,
                         batches: Iterable[pa.RecordBatch]) -> KafkaCommitMessage:
     """Exactly-once: write ``batches`` in one Kafka transaction of ``scope.transactional_id``.
 
-    Protocol (:mod:`pyspark_kafka.transactions`): no rows → no transaction; otherwise
+    Protocol (:mod:`pyspark_kafka.write.transactions`): no rows → no transaction; otherwise
     ``init_transactions`` (fences older attempts), read the marker; if ``scope.batch_id`` or
     a later batch is committed, consume the input, check it is the committed one
-    (:class:`~pyspark_kafka.transactions.ReplayMismatchError` if not) and write nothing;
+    (:class:`~pyspark_kafka.write.transactions.ReplayMismatchError` if not) and write nothing;
     with no marker, check once per query in this process that the brokers store transactional
-    offsets (:class:`~pyspark_kafka.transactions.MarkerNotStoredError` before any record if
+    offsets (:class:`~pyspark_kafka.write.transactions.MarkerNotStoredError` before any record if
     not); else begin, produce (same checks and routing as
     :func:`~pyspark_kafka.write.data_writer.write_batches`), flush, add the
     marker and commit. Any error aborts the transaction, so a failed attempt leaves nothing

@@ -6,7 +6,7 @@ sent, and keeps what every write task needs: the producer's librdkafka settings 
 options passed through, with the Java client's defaults :data:`PRODUCER_DEFAULTS`), option
 ``topic``, option ``partitioner``, the delivery timeout and option ``deliveryGuarantee``
 (with ``exactly-once``: option ``transactionalIdPrefix`` and the marker consumer's settings,
-:mod:`pyspark_kafka.transactions`). Bad options raise
+:mod:`pyspark_kafka.write.transactions`). Bad options raise
 :class:`~pyspark_kafka.errors.OptionError` naming the option and the fix.
 """
 
@@ -17,12 +17,13 @@ from typing import Mapping
 
 from pyspark.sql.types import StructType
 
-from pyspark_kafka import transactions as txn
-from pyspark_kafka.clients import new_consumer, new_producer, producer_config
+from pyspark_kafka.write import transactions as txn
+from pyspark_kafka.kafka.clients import new_consumer, new_producer, producer_config
 from pyspark_kafka.errors import OptionError
-from pyspark_kafka.javaconfig import java_partitioner
-from pyspark_kafka.options import get_option, kafka_params
-from pyspark_kafka.routing import load_partitioner
+from pyspark_kafka.kafka.javaconfig import java_partitioner
+from pyspark_kafka.options import get_option
+from pyspark_kafka.kafka.client_config import kafka_params
+from pyspark_kafka.write.routing import load_partitioner
 from pyspark_kafka.write.schema import validate_schema
 
 AT_LEAST_ONCE = "at-least-once"
@@ -36,7 +37,7 @@ def parse_delivery_guarantee(options: Mapping[str, str]) -> str:
     """Option ``deliveryGuarantee``: ``at-least-once`` (default) or ``exactly-once`` (any case).
 
     ``exactly-once`` writes each task's rows in a Kafka transaction (KIP-98) with a replay
-    marker (:mod:`pyspark_kafka.transactions`). Any other value raises OptionError listing
+    marker (:mod:`pyspark_kafka.write.transactions`). Any other value raises OptionError listing
     the allowed ones.
     """
     raw = get_option(options, "deliveryGuarantee")

@@ -4,9 +4,9 @@ Creating a producer costs a connection, metadata and (idempotent) InitProducerId
 hundreds of ms; Spark reuses Python workers, so a task takes an idle producer with the same
 settings (:func:`acquire`) and gives it back when all its records were acknowledged
 (:func:`release`); a producer whose task failed is closed instead, its state being unknown.
-The pool is :class:`~pyspark_kafka.clients.ClientPool`, the same as the reader's consumers'.
+The pool is :class:`~pyspark_kafka.kafka.clients.ClientPool`, the same as the reader's consumers'.
 A transactional producer (``deliveryGuarantee=exactly-once``) belongs to its task's
-transaction (:class:`pyspark_kafka.transactions.TaskTransaction`), never to this pool.
+transaction (:class:`pyspark_kafka.write.transactions.TaskTransaction`), never to this pool.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from pyspark_kafka.clients import ClientPool, close_quietly, config_key, new_producer
+from pyspark_kafka.kafka.clients import ClientPool, close_quietly, config_key, new_producer
 from pyspark_kafka.write.delivery import DeliveryFailures
 
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter
 from pyspark.sql.types import StructType
 
-from pyspark_kafka import transactions as txn
+from pyspark_kafka.write import transactions as txn
 from pyspark_kafka.errors import errors_as_messages
 from pyspark_kafka.write.commit_message import KafkaCommitMessage, skipped_tasks, summarize
 from pyspark_kafka.write.data_writer import write_batches
@@ -28,7 +28,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     With ``deliveryGuarantee=exactly-once`` each task commits one transaction under
     ``transactional.id = {prefix}-{queryId}-{partition}`` together with its marker, so a
-    micro-batch replayed after a failure is written once (:mod:`pyspark_kafka.transactions`).
+    micro-batch replayed after a failure is written once (:mod:`pyspark_kafka.write.transactions`).
     """
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool):

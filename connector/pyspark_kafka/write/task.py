@@ -1,7 +1,7 @@
 """One Spark task's write (Spark's ``KafkaWriteTask`` / ``KafkaRowWriter``): :class:`KafkaWriteTask`.
 
 Per Arrow batch: check every row (topic, partition range, timestamps, headers), route the
-rows with :class:`~pyspark_kafka.routing.Router` (partition metadata cached per task), hand
+rows with :class:`~pyspark_kafka.write.routing.Router` (partition metadata cached per task), hand
 them to the producer in row order, serve delivery reports; at the end flush within
 ``delivery.timeout.ms`` and count the acknowledged records per topic-partition
 (:class:`~pyspark_kafka.write.commit_message.KafkaCommitMessage`). Errors are
@@ -23,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_kafka.clients import close_quietly
+from pyspark_kafka.kafka.clients import close_quietly
 from pyspark_kafka.errors import DeliveryError, RecordError
-from pyspark_kafka.options import redact
-from pyspark_kafka.routing import Router, load_partitioner
+from pyspark_kafka.kafka.client_config import redact
+from pyspark_kafka.write.routing import Router, load_partitioner
 from pyspark_kafka.write.commit_message import KafkaCommitMessage
 from pyspark_kafka.write.delivery import error_hint
 from pyspark_kafka.write.options import WriteSpec

@@ -213,6 +213,28 @@ def test_topics_over_the_live_broker_count_and_duplicates_are_refused_with_kafka
     run(scenario())
 
 
+def test_more_than_10000_partitions_in_one_request_are_refused_and_nothing_is_written(tmp_path):
+    """Kafka's controller: over 10,000 partitions in one CreateTopics request is POLICY_VIOLATION for every topic
+    ("Excessively large number of partitions per request."); a 2^31-partition request must not be tried."""
+    async def scenario():
+        log, c = await _controller(tmp_path)
+        await _live_brokers(c, [0])
+        before = c.image.offset
+        answer = await c.handle({"op": "create_topics", "topics": [
+            {"name": "a", "partitions": 6000, "replication_factor": 1},
+            {"name": "b", "partitions": 4001, "replication_factor": 1}]})
+        assert [t["error_code"] for t in answer["topics"]] == [ErrorCode.policy_violation] * 2
+        assert answer["topics"][0]["error_message"] == "Excessively large number of partitions per request."
+        huge = await c.handle({"op": "create_topics", "topics": [{"name": "h", "partitions": 2**31 - 1,
+                                                                  "replication_factor": 1}]})
+        assert huge["topics"][0]["error_code"] == ErrorCode.policy_violation
+        assert c.image.offset == before and "a" not in c.image.topics and "h" not in c.image.topics
+        ok = await c.handle({"op": "create_topics", "topics": [{"name": "a", "partitions": 3, "replication_factor": 1}]})
+        assert ok["topics"][0]["error_code"] == 0
+        await log.stop()
+    run(scenario())
+
+
 def test_the_metadata_log_is_durable_and_replayed(tmp_path):
     async def first():
         log, c = await _controller(tmp_path)

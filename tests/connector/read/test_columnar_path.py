@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from pyspark_kafka import offsets as O
 from pyspark_kafka.errors import DataLossError, OptionError
 from pyspark_kafka.read import columnar, record_decoder
-from pyspark_kafka.read.fetch_client import columnar_config
+from pyspark_kafka.kafka.fetch_client import columnar_config
 from pyspark_kafka.read.options import parse_read_path
 from pyspark_kafka.read.partition_reader import KafkaInputPartition, executor_conf, read_partition
 
@@ -153,7 +153,7 @@ def test_sasl_plain_and_scram_read_the_same_rows_and_a_wrong_password_fails(tmp_
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from pyspark_kafka.broker import EmbeddedBroker
-    from pyspark_kafka.read.fetch_client import AuthenticationError
+    from pyspark_kafka.kafka.fetch_client import AuthenticationError
 
     config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": mechanism,
               "sasl.jaas.config": f'{module} required user_etl="etl-pw";'}

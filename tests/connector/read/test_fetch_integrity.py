@@ -21,7 +21,7 @@ from pyspark_kafka import offsets as O
 from pyspark_kafka.errors import CorruptRecordError, DataLossError, PySparkKafkaError
 from pyspark_kafka.read import record_decoder
 from pyspark_kafka.read.partition_reader import KafkaInputPartition, executor_conf, read_partition
-from pyspark_kafka.record_format import HEADER
+from pyspark_kafka.kafka.record_format import HEADER
 
 from support.kafka_proxy import KafkaProxy
 

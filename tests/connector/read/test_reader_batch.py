@@ -186,7 +186,7 @@ def test_read_committed_skips_aborted_transactions_and_finishes_on_markers(spark
 
 
 def test_long_ranges_come_in_bounded_batches_from_a_reused_consumer(bootstrap, make_topic):
-    from pyspark_kafka import clients
+    from pyspark_kafka.kafka import clients
     from pyspark_kafka.read import BATCH_ROWS, KafkaBatchReader, kafka_schema
 
     topic = make_topic(partitions=1)
@@ -215,7 +215,8 @@ def test_long_ranges_come_in_bounded_batches_from_a_reused_consumer(bootstrap, m
 
 
 def test_the_columnar_path_yields_bounded_batches_from_a_pooled_fetch_client(bootstrap, make_topic):
-    from pyspark_kafka.read import BATCH_ROWS, KafkaBatchReader, fetch_client, kafka_schema
+    from pyspark_kafka.read import BATCH_ROWS, KafkaBatchReader, kafka_schema
+    from pyspark_kafka.kafka import fetch_client
 
     topic = make_topic(partitions=1)
     count = 2 * BATCH_ROWS + 500

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from pyspark_kafka.errors import OptionError, RecordError
-from pyspark_kafka.routing import (
+from pyspark_kafka.write.routing import (
     MURMUR2,
     ROUND_ROBIN,
     Router,

@@ -17,7 +17,7 @@ from support.eos_check import committed_marker, end_offsets, read_topic, values
 from support.waiting import wait_until
 from pyspark.sql.types import StringType, StructField, StructType
 from pyspark_kafka.errors import DeliveryError, RecordError
-from pyspark_kafka.transactions import (
+from pyspark_kafka.write.transactions import (
     FencedError,
     MarkerNotStoredError,
     Fingerprint,

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import StringType, StructField, StructType
 from pyspark_kafka.errors import OptionError
-from pyspark_kafka.transactions import (
+from pyspark_kafka.write.transactions import (
     Decision,
     Fingerprint,
     Marker,
@@ -150,7 +150,7 @@ def test_each_batch_job_gets_its_own_transactional_scope():
 
 
 def test_liveness_passes_while_the_feeding_processes_live():
-    from pyspark_kafka.transactions import SparkLiveness
+    from pyspark_kafka.write.transactions import SparkLiveness
 
     live = SparkLiveness()
     assert live.chain[0] == os.getppid()
@@ -163,7 +163,7 @@ def test_liveness_detects_that_the_feeding_process_died():
     Real processes: this test forks a 'feeder' (stands for the Spark JVM / worker daemon)
     which forks the 'task'; the feeder exits; the task's check must raise.
     """
-    from pyspark_kafka.transactions import InputTruncatedError, SparkLiveness
+    from pyspark_kafka.write.transactions import InputTruncatedError, SparkLiveness
 
     result_r, result_w = os.pipe()
     feeder = os.fork()

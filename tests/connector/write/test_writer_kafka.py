@@ -24,7 +24,7 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType, 
 
 from support.topics import consume_all
 from pyspark_kafka.errors import DeliveryError, RecordError
-from pyspark_kafka.routing import partition_for, to_positive
+from pyspark_kafka.write.routing import partition_for, to_positive
 from pyspark_kafka.write import WriteSpec, write_batches
 
 # Kafka's UtilsTest.testMurmur2 vectors: (key, published murmur2).

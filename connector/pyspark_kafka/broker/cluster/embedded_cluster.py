@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from pyspark_kafka.sockets import recv_exactly
+from pyspark_kafka.kafka.sockets import recv_exactly
 
 CONTROLLER_ID = 3000  # the first controller's node id (Kafka's examples); the others follow: 3001, 3002
 START_TIMEOUT_S = 60.0
@@ -84,7 +84,7 @@ def metadata(bootstrap: str, topics: list[str] | None = None, timeout_s: float =
     """
     from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
     from kio.schema.metadata.v12.response import MetadataResponse
-    from pyspark_kafka import wire_header
+    from pyspark_kafka.kafka import wire_header
 
     request = MetadataRequest(topics=None if topics is None else tuple(MetadataRequestTopic(topic_id=None, name=t)
                                                                           for t in topics),

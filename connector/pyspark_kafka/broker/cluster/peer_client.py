@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from pyspark_kafka import wire_header
+from pyspark_kafka.kafka import wire_header
 
 
 class PeerClient:

@@ -18,7 +18,7 @@ n x (4 + m)  each record: length (int32), then its bytes
 8            end magic ``PKSNAPOK``
 ============ ======================================================================================
 
-Durability: written to ``<name>.tmp``, fsynced, renamed, directory fsynced (:func:`pyspark_kafka.fsutil.atomic_write`).
+Durability: written to ``<name>.tmp``, fsynced, renamed, directory fsynced (:func:`pyspark_kafka.kafka.fsutil.atomic_write`).
 A file whose length, magic, count or checksum does not match is **refused** (an ERROR log line names the file
 and the reason) and the next older snapshot is tried; with none left the node replays the log from offset 0.
 The newest :data:`RETAINED` snapshots are kept, older ones deleted. The log itself is never truncated by a
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
-from pyspark_kafka.fsutil import atomic_write, fsync_dir
+from pyspark_kafka.kafka.fsutil import atomic_write, fsync_dir
 from pyspark_kafka.broker.log_escape import get_logger
 
 log = get_logger("pyspark_kafka.metadata_snapshots")

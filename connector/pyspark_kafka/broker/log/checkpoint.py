@@ -1,5 +1,5 @@
 """Small files in the data directory, written atomically (temp file + fsync + rename + fsync dir,
-see :func:`pyspark_kafka.fsutil.atomic_write`).
+see :func:`pyspark_kafka.kafka.fsutil.atomic_write`).
 
 Offset checkpoints use Kafka's text format (``recovery-point-offset-checkpoint``,
 ``log-start-offset-checkpoint``)::
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from pyspark_kafka.broker.log_escape import get_logger
 
-# The durable-write helpers live in pyspark_kafka.fsutil (shared with the connector's file sinks);
+# The durable-write helpers live in pyspark_kafka.kafka.fsutil (shared with the connector's file sinks);
 # they are re-exported here for the broker modules that import them from this module.
-from pyspark_kafka.fsutil import atomic_write, fsync_dir, write_synced  # noqa: F401
+from pyspark_kafka.kafka.fsutil import atomic_write, fsync_dir, write_synced  # noqa: F401
 
 log = get_logger(__name__)
 

@@ -67,13 +67,12 @@ from pyspark_kafka.broker.log.record_batch import (
     BatchHeader,
     RecordView,
     build_batch,
-    encode_varint,
     iter_record_views,
-    read_varint,
 )
 from pyspark_kafka.broker.log.segment import LogSegment
 from pyspark_kafka.broker.log.validator import UNCOMPRESSED_BOUND_FACTOR
 from pyspark_kafka.broker.log_escape import get_logger
+from pyspark_kafka.kafka.record_format import MAX_VARINT_BYTES, encode_zigzag, read_zigzag
 
 log = get_logger(__name__)
 
@@ -193,10 +192,11 @@ def retime_record(raw: bytes, delta_change: int) -> bytes:
     (the batch's base timestamp rose by that much), the length prefix re-encoded."""
     if delta_change == 0:
         return raw
-    _, pos = read_varint(raw, 0)
-    delta, after = read_varint(raw, pos + 1)  # the attributes byte, then timestampDelta
-    body = raw[pos:pos + 1] + encode_varint(delta - delta_change) + raw[after:]
-    return encode_varint(len(body)) + body
+    end = len(raw)
+    _, pos = read_zigzag(raw, 0, end, MAX_VARINT_BYTES)
+    delta, after = read_zigzag(raw, pos + 1, end)  # the attributes byte, then timestampDelta
+    body = raw[pos:pos + 1] + encode_zigzag(delta - delta_change) + raw[after:]
+    return encode_zigzag(len(body)) + body
 
 
 def rebuild_batch(header: BatchHeader, records: list[RecordView], delete_horizon_ms: int | None = None) -> bytes:
@@ -226,8 +226,8 @@ def rebuild_batch(header: BatchHeader, records: list[RecordView], delete_horizon
 
 
 def _record_delta(raw: bytes) -> int:
-    _, pos = read_varint(raw, 0)
-    return read_varint(raw, pos + 1)[0]
+    _, pos = read_zigzag(raw, 0, len(raw), MAX_VARINT_BYTES)
+    return read_zigzag(raw, pos + 1, len(raw))[0]
 
 
 def delete_horizon(header: BatchHeader) -> int | None:

@@ -1,29 +1,11 @@
-"""RecordBatch v2 (magic 2) headers, read without decoding records.
+"""RecordBatch v2 (magic 2) batches on the broker's side: header parsing and validation, offset
+assignment, header encoding (:func:`build_batch`) and record walking, without decoding values.
 
-Layout of the 61-byte header (Kafka's ``DefaultRecordBatch``, big-endian)::
-
-    0  baseOffset int64          21 attributes int16        43 producerId int64
-    8  batchLength int32         23 lastOffsetDelta int32   51 producerEpoch int16
-    12 partitionLeaderEpoch int32 27 baseTimestamp int64    53 baseSequence int32
-    16 magic int8                35 maxTimestamp int64      57 recordCount int32
-    17 crc uint32 (CRC32C of bytes 21..end)                 61 records...
-
-``batchLength`` counts the bytes after itself, so a batch occupies ``12 + batchLength`` bytes.
-``baseOffset`` and ``partitionLeaderEpoch`` are outside the CRC: the broker rewrites them
-without recomputing it. Attributes: bits 0-2 compression, bit 3 timestamp type
-(1 = LogAppendTime), bit 4 transactional, bit 5 control, bit 6 delete horizon set (KIP-534: baseTimestamp is the time
-after which the cleaner may remove the batch's tombstones).
-
-Records (Kafka's ``DefaultRecord``) follow the header, compressed as a whole when the batch is:
-``length varint, attributes int8, timestampDelta varlong, offsetDelta varint, keyLength varint,
-key, valueLength varint, value, headers count varint, headers``; a control record's key is
-``version int16, type int16`` (0 abort, 1 commit).
-
-The layout's constants and the CRC live in :mod:`pyspark_kafka.record_format` (shared with the
-columnar reader); this module is the broker's side of it: header parsing and validation, offset
-assignment, header encoding (:func:`build_batch`) and record walking. Whole batches of the
-broker's own records (coordinator state, transaction markers) are encoded through kio in
-:mod:`~pyspark_kafka.broker.log.records`.
+The format itself (the 61-byte header's layout, the attribute bits, the record layout, the CRC and
+the varints) is defined once in :mod:`pyspark_kafka.kafka.record_format`, shared with the columnar
+reader; the names this module re-exports from there (``BATCH_HEADER_SIZE``, ``CONTROL_BIT``,
+``CONTROL_COMMIT`` ...) are that module's. Whole batches of the broker's own records (coordinator
+state, transaction markers) are encoded through kio in :mod:`~pyspark_kafka.broker.log.records`.
 """
 
 from __future__ import annotations
@@ -32,46 +14,46 @@ import struct
 from typing import Iterator, NamedTuple
 
 import crc32c
-from kio.serial.readers import read_int8, read_signed_varint, read_signed_varlong
 
 from pyspark_kafka.broker.errors import CorruptRecordError, InvalidRecordError
-from pyspark_kafka.record_format import HEADER as _HEADER
-from pyspark_kafka.wire_header import encode_uvarint
-from pyspark_kafka.record_format import (  # the layout is defined once, for the broker and the reader
+from pyspark_kafka.kafka.record_format import AFTER_CRC as _AFTER_CRC
+from pyspark_kafka.kafka.record_format import BEFORE_CRC as _BEFORE_CRC
+from pyspark_kafka.kafka.record_format import HEADER as _HEADER
+from pyspark_kafka.kafka.record_format import OFFSET_LENGTH as _OFFSET_LENGTH
+from pyspark_kafka.kafka.record_format import PREFIX as _PREFIX
+from pyspark_kafka.kafka.record_format import (  # the layout is defined once, for the broker and the reader
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
     COMPRESSION_NAMES,
+    CONTROL_ABORT,  # noqa: F401 - re-exported: the control record types
     CONTROL_BIT,
+    CONTROL_COMMIT,  # noqa: F401
     CRC_OFFSET,
-    CRC_START,
+    CRC_START,  # noqa: F401 - re-exported
     DELETE_HORIZON_BIT,
     LOG_OVERHEAD,
     MAGIC,
     MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
+    MAX_VARINT_BYTES,
+    MAX_VARLONG_BYTES,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
+    VarintError,
     batch_crc,
+    read_zigzag,
 )
 
 NO_PRODUCER_ID = -1  # header sentinels: a batch from a non-idempotent producer
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
-CONTROL_ABORT = 0  # control record key type (Kafka's ControlRecordType)
-CONTROL_COMMIT = 1
 
-_BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
-_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount: where the CRC'd part starts
-_OFFSET_LENGTH = struct.Struct(">qi")
-_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the bytes before the CRC'd part
 PREFIX_SIZE = _PREFIX.size
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
-assert _HEADER.size == BATCH_HEADER_SIZE == _BEFORE_CRC.size + _AFTER_CRC.size
-assert _BEFORE_CRC.size == CRC_START
 
 
 class BatchHeader(NamedTuple):
@@ -251,44 +233,28 @@ def read_offset_and_length(buf, position: int = 0) -> tuple[int, int]:
     return _OFFSET_LENGTH.unpack_from(buf, position)
 
 
-def read_varint(buf, position: int) -> tuple[int, int]:
-    """Zigzag varint (Kafka's ``ByteUtils.readVarlong``) at ``position``: ``(value, next position)``.
-
-    Raises CorruptRecordError for a varint longer than 10 bytes (IndexError past the buffer's end)."""
-    shift = 0
-    raw = 0
-    while True:
-        byte = buf[position]
-        position += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes in a record")
-
-
-def encode_varint(value: int) -> bytes:
-    """``value`` (signed, 64-bit) as a zigzag varint (Kafka's ``ByteUtils.writeVarlong``)."""
-    return encode_uvarint((value << 1) ^ (value >> 63))
-
-
 def iter_record_offsets_and_timestamps(batch) -> Iterator[tuple[int, int]]:
     """``(offset, timestamp ms)`` of each record of one *uncompressed* batch (bytes-like, whole batch).
 
     Decodes only each record's length, timestamp delta and offset delta; for LogAppendTime
-    batches every record has the batch's maxTimestamp (Kafka's rule).
+    batches every record has the batch's maxTimestamp (Kafka's rule). Raises
+    :class:`CorruptRecordError` when a varint runs past its record or the batch, or is too long.
     """
     header = parse_header(batch)
     position = BATCH_HEADER_SIZE
+    end = len(batch)
+    log_append_time = header.timestamp_type == "LogAppendTime"
     for _ in range(header.record_count):
-        length, position = read_varint(batch, position)
-        record_end = position + length
-        ts_delta, after_ts = read_varint(batch, position + 1)  # skip the attributes byte
-        offset_delta, _ = read_varint(batch, after_ts)
-        timestamp = header.max_timestamp if header.timestamp_type == "LogAppendTime" else header.base_timestamp + ts_delta
+        try:
+            length, position = read_zigzag(batch, position, end, MAX_VARINT_BYTES)
+            record_end = min(position + length, end)
+            ts_delta, after_ts = read_zigzag(batch, position + 1, record_end)  # skip the attributes byte
+            offset_delta, _ = read_zigzag(batch, after_ts, record_end, MAX_VARINT_BYTES)
+        except VarintError as exc:
+            raise CorruptRecordError(f"malformed record in the batch at offset {header.base_offset}: {exc}") from None
+        timestamp = header.max_timestamp if log_append_time else header.base_timestamp + ts_delta
         yield header.base_offset + offset_delta, timestamp
-        position = record_end
+        position = position + length
 
 
 class RecordView(NamedTuple):
@@ -306,24 +272,26 @@ def iter_record_views(header: BatchHeader, body) -> Iterator[RecordView]:
 
     Decodes each record's framing, timestamp and offset deltas, key and value length (not the
     value or headers); for LogAppendTime batches every record has the batch's maxTimestamp.
-    ``raw`` is the record's bytes as stored, so records can be copied into a new batch.
+    ``raw`` is the record's bytes as stored, so records can be copied into a new batch. Raises
+    :class:`CorruptRecordError` when a varint runs past its record or the records section, or is too
+    long (the varints are read by :func:`pyspark_kafka.kafka.record_format.read_zigzag`).
     """
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_BIT)
     pos = 0
+    body_end = len(body)
     for _ in range(header.record_count):
-        length, used = read_signed_varint(body, pos)
-        start, pos = pos, pos + used
-        end = pos + length
-        pos += read_int8(body, pos)[1]
-        ts_delta, used = read_signed_varlong(body, pos)
-        pos += used
-        offset_delta, used = read_signed_varint(body, pos)
-        pos += used
-        key_len, used = read_signed_varint(body, pos)
-        pos += used
-        key = None if key_len < 0 else bytes(body[pos : pos + key_len])
-        pos += max(key_len, 0)
-        value_len, _ = read_signed_varint(body, pos)
+        try:
+            start = pos
+            length, pos = read_zigzag(body, pos, body_end, MAX_VARINT_BYTES)
+            end = pos + length
+            limit = min(end, body_end)
+            ts_delta, pos = read_zigzag(body, pos + 1, limit, MAX_VARLONG_BYTES)  # after the attributes int8
+            offset_delta, pos = read_zigzag(body, pos, limit, MAX_VARINT_BYTES)
+            key_len, pos = read_zigzag(body, pos, limit, MAX_VARINT_BYTES)
+            key = None if key_len < 0 else bytes(body[pos : pos + key_len])
+            value_len, _ = read_zigzag(body, pos + max(key_len, 0), limit, MAX_VARINT_BYTES)
+        except VarintError as exc:
+            raise CorruptRecordError(f"malformed record in the batch at offset {header.base_offset}: {exc}") from None
         timestamp = header.max_timestamp if log_append_time else header.base_timestamp + ts_delta
         yield RecordView(header.base_offset + offset_delta, timestamp, key, value_len < 0, bytes(body[start:end]))
         pos = end

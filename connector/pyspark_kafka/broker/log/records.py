@@ -26,6 +26,7 @@ from pyspark_kafka.broker.log.record_batch import (
     NO_SEQUENCE,
     TRANSACTIONAL_BIT,
 )
+from pyspark_kafka.kafka.record_format import CONTROL_KEY
 
 
 def encode_batch(records: Iterable[tuple[bytes | None, bytes | None]], timestamp_ms: int, *,
@@ -58,7 +59,7 @@ def control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinat
     Key: version 0 (int16), type (int16: 0 abort, 1 commit); value: version 0 (int16),
     coordinator epoch (int32) — Kafka's ``EndTransactionMarker``. Base offset 0, sequence -1.
     """
-    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    key = CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
     value = struct.pack(">hi", 0, coordinator_epoch)
     return encode_batch([(key, value)], timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
                         attributes=TRANSACTIONAL_BIT | CONTROL_BIT)

@@ -41,39 +41,36 @@ import numpy as np
 from pyspark_kafka.broker.log.compression import CODEC_IDS, compress, decompress
 from pyspark_kafka.broker.errors import InvalidRecordError, record_validation_error
 from pyspark_kafka.broker.log.record_batch import BATCH_HEADER_SIZE, COMPRESSION_MASK, BatchHeader, build_batch
+from pyspark_kafka.kafka.record_format import (
+    MAX_VARINT_BYTES,
+    MAX_VARLONG_BYTES,
+    MIN_RECORD_BODY,
+    MIN_RECORD_SIZE,
+    VARINT_PAD,
+    VarintError,
+    read_zigzag,
+    zigzag_varints,
+)
 
 UNCOMPRESSED_BOUND_FACTOR = 64
 """A compressed batch may expand to at most this many times the topic's ``max.message.bytes``."""
-MIN_RECORD_BODY = 7  # attributes, timestampDelta, offsetDelta, keyLength, valueLength, headers count: 1 byte each at least
 VECTORIZE_FROM = 256
 """Batches with at least this many records are checked with numpy (one Python step per record
 to chain the record lengths, every other field decoded for all records at once); smaller ones
 record by record in Python. Both accept and refuse exactly the same batches."""
 
 
-class _Truncated(Exception):
-    pass
+_PAD = bytes(VARINT_PAD)
 
 
-def _varint(buf, pos: int, end: int) -> tuple[int, int]:
-    """Zigzag varint (up to 10 bytes) at ``pos``, not reading at or past ``end``: (value, next pos)."""
-    if pos >= end:
-        raise _Truncated
-    b = buf[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    raw = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        if pos >= end or shift > 63:
-            raise _Truncated
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
+class _Truncated(VarintError):
+    """A record's fields run past its end or the batch's (raised by the inline fast paths below; the
+    varints they do not read come from :func:`pyspark_kafka.kafka.record_format.read_zigzag`, whose
+    :class:`~pyspark_kafka.kafka.record_format.VarintError` is caught alike): refused as "fewer bytes than
+    its records need"."""
+
+    def __init__(self):
+        super().__init__("a record runs past the end of its record or batch", truncated=True)
 
 
 def validate_client_batch(batch, header: BatchHeader, *, where: str, max_message_bytes: int,
@@ -100,7 +97,10 @@ def validate_client_batch(batch, header: BatchHeader, *, where: str, max_message
         if header.record_count < VECTORIZE_FROM or not _records_valid(body, header.record_count, compacted, deltas):
             _walk_records(body, header.record_count, compacted, where,  # raises, naming the bad record(s)
                           header.base_timestamp, header.base_offset, timestamp_bounds)
-    except _Truncated:
+    except VarintError as exc:
+        if not exc.truncated:  # longer than Kafka's 5 (int32) or 10 (varlong) bytes, or outside its type
+            raise InvalidRecordError(f"record batch to {where} (base offset {header.base_offset}) has a malformed "
+                                     f"record: {exc}") from None
         raise InvalidRecordError(
             f"record batch to {where} (base offset {header.base_offset}) has fewer bytes than its "
             f"{header.record_count} records need: a record runs past the end of the batch") from None
@@ -141,14 +141,16 @@ def _walk_records(body, count: int, compacted: bool, where: str, base_timestamp:
     (:func:`~pyspark_kafka.broker.errors.record_validation_error`), each as ``(index, Kafka's message)``.
 
     The hot path of every produce request: varints are decoded inline with a one-byte fast path
-    (most lengths and deltas of small records), the slow path in :func:`_varint`.
+    (most lengths and deltas of small records), the slow path in
+    :func:`pyspark_kafka.kafka.record_format.read_zigzag` (at most 5 bytes for an int32 field, 10 for the
+    timestamp delta, never past the record).
     """
     body = bytes(body)  # indexing bytes is faster than a memoryview
     end = len(body)
-    if count * MIN_RECORD_BODY > end:
+    if count * MIN_RECORD_SIZE > end:
         raise InvalidRecordError(f"record batch to {where} declares {count} records in {end} bytes of records")
     pos = 0
-    varint = _varint
+    varint = read_zigzag
     record_errors: list[tuple[int, str]] = []
     for i in range(count):
         if pos >= end:
@@ -160,22 +162,27 @@ def _walk_records(body, count: int, compacted: bool, where: str, base_timestamp:
             raw = (b & 0x7F) | (body[pos + 1] << 7)
             length, pos = (raw >> 1) ^ -(raw & 1), pos + 2
         else:
-            length, pos = varint(body, pos, end)
+            length, pos = varint(body, pos, end, MAX_VARINT_BYTES)
         record_end = pos + length
-        if length < MIN_RECORD_BODY - 1 or record_end > end:
+        if length < MIN_RECORD_BODY or record_end > end:
             raise InvalidRecordError(f"record {i} of a batch to {where} has length {length}, "
                                      f"{end - pos} bytes are left in the batch")
         # attributes (1 byte, unused in v2), then timestampDelta: skip its varint bytes
         pos += 1
         if timestamp_bounds is not None and pos < record_end:
-            timestamp_delta, next_pos = varint(body, pos, record_end)
+            timestamp_delta, next_pos = varint(body, pos, record_end, MAX_VARLONG_BYTES)
             timestamp = base_timestamp + timestamp_delta
             if timestamp != -1 and not timestamp_bounds[0] <= timestamp <= timestamp_bounds[1]:
                 record_errors.append((i, f"Timestamp {timestamp} of message with offset {base_offset + i} is out "
                                          f"of range. The timestamp should be within [{timestamp_bounds[0]}, "
                                          f"{timestamp_bounds[1]}]"))
-        while pos < record_end and body[pos] >= 0x80:
+        stop = pos + MAX_VARLONG_BYTES  # skip the timestampDelta varlong: at most 10 bytes, within the record
+        if stop > record_end:  # noqa: PLR1730 - an if costs less than min() once per record
+            stop = record_end
+        while pos < stop and body[pos] >= 0x80:
             pos += 1
+        if pos >= stop:
+            raise _Truncated
         pos += 1
         if pos >= record_end:
             raise _Truncated
@@ -183,7 +190,7 @@ def _walk_records(body, count: int, compacted: bool, where: str, base_timestamp:
         if b < 0x80:
             offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
         else:
-            offset_delta, pos = varint(body, pos, record_end)
+            offset_delta, pos = varint(body, pos, record_end, MAX_VARINT_BYTES)
         if offset_delta != i:
             raise InvalidRecordError(f"record {i} of a batch to {where} has offset delta {offset_delta}: the "
                                      f"records of a batch must carry offset deltas 0, 1, 2, ... in order")
@@ -193,7 +200,7 @@ def _walk_records(body, count: int, compacted: bool, where: str, base_timestamp:
         if b < 0x80:
             key_length, pos = (b >> 1) ^ -(b & 1), pos + 1
         else:
-            key_length, pos = varint(body, pos, record_end)
+            key_length, pos = varint(body, pos, record_end, MAX_VARINT_BYTES)
         if key_length < 0:
             if key_length != -1:
                 raise InvalidRecordError(f"record {i} of a batch to {where} has key length {key_length}")
@@ -212,7 +219,7 @@ def _walk_records(body, count: int, compacted: bool, where: str, base_timestamp:
             raw = (b & 0x7F) | (body[pos + 1] << 7)
             value_length, pos = (raw >> 1) ^ -(raw & 1), pos + 2
         else:
-            value_length, pos = varint(body, pos, record_end)
+            value_length, pos = varint(body, pos, record_end, MAX_VARINT_BYTES)
         if value_length < -1 or pos + value_length >= record_end:
             raise InvalidRecordError(f"record {i} of a batch to {where} has value length {value_length}, which "
                                      f"does not fit its record")
@@ -234,45 +241,20 @@ def _walk_records(body, count: int, compacted: bool, where: str, base_timestamp:
 
 
 def _walk_headers(body: bytes, pos: int, record_end: int, i: int, where: str) -> int:
-    headers, pos = _varint(body, pos, record_end)
+    headers, pos = read_zigzag(body, pos, record_end, MAX_VARINT_BYTES)
     if headers < 0 or headers * 2 > record_end - pos:
         raise InvalidRecordError(f"record {i} of a batch to {where} declares {headers} headers, which do not "
                                  f"fit its record")
     for _ in range(headers):
-        n, pos = _varint(body, pos, record_end)
+        n, pos = read_zigzag(body, pos, record_end, MAX_VARINT_BYTES)
         if n < 0 or pos + n > record_end:
             raise InvalidRecordError(f"record {i} of a batch to {where} has a header key of length {n}")
         pos += n
-        n, pos = _varint(body, pos, record_end)
+        n, pos = read_zigzag(body, pos, record_end, MAX_VARINT_BYTES)
         if n < -1 or pos + n > record_end:
             raise InvalidRecordError(f"record {i} of a batch to {where} has a header value of length {n}")
         pos += max(n, 0)
     return pos
-
-
-def _zigzag_varints(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray, max_bytes: int):
-    """Zigzag varints starting at ``pos`` (one per record), each before ``limit``: (values, next
-    positions, ok mask). A varint longer than ``max_bytes`` or running into ``limit`` is not ok."""
-    n = len(pos)
-    raw = np.zeros(n, dtype=np.uint64)
-    size = np.zeros(n, dtype=np.int64)
-    done = np.zeros(n, dtype=bool)
-    ok = np.ones(n, dtype=bool)
-    last = len(buf) - 1
-    for k in range(max_bytes):
-        idx = pos + k
-        active = ~done
-        ok &= ~active | (idx < limit)
-        byte = buf[np.minimum(idx, last)].astype(np.uint64)
-        raw |= np.where(active, (byte & np.uint64(0x7F)) << np.uint64(7 * k), np.uint64(0))
-        ends = active & (byte < 0x80)
-        size[ends] = k + 1
-        done |= ends
-        if done.all():
-            break
-    ok &= done
-    value = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
-    return value, pos + size, ok
 
 
 def _records_valid(body, count: int, compacted: bool, timestamp_deltas: tuple[int, int] | None = None) -> bool:
@@ -281,9 +263,9 @@ def _records_valid(body, count: int, compacted: bool, timestamp_deltas: tuple[in
     Only the chain of record lengths is walked in Python; the fields of all records are then
     decoded and checked together with numpy. Records with headers are checked one by one.
     """
-    data = bytes(body)
-    end = len(data)
-    if count * MIN_RECORD_BODY > end:
+    data = b"".join((body, _PAD))  # one copy, zero-padded for zigzag_varints (which reads up to 10 bytes on)
+    end = len(data) - VARINT_PAD
+    if count * MIN_RECORD_SIZE > end:
         return False
     starts = []  # first byte after each record's length varint
     ends = []
@@ -302,10 +284,10 @@ def _records_valid(body, count: int, compacted: bool, timestamp_deltas: tuple[in
             pos += 2
         else:
             try:
-                length, pos = _varint(data, pos, end)
-            except _Truncated:
+                length, pos = read_zigzag(data, pos, end, MAX_VARINT_BYTES)
+            except VarintError:
                 return False
-        if length < MIN_RECORD_BODY - 1:
+        if length < MIN_RECORD_BODY:
             return False
         add_start(pos)
         pos += length
@@ -315,20 +297,22 @@ def _records_valid(body, count: int, compacted: bool, timestamp_deltas: tuple[in
     starts = np.array(starts, dtype=np.int64)
     ends = np.array(ends, dtype=np.int64)
     buf = np.frombuffer(data, dtype=np.uint8)
-    ts_delta, p, ok = _zigzag_varints(buf, starts + 1, ends, 10)  # attributes byte, then timestampDelta
+    # Each step returns as soon as a record fails: the next step's positions are then all within their records.
+    ts_delta, p, ok = zigzag_varints(buf, starts + 1, ends, MAX_VARLONG_BYTES)  # attributes byte, then timestampDelta
     if timestamp_deltas is not None:  # a -1 timestamp is never refused: the slow path decides
         ok &= (ts_delta >= timestamp_deltas[0]) & (ts_delta <= timestamp_deltas[1])
-    delta, p, ok2 = _zigzag_varints(buf, p, ends, 5)
-    ok &= ok2 & (delta == np.arange(count))
-    key_len, p, ok2 = _zigzag_varints(buf, p, ends, 5)
-    ok &= ok2 & (key_len >= (0 if compacted else -1))
-    p = p + np.maximum(key_len, 0)
-    ok &= p < ends
-    value_len, p, ok2 = _zigzag_varints(buf, p, ends, 5)
-    ok &= ok2 & (value_len >= -1)
-    p = p + np.maximum(value_len, 0)
-    ok &= p < ends
     if not ok.all():
+        return False
+    delta, p, ok = zigzag_varints(buf, p, ends, MAX_VARINT_BYTES)
+    if not (ok & (delta == np.arange(count))).all():
+        return False
+    key_len, p, ok = zigzag_varints(buf, p, ends, MAX_VARINT_BYTES)
+    p = p + np.maximum(key_len, 0)
+    if not (ok & (key_len >= (0 if compacted else -1)) & (p < ends)).all():
+        return False
+    value_len, p, ok = zigzag_varints(buf, p, ends, MAX_VARINT_BYTES)
+    p = p + np.maximum(value_len, 0)
+    if not (ok & (value_len >= -1) & (p < ends)).all():
         return False
     no_headers = buf[p] == 0
     ok = np.where(no_headers, p + 1 == ends, True)
@@ -338,6 +322,6 @@ def _records_valid(body, count: int, compacted: bool, timestamp_deltas: tuple[in
         try:
             if _walk_headers(data, int(p[i]), int(ends[i]), int(i), "") != ends[i]:
                 return False
-        except (InvalidRecordError, _Truncated):
+        except (InvalidRecordError, VarintError):
             return False
     return True

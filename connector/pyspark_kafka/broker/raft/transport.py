@@ -21,7 +21,7 @@ import itertools
 import struct
 from typing import Any, Awaitable, Callable
 
-from pyspark_kafka import wire_header
+from pyspark_kafka.kafka import wire_header
 
 from pyspark_kafka.broker import protocol
 from pyspark_kafka.broker.errors import ErrorCode
@@ -129,7 +129,7 @@ def api_versions(error_code: int) -> dict:
 
 def encode_request(request: Any, correlation_id: int, client_id: str) -> bytes:
     """A whole request frame (size prefix included) for kio request entity ``request``
-    (:func:`pyspark_kafka.wire_header.encode_request`)."""
+    (:func:`pyspark_kafka.kafka.wire_header.encode_request`)."""
     return wire_header.encode_request(request, correlation_id, client_id)
 
 

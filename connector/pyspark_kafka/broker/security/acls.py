@@ -28,7 +28,7 @@ from enum import IntEnum
 from pathlib import Path
 
 from pyspark_kafka.broker.errors import InvalidRequestError, KafkaError, KafkaStorageError
-from pyspark_kafka.fsutil import atomic_write
+from pyspark_kafka.kafka.fsutil import atomic_write
 
 FILE_NAME = "acls.json"
 CLUSTER_NAME = "kafka-cluster"

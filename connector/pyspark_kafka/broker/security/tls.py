@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from pyspark_kafka.broker.errors import ConfigError
-from pyspark_kafka.pkcs12 import Pkcs12Error, certificates_pem, key_and_chain, open_pkcs12
+from pyspark_kafka.kafka.pkcs12 import Pkcs12Error, certificates_pem, key_and_chain, open_pkcs12
 
 _PROTOCOL_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 

@@ -2,11 +2,11 @@
 
 Client settings come from the ``kafka.*`` data source options (prefix removed,
 as Spark's Kafka connector does). Kafka Java client names are translated to
-librdkafka's (:mod:`pyspark_kafka.javaconfig`: JAAS, key stores, renamed settings);
+librdkafka's (:mod:`pyspark_kafka.kafka.javaconfig`: JAAS, key stores, renamed settings);
 a setting neither client knows makes client creation fail with an
 :class:`~pyspark_kafka.errors.OptionError` naming it. Secrets never appear in
-messages (:func:`pyspark_kafka.options.redact`). librdkafka's log lines go through Python
-``logging`` (:mod:`pyspark_kafka.librdkafka_log`), each distinct line once a minute.
+messages (:func:`pyspark_kafka.kafka.client_config.redact`). librdkafka's log lines go through Python
+``logging`` (:mod:`pyspark_kafka.kafka.librdkafka_log`), each distinct line once a minute.
 
 Consumers and producers on Spark executors are expensive to create (connection,
 metadata, fetch sessions, InitProducerId), so a :class:`ClientPool` keeps idle ones per
@@ -22,9 +22,9 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Mapping
 
 from pyspark_kafka.errors import OptionError
-from pyspark_kafka.javaconfig import to_librdkafka
-from pyspark_kafka.librdkafka_log import with_logger
-from pyspark_kafka.options import KAFKA_PREFIX, kafka_params, redact
+from pyspark_kafka.kafka.javaconfig import to_librdkafka
+from pyspark_kafka.kafka.librdkafka_log import with_logger
+from pyspark_kafka.kafka.client_config import KAFKA_PREFIX, kafka_params, redact
 
 # Java client settings that librdkafka lacks; the reader interprets the first one itself.
 DRIVER_ONLY_SETTINGS = ("default.api.timeout.ms",)
@@ -82,7 +82,7 @@ class ClientPool:
 
 def client_params(options: Mapping[str, str]) -> dict:
     """The ``kafka.*`` options as librdkafka settings (Java client names translated, see
-    :func:`~pyspark_kafka.javaconfig.to_librdkafka`), minus :data:`DRIVER_ONLY_SETTINGS`.
+    :func:`~pyspark_kafka.kafka.javaconfig.to_librdkafka`), minus :data:`DRIVER_ONLY_SETTINGS`.
     Raises OptionError for a setting that cannot be honoured."""
     params = to_librdkafka(kafka_params(options))
     for k in DRIVER_ONLY_SETTINGS:

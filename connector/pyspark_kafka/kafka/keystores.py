@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyspark_kafka.errors import OptionError
-from pyspark_kafka.pkcs12 import Pkcs12Error, certificates_pem, key_and_chain, open_pkcs12
+from pyspark_kafka.kafka.pkcs12 import Pkcs12Error, certificates_pem, key_and_chain, open_pkcs12
 
 
 def _read(option: str, location: str | None) -> bytes:

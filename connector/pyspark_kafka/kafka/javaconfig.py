@@ -234,7 +234,7 @@ def to_librdkafka(params: Mapping[str, str]) -> dict[str, str]:
 
 
 def _ssl_material(params: Mapping[str, str]) -> dict[str, str]:
-    from pyspark_kafka import keystores
+    from pyspark_kafka.kafka import keystores
 
     out: dict[str, str] = {}
     ts_type = params.get("ssl.truststore.type", "JKS").upper()

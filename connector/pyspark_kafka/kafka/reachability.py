@@ -243,7 +243,7 @@ def require_reachable(conf: Mapping[str, object], options: Mapping[str, str], to
     """
     from confluent_kafka import KafkaException
 
-    from pyspark_kafka.clients import new_admin
+    from pyspark_kafka.kafka.clients import new_admin
 
     servers = str(conf.get("bootstrap.servers", ""))
     wait = wait_ms(options)

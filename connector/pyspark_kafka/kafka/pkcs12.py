@@ -1,6 +1,6 @@
 """PKCS12 stores decoded into PEM text, once for both halves of the package.
 
-The connector (:mod:`pyspark_kafka.keystores`: a client's ``kafka.ssl.*`` options for librdkafka) and the
+The connector (:mod:`pyspark_kafka.kafka.keystores`: a client's ``kafka.ssl.*`` options for librdkafka) and the
 embedded broker (:mod:`pyspark_kafka.broker.security.tls`: a listener's ``ssl.*`` configs) both read
 PKCS12 key and trust stores with ``cryptography``; each turns :class:`Pkcs12Error` into its own error
 naming its own option or config. This module imports neither half.

@@ -435,7 +435,7 @@ class TaskTransaction:
 
     def __init__(self, producer_conf: Mapping[str, object], consumer_conf: Mapping[str, object],
                  scope: TaskScope, marker_topic: str, timeout_ms: int):
-        from pyspark_kafka.clients import new_consumer, new_producer
+        from pyspark_kafka.kafka.clients import new_consumer, new_producer
 
         self.scope = scope
         self.tid = scope.transactional_id

@@ -3,7 +3,7 @@
 One codec implementation for both halves of the package: the embedded broker
 (:mod:`pyspark_kafka.broker.log.compression` turns this module's errors into the broker's Kafka
 errors) and the connector's columnar reader (:mod:`pyspark_kafka.read.record_decoder`). It
-imports nothing from the package (``tests/connector/test_import_graph.py``).
+imports nothing from the package but :mod:`pyspark_kafka.kafka.record_format` (``tests/connector/test_import_graph.py``).
 
 Producers compress the records of a batch as a whole (attribute bits 0-2: 1 gzip, 2 snappy,
 3 lz4, 4 zstd). The broker decompresses untrusted bytes to validate them
@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import struct
 import zlib
+
+from pyspark_kafka.kafka.record_format import VarintError, read_uvarint
 
 
 class CodecError(ValueError):
@@ -138,17 +140,14 @@ def _gzip(data: bytes, limit: int) -> bytes:
 
 
 def _uvarint_le(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    for _ in range(5):
-        if pos >= len(data):
-            break
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-    raise CorruptCompressedDataError("a snappy block has a malformed length preamble")
+    """``(length, position after it)`` of a raw snappy block's preamble, the uncompressed length (< 2^32)
+    as a "little-endian varint" (snappy's ``format_description.txt``): the same LEB128 bytes as Kafka's
+    unsigned varint, so read by :func:`pyspark_kafka.kafka.record_format.read_uvarint` (at most 5 bytes,
+    within ``data``). Raises :class:`CorruptCompressedDataError` when it is longer or ``data`` ends first."""
+    try:
+        return read_uvarint(data, pos, len(data))
+    except VarintError:
+        raise CorruptCompressedDataError("a snappy block has a malformed length preamble") from None
 
 
 def _snappy_block(block: bytes, budget: int) -> bytes:

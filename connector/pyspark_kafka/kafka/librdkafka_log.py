@@ -3,7 +3,7 @@
 Without a ``logger``, librdkafka writes its log lines to stderr itself (``%3|...|FAIL|...``), one
 per connection attempt: an unreachable bootstrap server printed about 57 lines per second of
 retries before the error that names it. Every client this package makes gets
-:data:`LIBRDKAFKA_LOG` as its confluent-kafka ``logger`` (:mod:`pyspark_kafka.clients`), so:
+:data:`LIBRDKAFKA_LOG` as its confluent-kafka ``logger`` (:mod:`pyspark_kafka.kafka.clients`), so:
 
 - the lines go to the Python logger ``pyspark_kafka.librdkafka`` (configure it like any logger;
   with no logging configured, Python prints WARNING and above to stderr);

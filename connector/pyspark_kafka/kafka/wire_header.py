@@ -10,7 +10,12 @@ The rule (Kafka's ``RequestHeader``/``ResponseHeader`` schemas, KIP-482 flexible
 
 Used by the broker's request decoder and response encoder, the Raft transport, the cluster's peer
 client, the columnar reader's fetch client and the test-cluster helpers. Imports nothing from the
-package (a module both sides share, like :mod:`pyspark_kafka.record_format`).
+package but :mod:`pyspark_kafka.kafka.record_format` (a module both sides share, like that one).
+
+The wire's unsigned varint (compact lengths and counts, KIP-482), :func:`encode_uvarint` and
+:func:`read_uvarint`, is defined in :mod:`pyspark_kafka.kafka.record_format` next to the record's zigzag
+varints that build on it (that module must not import kio: the columnar reader's workers load it)
+and re-exported here for the protocol's users.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
+
+from pyspark_kafka.kafka.record_format import encode_uvarint, read_uvarint  # noqa: F401 - the wire's unsigned varint, re-exported
 
 API_VERSIONS_KEY = 18
 """ApiVersions: its responses use header v0 whatever the version (KIP-511)."""
@@ -44,21 +51,6 @@ def response_header_version(api_key: int, flexible: bool) -> int:
 def response_header_class(api_key: int, flexible: bool) -> type:
     """kio's response header dataclass (v1 or v0) by :func:`response_header_version`."""
     return ResponseHeaderV1 if response_header_version(api_key, flexible) else ResponseHeaderV0
-
-
-def encode_uvarint(n: int) -> bytes:
-    """``n`` (≥ 0) as an unsigned varint, 7 bits a byte, low bits first: the length of a compact string,
-    bytes or array is ``len + 1`` written so (KIP-482, Kafka's ``ByteUtils.writeUnsignedVarint``), and a
-    record's zigzag varint is this of the zigzag value (``ByteUtils.writeVarlong``). Raises ValueError
-    for a negative ``n``."""
-    if n < 0:
-        raise ValueError(f"an unsigned varint cannot hold {n}")
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_request(request: Any, correlation_id: int, client_id: str | None) -> bytes:

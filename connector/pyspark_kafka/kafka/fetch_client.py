@@ -33,8 +33,8 @@ import struct
 from contextlib import contextmanager
 from typing import Iterator, Mapping
 
-from pyspark_kafka import wire_header
-from pyspark_kafka.clients import ClientPool
+from pyspark_kafka.kafka import wire_header
+from pyspark_kafka.kafka.clients import ClientPool
 
 FETCH_VERSIONS = (4, 12)
 """Fetch versions used, inclusive: v4 is the first with isolation levels and aborted transactions
@@ -218,7 +218,7 @@ class BrokerConnection:
 
     def receive(self, response_type):
         """The next pending answer decoded as ``response_type`` (kio response dataclass; its header by
-        :func:`pyspark_kafka.wire_header.decode_response`)."""
+        :func:`pyspark_kafka.kafka.wire_header.decode_response`)."""
         frame = self.receive_frame()
         _, response = wire_header.decode_response(frame, response_type.__api_key__, response_type)
         return response
@@ -458,7 +458,7 @@ FETCH_CLIENTS = ClientPool(8, _close_client)
 @contextmanager
 def pooled_fetch_client(config: FetchConfig) -> Iterator[FetchClient]:
     """Borrow a :class:`FetchClient` for ``config`` from this process's pool (like
-    :func:`pyspark_kafka.clients.pooled_consumer`): back to the pool on normal exit, closed when
+    :func:`pyspark_kafka.kafka.clients.pooled_consumer`): back to the pool on normal exit, closed when
     the block raises or is abandoned."""
     key = ("fetch", config)  # a frozen dataclass: compared field by field, no per-task conversion
     client = FETCH_CLIENTS.take(key) or FetchClient(config)

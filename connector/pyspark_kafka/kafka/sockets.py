@@ -1,6 +1,6 @@
 """Reading exactly n bytes from a blocking socket: the one helper the broker's process cluster and the
 test clusters' raw Kafka requests share. Imports nothing from the package (a module both sides use,
-like :mod:`pyspark_kafka.fsutil`)."""
+like :mod:`pyspark_kafka.kafka.fsutil`)."""
 
 from __future__ import annotations
 
