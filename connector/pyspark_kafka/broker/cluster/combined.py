@@ -135,7 +135,7 @@ def retire_migrated_files(data_dir: Path) -> list[Path]:
     keeps its local topic catalogue there. Returns the new paths."""
     from pyspark_kafka.broker.dynamic_config import DYNAMIC_CONFIGS_FILE
     from pyspark_kafka.broker.security.acls import FILE_NAME as ACLS_FILE
-    from pyspark_kafka.fsutil import fsync_dir
+    from pyspark_kafka.kafka.fsutil import fsync_dir
 
     moved = []
     for name in (ACLS_FILE, DYNAMIC_CONFIGS_FILE):
