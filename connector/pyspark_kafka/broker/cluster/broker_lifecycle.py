@@ -29,6 +29,7 @@ import sys
 import threading
 import uuid
 
+from pyspark_kafka.broker.cluster.combined import is_combined, node_roles, parse_voters
 from pyspark_kafka.broker.cluster.coordinators import ClusterCoordinators
 from pyspark_kafka.broker.cluster.partition import Partition, mono_ms
 from pyspark_kafka.broker.cluster.producer_ids import ClusterProducerIdManager
@@ -46,27 +47,11 @@ log = get_logger("pyspark_kafka.broker")
 CHANNELS_ENV = "PYSPARK_KAFKA_CONTROLLER_CHANNELS"
 
 
-def parse_voters(value: str) -> dict[int, tuple[str, int]]:
-    """``controller.quorum.voters`` (``id@host:port,...``) as ``{id: (host, port)}``; ConfigError when malformed."""
-    voters = {}
-    for item in filter(None, (v.strip() for v in value.split(","))):
-        try:
-            node, address = item.split("@", 1)
-            host, port = address.rsplit(":", 1)
-            voters[int(node)] = (host.strip("[]"), int(port))
-        except ValueError:
-            raise ConfigError(f"controller.quorum.voters entry {item!r} is not id@host:port "
-                              "(e.g. 3000@127.0.0.1:9093)") from None
-    return voters
-
-
 def is_cluster_broker(config) -> bool:
     """Whether this process runs the cluster broker: ``process.roles=broker`` with ``controller.quorum.voters``
     set (a broker of a split cluster), or ``process.roles=broker,controller`` (a combined node,
     :mod:`~pyspark_kafka.broker.cluster.combined`). Otherwise (transitional: ``process.roles=broker`` without
     voters) the single-node broker of earlier versions."""
-    from pyspark_kafka.broker.cluster.combined import is_combined, node_roles
-
     if is_combined(config):
         return True
     return bool(config.get("controller.quorum.voters")) and node_roles(config) == {"broker"}

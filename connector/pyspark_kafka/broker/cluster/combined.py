@@ -39,6 +39,25 @@ COMBINED_DEFAULTS = {"offsets.topic.replication.factor": "1", "transaction.state
                      "transaction.state.log.min.isr": "1"}
 
 
+def parse_voters(value: str) -> dict[int, tuple[str, int]]:
+    """``controller.quorum.voters`` (``id@host:port,...``) as ``{id: (host, port)}``; ConfigError when malformed.
+
+    Used by the cluster broker (:mod:`~pyspark_kafka.broker.cluster.broker_lifecycle`) too; it lives here so that
+    module imports this one and not the other way round (no import cycle)."""
+    from pyspark_kafka.broker.errors import ConfigError
+
+    voters = {}
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        try:
+            node, address = item.split("@", 1)
+            host, port = address.rsplit(":", 1)
+            voters[int(node)] = (host.strip("[]"), int(port))
+        except ValueError:
+            raise ConfigError(f"controller.quorum.voters entry {item!r} is not id@host:port "
+                              "(e.g. 3000@127.0.0.1:9093)") from None
+    return voters
+
+
 def node_roles(config: BrokerConfig) -> frozenset[str]:
     """``process.roles`` as a set (``{"broker"}``, ``{"controller"}`` or both); ConfigError for another role."""
     from pyspark_kafka.broker.errors import ConfigError
@@ -59,8 +78,6 @@ def is_combined(config: BrokerConfig) -> bool:
     voters = (config.get("controller.quorum.voters") or "").strip(", ")
     if not voters:
         return True
-    from pyspark_kafka.broker.cluster.broker_lifecycle import parse_voters
-
     return set(parse_voters(voters)) == {config.get_int("node.id")}
 
 
