@@ -79,6 +79,16 @@ def _record_length_lies() -> bytes:
     return rebuild(bytes(batch))
 
 
+def _value_length_of(size: int) -> bytes:
+    """One record (no key, value ``ab``, no headers) whose valueLength varint (2, zigzag 4) takes ``size``
+    bytes: canonical at 1, padded with continuation bytes above. Kafka's ``ByteUtils.readVarint`` reads an
+    int32 varint of at most 5 bytes and throws on a sixth ("Varint is too long"), which its record reader
+    turns into InvalidRecordException."""
+    length = bytes([0x84] + [0x80] * (size - 2) + [0x00]) if size > 1 else b"\x04"
+    body = b"\x00\x00\x00\x01" + length + b"ab" + b"\x00"  # attributes, timestampDelta, offsetDelta, keyLength -1
+    return rebuild(record_batch([b"ab"]), body=bytes([len(body) * 2]) + body)
+
+
 def _gzip_bomb() -> bytes:
     plain = record_batch([b"v"])
     return rebuild(plain, body=gzip.compress(b"\x00" * (8 << 20), compresslevel=1), codec=1)
@@ -94,6 +104,7 @@ LIES = {
     "count-lies": (lambda: rebuild(record_batch([b"a", b"b"]), count=3, last_delta=2), {}, INVALID_RECORD),
     "offset-deltas-repeat": (_two_records_same_delta, {}, INVALID_RECORD),
     "record-length-lies": (_record_length_lies, {}, INVALID_RECORD),
+    "int32-varint-of-6-bytes": (lambda: _value_length_of(6), {}, INVALID_RECORD),
     "trailing-bytes": (lambda: rebuild(record_batch([b"a"]), body=record_batch([b"a"])[HEADER:] + b"\x00" * 9),
                        {}, INVALID_RECORD),
     "records-cut-short": (lambda: rebuild(record_batch([b"aaaa", b"bbbb"]),
@@ -195,3 +206,31 @@ def test_vectorized_and_record_by_record_checks_agree():
             checked += 1
             refused += not expected
     assert refused > 50 and checked - refused > 5  # both outcomes were exercised
+
+
+def test_an_int32_varint_of_5_bytes_is_read_as_kafka_reads_it(bootstrap, make_topic):
+    """Kafka accepts a non-canonical int32 varint of up to 5 bytes (the 6-byte one is a LIES case)."""
+    topic = make_topic(partitions=1)
+    ok = _produce(bootstrap, topic, _value_length_of(5))
+    assert (ok.error_code, ok.base_offset) == (0, 0), ok.error_message
+    assert [m.value() for m in consume(bootstrap, topic, 1)] == [b"ab"]
+
+
+@pytest.mark.slow
+def test_apache_kafka_answers_the_varint_lengths_as_we_do(bootstrap, make_topic):
+    """The same three batches on Apache Kafka 4.4.0 and on the embedded broker: the same error codes."""
+    from pyspark_kafka.testing.apache_kafka import ApacheKafka, KafkaStartError
+    from support.topics import create_topic
+
+    answers = {}
+    try:
+        with ApacheKafka(nodes=1) as kafka:
+            create_topic(kafka.bootstrap_servers, "varints", 1, {})
+            answers["kafka"] = [_produce(kafka.bootstrap_servers, "varints", _value_length_of(n)).error_code
+                                for n in (1, 5, 6)]
+    except KafkaStartError as e:
+        pytest.skip(f"Apache Kafka cannot run here: {e}")
+    topic = make_topic(partitions=1)
+    answers["ours"] = [_produce(bootstrap, topic, _value_length_of(n)).error_code for n in (1, 5, 6)]
+    assert answers["kafka"] == [0, 0, INVALID_RECORD], answers
+    assert answers["ours"] == answers["kafka"], answers

@@ -120,24 +120,12 @@ def test_every_field_of_a_snapshot_file_damaged_behind_a_valid_checksum_is_refus
 def test_snapshot_reader_survives_coverage_guided_fuzzing(tmp_path):
     """``tests/support/fuzz_snapshots.py`` (atheris), 20,000 inputs, fixed seed, a few seconds: no input may
     make ``decode_snapshot`` raise anything but SnapshotError or accept bytes our writer would not write."""
-    import re
-    import subprocess
-    import sys
     from pathlib import Path
 
-    pytest.importorskip("atheris", reason="atheris (libFuzzer for Python) is not installed: pip install atheris")
+    from support.libfuzzer import run_bounded
+
     target = Path(__file__).resolve().parents[2] / "support" / "fuzz_snapshots.py"
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    cmd = [sys.executable, str(target), "-runs=20000", "-seed=20261129", "-timeout=20", "-rss_limit_mb=2048",
-           f"-artifact_prefix={tmp_path}/", str(corpus)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path)
-    crashes = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("crash-", "timeout-", "oom-")))
-    assert proc.returncode == 0 and not crashes, (
-        f"libFuzzer found {crashes} (exit {proc.returncode}); reproduce with: {' '.join(cmd)}\n"
-        + "\n".join(proc.stderr.splitlines()[-30:]))
-    done = re.search(r"^Done (\d+) runs", proc.stderr, re.MULTILINE)
-    assert done and int(done.group(1)) >= 20000, proc.stderr[-2000:]
+    run_bounded(target, tmp_path, 20000, 20261129, ["-timeout=20", "-rss_limit_mb=2048"])
 
 
 def test_policy_reads_kafka_names_and_defaults():

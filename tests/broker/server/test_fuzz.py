@@ -16,17 +16,15 @@ data written before reads back intact, and (network fuzz) resident memory grew b
 from __future__ import annotations
 
 import os
-import re
 import resource
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from support.fuzz_capture import CAPTURE_CONFIG
 from support.fuzz_corpus import REGRESSIONS_DIR, read_frames, seeds
+from support.libfuzzer import run_bounded
 from support.fuzz_network import BrokerProcess, answers_api_versions, fuzz
 from support.client_records import RECORDS, as_tuples, consume, expected, produce
 
@@ -99,19 +97,6 @@ def test_network_mutation_fuzz(broker_process, guard):
 
 @pytest.mark.slow
 def test_inprocess_coverage_guided_fuzz(tmp_path):
-    pytest.importorskip("atheris", reason="atheris (libFuzzer for Python) is not installed: pip install atheris")
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for i, frame in enumerate(seeds()):
-        (corpus / f"seed-{i:04d}").write_bytes(frame)
-    cmd = [sys.executable, str(SUPPORT / "fuzz_inprocess.py"), f"-runs={INPROCESS_RUNS}", "-seed=1", "-max_len=8192",
-           "-timeout=30", f"-artifact_prefix={tmp_path}/", str(corpus)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (FUZZ_NOFILE, FUZZ_NOFILE)))
-    crashes = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("crash-", "timeout-", "oom-")))
-    assert proc.returncode == 0 and not crashes, (
-        f"libFuzzer found {crashes} (exit {proc.returncode}); reproduce with: {' '.join(cmd)}\n"
-        + "\n".join(proc.stderr.splitlines()[-40:]))
-    # libFuzzer counts the seed corpus's replays too, so it may report a few runs more than -runs.
-    done = re.search(r"^Done (\d+) runs", proc.stderr, re.MULTILINE)
-    assert done and int(done.group(1)) >= INPROCESS_RUNS, proc.stderr[-2000:]
+    run_bounded(SUPPORT / "fuzz_inprocess.py", tmp_path, INPROCESS_RUNS, 1, ["-max_len=8192", "-timeout=30"],
+                seeds=seeds(), timeout_s=600,
+                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (FUZZ_NOFILE, FUZZ_NOFILE)))
