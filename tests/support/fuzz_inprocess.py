@@ -5,7 +5,8 @@ of ``fuzz_corpus/seeds.bin`` are such frames); an (api key, version) the broker 
 is mapped onto one it serves, so every input reaches a decoder and a handler. The target runs the broker's own dispatch path
 (``server._dispatch``: version check, :mod:`request_bounds`, kio's native decoder, the
 handler) against a real :class:`~pyspark_kafka.broker.server.Broker` on a temporary data
-directory. The target fails (and libFuzzer saves the input as ``crash-*``) when
+directory, started as users run it (a one-node cluster in combined mode, served on a free loopback
+port on the fuzzing loop, :func:`_start_node`). The target fails (and libFuzzer saves the input as ``crash-*``) when
 
 - anything but ``ProtocolError`` / ``CloseConnection`` escapes the dispatch (those close the
   client's connection, which is the right answer to a frame that cannot be parsed);
@@ -52,9 +53,38 @@ _BROKER = Broker(_TMP.name, {"auto.create.topics.enable": "false", "group.initia
                              # ACL APIs and checks fuzzed too; the in-process requests are User:ANONYMOUS
                              "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                              "super.users": "User:ANONYMOUS"})
-_BROKER.replica_manager.logs.load()
 _SERVED = sorted((api.key, v) for api in load_handlers().values() for v in range(api.min_version, api.max_version + 1))
 _LOOP = asyncio.new_event_loop()
+START_BOUND_S = 60
+
+
+def _start_node() -> asyncio.Task:
+    """Start the broker as a user runs it: ``serve`` on a free loopback port, on the fuzzing loop.
+
+    The broker is a one-node KRaft cluster in combined mode: its controller, metadata image and
+    lifecycle exist only once ``serve`` has started them (a ``Broker`` that was never served answers
+    no request that needs the cluster's metadata). The node's own tasks (heartbeats, the controller)
+    run whenever the loop runs, that is, during every input. Raises TimeoutError when the node is
+    not ready within :data:`START_BOUND_S` seconds, RuntimeError when ``serve`` ended before."""
+    from pyspark_kafka.broker.server import serve
+
+    ready = asyncio.Event()
+    stop = asyncio.Event()
+    task = _LOOP.create_task(serve(_BROKER, 0, stop, lambda bootstrap: ready.set()))
+
+    async def wait_ready() -> None:
+        waiter = asyncio.ensure_future(ready.wait())
+        done, _ = await asyncio.wait({waiter, task}, timeout=START_BOUND_S, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            raise RuntimeError(f"the fuzzed node stopped while starting: {task.exception()!r}")
+        if waiter not in done:
+            raise TimeoutError(f"the fuzzed node was not ready within {START_BOUND_S} s")
+
+    _LOOP.run_until_complete(wait_ready())
+    return task
+
+
+_NODE = _start_node()
 _log = logging.getLogger("pyspark_kafka.broker")
 _log.addHandler(_FailOnHandlerError())
 _log.propagate = False
