@@ -196,8 +196,9 @@ class KRaftMetadataCache(MetadataCache):
     broker's current :class:`~pyspark_kafka.broker.controller.image.ClusterImage` (the broker
     lifecycle's, which the metadata log keeps up to date).
 
-    Live brokers are the unfenced registrations, advertised with their registered host and port (one
-    listener per broker in the cluster). Partition leaders may be ``NO_LEADER``; a replica on a broker
+    Live brokers are the unfenced registrations, each advertised with the address it registered for the
+    listener the request came in on (Kafka's ``getAliveBrokerNodes(listenerName)``; the first listener's when
+    it registered no such name). Partition leaders may be ``NO_LEADER``; a replica on a broker
     that is not live is an offline replica.
     """
 
@@ -244,7 +245,7 @@ class KRaftMetadataCache(MetadataCache):
         return None if t is None else t.configs
 
     def alive_brokers(self, listener: str | None) -> list[BrokerEndpoint]:
-        return [BrokerEndpoint(b.id, b.host, b.port) for b in self.image_of().live_brokers()]
+        return [BrokerEndpoint(b.id, *b.endpoint(listener)) for b in self.image_of().live_brokers()]
 
     def ongoing_reassignments(self, wanted: dict[str, list[int]] | None) -> dict[str, list[Reassignment]]:
         from pyspark_kafka.broker.controller.partition_admin import ongoing_reassignments

@@ -201,8 +201,11 @@ class BrokerLifecycle:
         return answer
 
     async def _register(self) -> None:
+        # every advertised listener (Kafka's BrokerRegistration endpoints): Metadata and FindCoordinator answer
+        # with the address on the client's listener
+        listeners = [[lst.name, *lst.advertised()] for lst in self.broker.security.listeners]
         answer = await self.call({"op": "register", "node_id": self.node_id, "host": self.broker.host,
-                                  "port": self.broker.port})
+                                  "port": self.broker.port, "listeners": listeners})
         self.broker_epoch = answer["broker_epoch"]
         if answer.get("cluster_id"):
             self.broker.cluster_id = answer["cluster_id"]  # one id for the whole cluster

@@ -4,8 +4,10 @@ Records are JSON objects encoded as UTF-8 bytes (Kafka's are binary ``ApiMessage
 ``RegisterBrokerRecord``, ``TopicRecord``, ``PartitionRecord``, ``PartitionChangeRecord``; ours carry the same
 fields under a ``type``):
 
-- ``{"type": "broker", "id", "epoch", "host", "port"}``: a broker (re-)registered with a new broker epoch; it is
-  fenced until it asks to be unfenced (Kafka's ``RegisterBrokerRecord``).
+- ``{"type": "broker", "id", "epoch", "host", "port", "listeners"}``: a broker (re-)registered with a new broker
+  epoch; it is fenced until it asks to be unfenced (Kafka's ``RegisterBrokerRecord``). ``listeners`` (optional,
+  ``[[name, host, port], ...]``) is every advertised listener (the record's endpoints); ``host``/``port`` are the
+  first one's, the address other brokers use.
 - ``{"type": "fence", "id", "epoch"}`` / ``{"type": "unfence", "id", "epoch"}``: Kafka's ``FenceBrokerRecord`` /
   ``UnfenceBrokerRecord``.
 - ``{"type": "topic", "name", "topic_id", "configs"}``: a topic (Kafka's ``TopicRecord`` + ``ConfigRecord``).
@@ -69,13 +71,26 @@ def binding_of(record: dict) -> AclBinding:
 
 @dataclass(frozen=True)
 class BrokerRegistration:
-    """A registered broker: id, broker epoch (the metadata offset of its registration), address, fenced."""
+    """A registered broker: id, broker epoch (the metadata offset of its registration), address (its first
+    listener's), fenced, and every advertised listener ``((name, host, port), ...)`` (empty when the registration
+    record names none: a record written before registrations carried them)."""
 
     id: int
     epoch: int
     host: str
     port: int
     fenced: bool = True
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str | None) -> tuple[str, int]:
+        """``(host, port)`` this broker advertises on ``listener`` (a listener name such as ``SASL_SSL``), as
+        Kafka's ``BrokerRegistration.node(listenerName)``; the first listener's address when ``listener`` is None
+        or not registered (Kafka leaves such a broker out: every broker of a cluster is expected to have the same
+        listener names)."""
+        for name, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
 
 @dataclass(frozen=True)
@@ -144,8 +159,9 @@ class ClusterImage:
         self.offset = offset
         kind = record["type"]
         if kind == "broker":
-            self.brokers[record["id"]] = BrokerRegistration(record["id"], record["epoch"], record["host"],
-                                                            record["port"], True)
+            self.brokers[record["id"]] = BrokerRegistration(
+                record["id"], record["epoch"], record["host"], record["port"], True,
+                tuple((str(n), str(h), int(p)) for n, h, p in record.get("listeners") or ()))
         elif kind in ("fence", "unfence"):
             b = self.brokers.get(record["id"])
             if b is not None and b.epoch == record["epoch"]:
@@ -188,7 +204,8 @@ class ClusterImage:
         image equal to this one (:meth:`same_as`)."""
         out: list[dict] = []
         for b in sorted(self.brokers.values(), key=lambda b: b.id):
-            out.append({"type": "broker", "id": b.id, "epoch": b.epoch, "host": b.host, "port": b.port})
+            out.append({"type": "broker", "id": b.id, "epoch": b.epoch, "host": b.host, "port": b.port,
+                        **({"listeners": [list(lst) for lst in b.listeners]} if b.listeners else {})})
             if not b.fenced:
                 out.append({"type": "unfence", "id": b.id, "epoch": b.epoch})
         for name in sorted(self.topics):

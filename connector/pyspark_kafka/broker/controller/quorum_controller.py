@@ -167,7 +167,9 @@ class QuorumController:
     async def _register(self, req: dict) -> dict:
         node = req["node_id"]
         epoch = self.image.offset + 1  # the offset of the registration record
-        await self._append([{"type": "broker", "id": node, "epoch": epoch, "host": req["host"], "port": req["port"]}])
+        listeners = req.get("listeners")  # every advertised listener (Kafka's BrokerRegistrationRequest endpoints)
+        await self._append([{"type": "broker", "id": node, "epoch": epoch, "host": req["host"], "port": req["port"],
+                             **({"listeners": listeners} if listeners else {})}])
         self._last_heartbeat[node] = _mono_ms()
         await self._elect_for_offline(node)
         log.info("broker %d registered at %s:%d with broker epoch %d", node, req["host"], req["port"], epoch)
