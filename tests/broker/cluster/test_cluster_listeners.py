@@ -77,6 +77,59 @@ def test_metadata_lists_every_broker_on_the_clients_listener(cluster, listener):
     assert {b.id: f"{b.host}:{b.port}" for b in brokers.values()} == _addresses(cluster, listener)
 
 
+def test_find_coordinator_answers_on_the_clients_listener(cluster):
+    sasl, plain = _addresses(cluster, SASL), _addresses(cluster, "PLAINTEXT")
+    request = FindCoordinatorRequest(key_type=0, coordinator_keys=("listener-group",))
+    with _sasl_wire(sasl[0]) as on_sasl, WireClient(plain[0]) as on_plain:
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # COORDINATOR_NOT_AVAILABLE while __consumer_offsets is created
+            found = on_sasl.request(request).coordinators[0]
+            if found.error_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert found.error_code == 0, found.error_message
+        assert f"{found.host}:{found.port}" == sasl[found.node_id]
+        again = on_plain.request(request).coordinators[0]
+        assert (again.error_code, again.node_id, f"{again.host}:{again.port}") == (0, found.node_id,
+                                                                                 plain[found.node_id])
+
+
+def test_produce_fetch_and_group_commit_through_the_sasl_listener(cluster):
+    conf = _client_conf(cluster, SASL, node=0)
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic("on-sasl", 2, replica_assignment=[[0, 1], [1, 0]])])["on-sasl"].result(DEADLINE_S)
+    # the idempotent producer's InitProducerId goes to any broker: it does not create __transaction_state
+    producer = Producer({**conf, "linger.ms": 0, "message.timeout.ms": 15000})
+    delivered = []
+    for i in range(10):
+        producer.produce("on-sasl", value=b"v%d" % i, partition=i % 2, on_delivery=lambda err, m: delivered.append(err))
+    assert producer.flush(DEADLINE_S) == 0
+    assert delivered == [None] * 10
+
+    committed_cb = []
+    consumer = Consumer({**conf, "group.id": "sasl-group", "enable.auto.commit": False,
+                         "on_commit": lambda err, tps: committed_cb.append((err, tps))})
+    try:
+        consumer.assign([TopicPartition("on-sasl", p, 0) for p in range(2)])
+        values, deadline = [], time.monotonic() + DEADLINE_S
+        while len(values) < 10 and time.monotonic() < deadline:
+            m = consumer.poll(0.2)
+            if m is not None and m.error() is None:
+                values.append(m.value())
+        assert sorted(values) == sorted(b"v%d" % i for i in range(10))
+        consumer.commit(offsets=[TopicPartition("on-sasl", p, 5) for p in range(2)], asynchronous=True)
+        deadline = time.monotonic() + DEADLINE_S
+        while not committed_cb and time.monotonic() < deadline:  # a coordinator on the wrong port never answers
+            consumer.poll(0.1)
+        assert committed_cb, "the offset commit got no answer"
+        err, tps = committed_cb[0]
+        assert err is None and [(tp.partition, tp.offset, tp.error) for tp in tps] == [(0, 5, None), (1, 5, None)]
+        assert [tp.offset for tp in consumer.committed([TopicPartition("on-sasl", p) for p in range(2)],
+                                                       timeout=DEADLINE_S)] == [5, 5]
+    finally:
+        consumer.close()
+
+
 @pytest.mark.parametrize("listeners, config, message", [
     ({"PLAINTEXT": "PLAINTEXT"}, {}, "every broker already has PLAINTEXT"),
     ({"SASL-1": "SASL_PLAINTEXT"}, {}, "upper-case letters, digits and _"),

@@ -134,7 +134,8 @@ class ClusterCoordinators:
 
     async def find(self, key: str, key_type: int, listener: str | None = None) -> dict:
         """FindCoordinator's entry for ``key``: the leader of its internal partition (created when missing),
-        at the address it registered (one listener per broker in the cluster: ``listener`` is not used)."""
+        at the address it registered for ``listener`` (the client's listener name, as Metadata answers; the first
+        listener's when it registered no such name)."""
         topic = OFFSETS_TOPIC if key_type == GROUP_KEY else TRANSACTION_STATE_TOPIC
         image = self.lifecycle.image
         if topic not in image.topics:
@@ -149,7 +150,8 @@ class ClusterCoordinators:
         b = None if state is None or state.leader < 0 else image.brokers.get(state.leader)
         if b is None or b.fenced:
             return _no_coordinator(key, f"the {topic} partition of {key!r} has no leader now")
-        return {"key": key, "node_id": b.id, "host": b.host, "port": b.port, "error_code": ErrorCode.none,
+        host, port = b.endpoint(listener)  # the listener the client came in on (Kafka's getCoordinator)
+        return {"key": key, "node_id": b.id, "host": host, "port": port, "error_code": ErrorCode.none,
                 "error_message": None}
 
     async def _create_internal_topic(self, topic: str) -> str | None:
