@@ -130,6 +130,28 @@ def test_produce_fetch_and_group_commit_through_the_sasl_listener(cluster):
         consumer.close()
 
 
+def test_producing_to_the_transaction_state_topic_creates_it_and_is_refused(cluster):
+    assert "__transaction_state" not in {t.name for t in metadata(cluster.address(0)).topics}
+    producer = Producer({**_client_conf(cluster, SASL), "enable.idempotence": False, "message.timeout.ms": 8000})
+    errors = []
+    started = time.monotonic()
+    producer.produce("__transaction_state", value=b"garbage", partition=0,
+                     on_delivery=lambda err, m: errors.append(err))
+    producer.flush(DEADLINE_S)
+    took = time.monotonic() - started
+    assert errors and errors[0] is not None and errors[0].code() == 17, errors  # INVALID_TOPIC_EXCEPTION, as Kafka
+    assert took < 5, took  # answered, not timed out
+    # created as the transaction coordinator would: its partitions, replication factor and configs
+    admin = AdminClient(_client_conf(cluster, SASL))  # kept in a variable: destroyed early otherwise (_DESTROY)
+    topic = admin.list_topics("__transaction_state", timeout=10).topics["__transaction_state"]
+    assert sorted(topic.partitions) == [0, 1, 2]  # transaction.state.log.num.partitions, not num.partitions
+    assert all(len(p.replicas) == 2 for p in topic.partitions.values())  # transaction.state.log.replication.factor
+    resource = ConfigResource("topic", "__transaction_state")
+    configs = admin.describe_configs([resource])[resource].result(DEADLINE_S)
+    assert {k: configs[k].value for k in ("cleanup.policy", "min.insync.replicas", "unclean.leader.election.enable")} \
+        == {"cleanup.policy": "compact", "min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
+
+
 @pytest.mark.parametrize("listeners, config, message", [
     ({"PLAINTEXT": "PLAINTEXT"}, {}, "every broker already has PLAINTEXT"),
     ({"SASL-1": "SASL_PLAINTEXT"}, {}, "upper-case letters, digits and _"),

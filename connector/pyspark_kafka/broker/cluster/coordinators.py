@@ -154,6 +154,13 @@ class ClusterCoordinators:
         return {"key": key, "node_id": b.id, "host": host, "port": port, "error_code": ErrorCode.none,
                 "error_message": None}
 
+    async def create_internal_topic(self, topic: str) -> str | None:
+        """Ask the controller for internal ``topic`` (``__consumer_offsets`` or ``__transaction_state``) with its
+        own partition count, replication factor and configs, as Kafka's ``AutoTopicCreationManager`` does for
+        FindCoordinator and for a Metadata request that names it. Returns None when it exists now, else why not
+        (a message: too few live brokers for its replication factor, or the controller's answer)."""
+        return await self._create_internal_topic(topic)
+
     async def _create_internal_topic(self, topic: str) -> str | None:
         """Ask the controller for ``topic``; None when it exists now, else why not (COORDINATOR_NOT_AVAILABLE)."""
         if topic == OFFSETS_TOPIC:
