@@ -168,3 +168,19 @@ def test_bootstrap_on_an_unknown_listener_names_the_ones_there_are(tmp_path):
     assert cluster.listeners == {"SASL_SSL": "SASL_SSL"}
     with pytest.raises(KeyError, match="the brokers have PLAINTEXT, SASL_SSL"):
         cluster.bootstrap_on("SSL")
+
+
+def test_a_broker_without_the_clients_listener_is_answered_at_its_first_address():
+    """A deliberate difference from Kafka, pinned: a broker whose registration names no listener of the
+    client's listener name (brokers of one cluster with different listener names, a misconfiguration) is
+    given at its first listener's address; Kafka's ``KRaftMetadataCache.getAliveBrokerNodes`` leaves it out
+    and answers its partitions LISTENER_NOT_FOUND. A registration written before registrations carried
+    listeners has only its first address."""
+    from pyspark_kafka.broker.controller.image import BrokerRegistration
+
+    both = BrokerRegistration(1, 5, "h", 9092, False, (("PLAINTEXT", "h", 9092), ("SASL_PLAINTEXT", "h", 9093)))
+    assert both.endpoint("SASL_PLAINTEXT") == ("h", 9093)
+    assert both.endpoint("PLAINTEXT") == ("h", 9092)
+    assert both.endpoint("SSL") == ("h", 9092)  # Kafka: left out of the answer
+    assert both.endpoint(None) == ("h", 9092)
+    assert BrokerRegistration(2, 6, "old", 1234, False).endpoint("SASL_PLAINTEXT") == ("old", 1234)
