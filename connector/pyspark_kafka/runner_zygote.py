@@ -55,8 +55,11 @@ MODULES = (RUNNER_MODULE,)
 """What the zygote runs: Spark's streaming source runner only."""
 
 PRELOAD = ("pyspark", "pyarrow", "numpy", RUNNER_MODULE, "pyspark_kafka.source", "pyspark_kafka.read.stream",
-           "confluent_kafka")
-"""Imported once by the zygote before it listens, so each forked runner has them already."""
+           "confluent_kafka", "confluent_kafka.admin", "pyspark_kafka.kafka.keystores")
+"""Imported once by the zygote before it listens, so each forked runner has them already: every module a
+stream reader's calls import (its creation, ``initialOffset``, ``latestOffset``, ``partitions``,
+``commit``, ``stop``; ``confluent_kafka.admin`` and the key-store helpers cost a forked runner 3-6 ms
+more per query when left to the first call)."""
 
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
 """Set in the zygote's environment before its imports (unless set): numpy's OpenBLAS and pyarrow's jemalloc otherwise start

@@ -52,10 +52,14 @@ def test_admin_clients_use_the_java_reconnect_backoff_unless_reconnect_is_set(bo
     ``reconnect.backoff.*`` settings are passed as given, with librdkafka's defaults for the rest."""
     from pyspark_kafka.kafka.clients import admin_config
 
-    assert admin_config({"bootstrap.servers": "b:1", "group.id": "g"}) == {"bootstrap.servers": "b:1",
-                                                                          "reconnect.backoff.ms": 50}
-    assert admin_config({"reconnect.backoff.max.ms": 20}) == {"reconnect.backoff.max.ms": 20}
-    assert admin_config({"reconnect.backoff.ms": 300}) == {"reconnect.backoff.ms": 300}
+    assert admin_config({"bootstrap.servers": "b:1", "group.id": "g"}) == {
+        "bootstrap.servers": "b:1", "reconnect.backoff.ms": 50, "enable.sparse.connections": False}
+    assert admin_config({"reconnect.backoff.max.ms": 20}) == {"reconnect.backoff.max.ms": 20,
+                                                              "enable.sparse.connections": False}
+    assert admin_config({"reconnect.backoff.ms": 300}) == {"reconnect.backoff.ms": 300,
+                                                           "enable.sparse.connections": False}
+    assert admin_config({"enable.sparse.connections": "true"}) == {"enable.sparse.connections": "true",
+                                                                   "reconnect.backoff.ms": 50}
     for setting in ({}, {"kafka.reconnect.backoff.ms": "300"}):
         opts = parse_reader_options({"kafka.bootstrap.servers": bootstrap, "subscribe": "absent-reconnect-test",
                                      **setting}, mode="stream")
@@ -64,6 +68,36 @@ def test_admin_clients_use_the_java_reconnect_backoff_unless_reconnect_is_set(bo
             assert reader.topic_partitions() == []  # the client is made and answers (no such topic)
         finally:
             reader.close()
+
+
+def test_a_new_admin_clients_first_metadata_waits_for_no_connection_spacing(bootstrap):
+    """A driver-side admin client's first Metadata answer (each query's first offsets) comes without
+    librdkafka's spacing of connection attempts: with sparse connections librdkafka drops the bootstrap
+    connection after the first answer and logs "Not selecting any broker for cluster connection: still
+    suppressed for 47ms" before connecting to the broker by its id (``debug=broker``)."""
+    import logging
+
+    from pyspark_kafka.kafka.clients import new_admin
+
+    class Lines(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.DEBUG)
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    for attempt in range(3):  # three new clients, as three queries make them
+        lines = Lines()
+        logger = logging.getLogger(f"test-first-metadata-{attempt}")
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(lines)
+        admin = new_admin({"bootstrap.servers": bootstrap, "debug": "broker", "logger": logger})
+        admin.list_topics(timeout=10)
+        admin.poll(0)  # deliver the queued log lines
+        suppressed = [line for line in lines.lines if "still suppressed" in line]
+        assert suppressed == [], suppressed
+        assert any("Connected" in line for line in lines.lines), lines.lines[:5]  # the log lines did arrive
 
 
 def test_rules():

@@ -170,3 +170,33 @@ def test_malformed_requests_are_refused_and_the_zygote_keeps_serving(zygote):
     assert proc.poll() is None
     done = _client(path, "zprobe", stdin="after")
     assert done.returncode == 3 and int(done.stdout.split()[1]) == proc.pid, done.stdout + done.stderr
+
+
+def test_a_stream_readers_calls_import_nothing_the_zygote_did_not_preload(bootstrap, make_topic):
+    """A forked runner starts with the zygote's PRELOAD imported: a stream reader's whole life (creation,
+    initialOffset, latestOffset, partitions, reportLatestOffset, commit, stop) must import no other module,
+    or every streaming query pays that import again."""
+    topic = make_topic(partitions=2)
+    code = f"""
+import importlib, json, sys
+from pyspark_kafka.runner_zygote import PRELOAD
+for name in PRELOAD:
+    importlib.import_module(name)
+before = set(sys.modules)
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark_kafka.source import KafkaDataSource
+source = KafkaDataSource({{"kafka.bootstrap.servers": {bootstrap!r}, "subscribe": {topic!r}, "startingOffsets": "earliest"}})
+reader = source.streamReader(source.schema())
+reader.prepareForTriggerAvailableNow()
+start = reader.initialOffset()
+end = reader.latestOffset(start, ReadAllAvailable())
+reader.partitions(start, end)
+reader.reportLatestOffset()
+reader.commit(end)
+reader.stop()
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    imported = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    assert [m for m in imported if not m.startswith("encodings.")] == []

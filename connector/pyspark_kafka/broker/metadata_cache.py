@@ -196,8 +196,9 @@ class KRaftMetadataCache(MetadataCache):
     broker's current :class:`~pyspark_kafka.broker.controller.image.ClusterImage` (the broker
     lifecycle's, which the metadata log keeps up to date).
 
-    Live brokers are the unfenced registrations, advertised with the registered address of the listener asked
-    for (the first listener's when the registration does not name it). Partition leaders may be ``NO_LEADER``; a replica on a broker
+    Live brokers are the unfenced registrations, each advertised with the address it registered for the
+    listener the request came in on (Kafka's ``getAliveBrokerNodes(listenerName)``; the first listener's when
+    it registered no such name). Partition leaders may be ``NO_LEADER``; a replica on a broker
     that is not live is an offline replica.
     """
 

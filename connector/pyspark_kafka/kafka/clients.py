@@ -139,25 +139,33 @@ def check_consumer_config(conf: Mapping[str, object]) -> None:
     new_consumer(conf).close()
 
 
-ADMIN_DEFAULTS = {"reconnect.backoff.ms": 50}
+ADMIN_DEFAULTS = {"reconnect.backoff.ms": 50, "enable.sparse.connections": False}
 """Admin client settings that differ from librdkafka's defaults unless the ``kafka.*`` options set them.
 
-``reconnect.backoff.ms`` 50 is the Java client's default (librdkafka: 100). librdkafka spaces its
-connection attempts to a cluster by half of it: after the first Metadata answer it drops the
-bootstrap connection and waits that long before connecting to the broker by its id, so every new
-admin client's first metadata took about 55 ms instead of about 30 (measured on Apache Kafka 4.3.1,
-docs/benchmark-analysis.md). A streaming query makes a new one per query (its source runner)."""
+A streaming query makes a new admin client per query (in its source runner), and a batch read one per
+read, so the wait before its first Metadata answer is on every query's path. librdkafka (2.16) drops
+the bootstrap connection after the first Metadata answer and connects again to the broker by its id,
+and with sparse connections (its default) it spaces such connection attempts by half of
+``reconnect.backoff.ms``: ``debug=broker`` shows "still suppressed for 47ms", and the first
+``list_topics`` took 54 ms (librdkafka's defaults), 30 ms with ``reconnect.backoff.ms`` 50 (the Java
+client's default), 2.4 ms with ``enable.sparse.connections`` false (medians of 9, a three-node Apache
+Kafka 4.4.0 on loopback, docs/benchmark-analysis.md). Without sparse connections the admin client
+connects to every broker of the cluster at once, as a query's ListOffsets needs the leader of every
+subscribed partition each trigger anyway; set ``kafka.enable.sparse.connections=true`` to connect
+only where needed. Executors' consumers keep librdkafka's defaults."""
 
 
 def admin_config(conf: Mapping[str, object]) -> dict:
     """The settings of an admin client made from client settings ``conf``: consumer-only settings
-    dropped, :data:`ADMIN_DEFAULTS` added when ``conf`` sets no ``reconnect.backoff.*`` (librdkafka
-    refuses ``reconnect.backoff.max.ms`` below ``reconnect.backoff.ms``, so a user's own maximum
-    keeps librdkafka's defaults)."""
+    dropped, :data:`ADMIN_DEFAULTS` added for what ``conf`` leaves unset: ``reconnect.backoff.ms``
+    when ``conf`` sets no ``reconnect.backoff.*`` (librdkafka refuses ``reconnect.backoff.max.ms``
+    below ``reconnect.backoff.ms``, so a user's own maximum keeps librdkafka's defaults), and
+    ``enable.sparse.connections``."""
     admin_conf = {k: v for k, v in conf.items() if k not in _CONSUMER_ONLY}
-    if not any(str(k).startswith("reconnect.backoff") for k in admin_conf):
-        admin_conf = {**ADMIN_DEFAULTS, **admin_conf}
-    return admin_conf
+    defaults = dict(ADMIN_DEFAULTS)
+    if any(str(k).startswith("reconnect.backoff") for k in admin_conf):
+        del defaults["reconnect.backoff.ms"]
+    return {**defaults, **admin_conf}
 
 
 def new_admin(conf: Mapping[str, object]):

@@ -46,7 +46,14 @@ from pyspark_kafka.kafka.fetch_client import (
     columnar_config,
     pooled_fetch_client,
 )
-from pyspark_kafka.read.record_decoder import binary_array, decode, headers_array, select_batches
+from pyspark_kafka.read.record_decoder import (
+    binary_array,
+    decode,
+    fixed_width_array,
+    headers_array,
+    repeated_string_array,
+    select_batches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -252,11 +259,11 @@ def _record_batch(dec, topic: str, partition: int, schema: pa.Schema) -> pa.Reco
     columns = [
         binary_array(dec.keys),
         binary_array(dec.values),
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array(dec.offsets, pa.int64()),
-        pa.array(dec.timestamps_ms * np.int64(1000), pa.timestamp("us", tz="UTC")),
-        pa.array(dec.timestamp_types, pa.int32()),
+        repeated_string_array(topic, n),
+        fixed_width_array(pa.int32(), np.full(n, partition, np.int32)),
+        fixed_width_array(pa.int64(), dec.offsets),
+        fixed_width_array(pa.timestamp("us", tz="UTC"), dec.timestamps_ms * np.int64(1000)),
+        fixed_width_array(pa.int32(), dec.timestamp_types),
     ]
     if len(schema) > 7:
         columns.append(headers_array(dec, schema.field("headers").type))

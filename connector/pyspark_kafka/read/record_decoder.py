@@ -497,33 +497,88 @@ def binary_array(column: tuple) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offs), pa.py_buffer(data)], nulls)
 
 
+# The builders below make Arrow arrays from numpy buffers with ``pa.Array.from_buffers``, never with
+# ``pa.array`` or ``pa.scalar``: those import pandas when it is installed (pyarrow checks every input
+# for a pandas object), 120-170 ms in the first read of every new Python worker and source runner,
+# which imports nothing of pandas otherwise.
+
+
+def fixed_width_array(arrow_type: pa.DataType, values: np.ndarray) -> pa.Array:
+    """``values`` (shape ``(n,)``, no nulls) as an Arrow array of the fixed-width ``arrow_type``.
+
+    ``values.dtype`` must have ``arrow_type``'s width (``int32`` for ``pa.int32()``, ``int64`` for
+    ``pa.int64()`` and ``pa.timestamp("us")``); raises ValueError otherwise.
+    """
+    values = np.ascontiguousarray(values)
+    if values.ndim != 1 or values.dtype.itemsize * 8 != arrow_type.bit_width:
+        raise ValueError(f"{values.dtype} values of shape {values.shape} do not make an Arrow {arrow_type} array")
+    return pa.Array.from_buffers(arrow_type, values.shape[0], [None, pa.py_buffer(values)])
+
+
+def repeated_string_array(text: str, n: int) -> pa.Array:
+    """An Arrow ``string`` array holding ``text`` ``n`` times (the ``topic`` column of one partition's rows)."""
+    data = text.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int64) * len(data)
+    if offsets[-1] > _INT32_MAX:
+        raise PySparkKafkaError(f"{n} rows of topic {text!r} hold more than 2 GiB of topic names")
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                  pa.py_buffer(data * n)])
+
+
+def _pieces_array(arrow_type: pa.DataType, pieces: list) -> pa.Array:
+    """A ``string`` or ``binary`` array from ``pieces`` (``bytes``, or None for a null)."""
+    n = len(pieces)
+    valid = np.fromiter((p is not None for p in pieces), np.bool_, n)
+    lengths = np.fromiter((len(p) if p is not None else 0 for p in pieces), np.int64, n)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] > _INT32_MAX:
+        raise PySparkKafkaError("the headers of one fetched answer hold more than 2 GiB: lower "
+                                "kafka.max.partition.fetch.bytes")
+    nulls = int(n - np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(arrow_type, n, [bitmap, pa.py_buffer(offsets.astype(np.int32)),
+                                                 pa.py_buffer(b"".join(p for p in pieces if p))], nulls)
+
+
 def headers_array(dec: Decoded, arrow_type: pa.DataType) -> pa.Array:
     """The ``headers`` column (``array<struct<key string, value binary>>``; null when a record has none).
 
     Header parts are parsed in Python, only for records that carry headers; :func:`decode` has
     checked their structure already, and every read here is bounded by the record's end all the same
     (:class:`CorruptRecordError` if not). Keys are decoded as UTF-8 with U+FFFD for invalid bytes,
-    as Kafka's Java client does (``Utils.utf8``)."""
+    as Kafka's Java client does (``Utils.utf8``).
+    """
     raw = dec.buf.tobytes()
-    out = []
+    keys: list = []
+    values: list = []
+    ends = [0]  # per record: the end of its entries in keys/values
     for start, end in zip(dec.header_spans[0].tolist(), dec.header_spans[1].tolist()):
         try:
             count, p = read_zigzag(raw, start, end, MAX_VARINT_BYTES)
-            items = []
             for _ in range(count):
                 kl, p = read_zigzag(raw, p, end, MAX_VARINT_BYTES)
                 if not 0 <= kl <= end - p:
                     raise VarintError(f"a header key length of {kl}")
-                key = raw[p:p + kl].decode("utf-8", "replace")
+                keys.append(raw[p:p + kl].decode("utf-8", "replace").encode("utf-8"))
                 vl, p = read_zigzag(raw, p + kl, end, MAX_VARINT_BYTES)
                 if not -1 <= vl <= end - p:
                     raise VarintError(f"a header value length of {vl}")
-                items.append((key, None if vl < 0 else raw[p:p + vl]))
+                values.append(None if vl < 0 else raw[p:p + vl])
                 p += max(vl, 0)
             if p != end:
                 raise VarintError("the headers end before the record does")
         except VarintError as exc:
             raise CorruptRecordError(f"corrupt record: a fetched record's headers do not fit the record: {exc}"
                                      ) from None
-        out.append(items or None)
-    return pa.array(out, arrow_type)
+        ends.append(len(keys))
+    n = len(ends) - 1
+    offsets = np.asarray(ends, dtype=np.int32)
+    has = offsets[1:] > offsets[:-1]  # a record without headers is null, not an empty list
+    nulls = int(n - np.count_nonzero(has))
+    struct_type = arrow_type.value_type
+    entries = pa.StructArray.from_arrays(
+        [_pieces_array(struct_type.field(0).type, keys), _pieces_array(struct_type.field(1).type, values)],
+        fields=[struct_type.field(0), struct_type.field(1)])
+    bitmap = pa.py_buffer(np.packbits(has, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(arrow_type, n, [bitmap, pa.py_buffer(offsets)], nulls, children=[entries])

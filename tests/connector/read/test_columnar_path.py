@@ -233,3 +233,37 @@ def test_a_reused_spark_worker_freezes_its_heap_once_per_read_path(monkeypatch):
         assert len(freezes) == 2
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("decoder", ["numba", "numpy"])
+def test_a_columnar_read_imports_no_pandas(bootstrap, make_topic, decoder):
+    """The columnar path builds its Arrow columns from buffers: ``pa.array`` and ``pa.scalar`` import
+    pandas (pyarrow checks each input for a pandas object), 120-170 ms in the first read of every new
+    Spark Python worker and source runner. A fresh interpreter reads a range with headers and nulls
+    and must not have pandas loaded after, with the same rows as the consumer path."""
+    import json
+    import subprocess
+    import sys
+
+    topic = make_topic(partitions=1)
+    _produce(bootstrap, topic, 120)
+    expected = _read(bootstrap, topic, 0, 120, "consumer")
+    code = (
+        "import sys, json, pyarrow as pa\n"
+        "from pyspark_kafka import offsets as O\n"
+        "from pyspark_kafka.read.partition_reader import KafkaInputPartition, executor_conf, read_partition\n"
+        f"conf = executor_conf({{'kafka.bootstrap.servers': {bootstrap!r}}}, 'no-pandas')\n"
+        f"part = KafkaInputPartition(O.OffsetRange({topic!r}, 0, 0, 120), conf, 10_000, True, True, 'columnar')\n"
+        "batches = list(read_partition(part))\n"
+        "loaded = 'pandas' in sys.modules\n"
+        "rows = pa.Table.from_batches(batches).to_pylist()\n"
+        "print(json.dumps({'pandas': loaded, 'rows': len(rows), 'last': repr(rows[-1]), 'nulls': sum(r['key'] is None "
+        "for r in rows), 'headers': sum(r['headers'] is not None for r in rows)}))\n"
+    )
+    env = {**__import__("os").environ, record_decoder.DECODER_ENV: decoder}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    want = expected.to_pylist()
+    assert got == {"pandas": False, "rows": 120, "last": repr(want[-1]),
+                   "nulls": sum(r["key"] is None for r in want), "headers": sum(r["headers"] is not None for r in want)}

@@ -207,7 +207,8 @@ class BrokerLifecycle:
         return answer
 
     async def _register(self) -> None:
-        # every advertised listener (Kafka's BrokerRegistration endpoints): Metadata answers on the client's one
+        # every advertised listener (Kafka's BrokerRegistration endpoints): Metadata and FindCoordinator answer
+        # with the address on the client's listener
         listeners = [[lst.name, *lst.advertised()] for lst in self.broker.security.listeners]
         from pyspark_kafka.broker.log.manager import partition_capacity
 

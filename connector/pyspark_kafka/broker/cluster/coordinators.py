@@ -134,7 +134,8 @@ class ClusterCoordinators:
 
     async def find(self, key: str, key_type: int, listener: str | None = None) -> dict:
         """FindCoordinator's entry for ``key``: the leader of its internal partition (created when missing),
-        at the address it registered for ``listener`` (the first listener's when it registered no such name)."""
+        at the address it registered for ``listener`` (the client's listener name, as Metadata answers; the first
+        listener's when it registered no such name)."""
         topic = OFFSETS_TOPIC if key_type == GROUP_KEY else TRANSACTION_STATE_TOPIC
         image = self.lifecycle.image
         if topic not in image.topics:
@@ -149,14 +150,15 @@ class ClusterCoordinators:
         b = None if state is None or state.leader < 0 else image.brokers.get(state.leader)
         if b is None or b.fenced:
             return _no_coordinator(key, f"the {topic} partition of {key!r} has no leader now")
-        host, port = b.endpoint(listener)  # the listener the client came in on, as Metadata answers
+        host, port = b.endpoint(listener)  # the listener the client came in on (Kafka's getCoordinator)
         return {"key": key, "node_id": b.id, "host": host, "port": port, "error_code": ErrorCode.none,
                 "error_message": None}
 
     async def create_internal_topic(self, topic: str) -> str | None:
-        """Ask the controller for internal ``topic`` (``__consumer_offsets`` / ``__transaction_state``) with its own
-        partitions, replication factor and configs, as Kafka's ``AutoTopicCreationManager`` does for FindCoordinator
-        and for a Metadata request that names it; None when it exists now, else why not."""
+        """Ask the controller for internal ``topic`` (``__consumer_offsets`` or ``__transaction_state``) with its
+        own partition count, replication factor and configs, as Kafka's ``AutoTopicCreationManager`` does for
+        FindCoordinator and for a Metadata request that names it. Returns None when it exists now, else why not
+        (a message: too few live brokers for its replication factor, or the controller's answer)."""
         return await self._create_internal_topic(topic)
 
     async def _create_internal_topic(self, topic: str) -> str | None:

@@ -77,6 +77,27 @@ def _node_port(host: str, taken: set[int]) -> int:
     raise OSError(f"no free port for a node on {host}")
 
 
+def _check_listeners(listeners: dict[str, str], config: dict[str, str]) -> dict[str, str]:
+    """``listeners`` of :class:`EmbeddedCluster` checked: upper-case names other than PLAINTEXT, each with a
+    security protocol Kafka knows; ``config`` must leave ``listeners`` and its protocol map to the cluster.
+    Returns ``{NAME: PROTOCOL}``; raises ValueError naming the bad entry and the fix."""
+    from pyspark_kafka.broker.security.listeners import PROTOCOLS
+
+    if listeners and ("listeners" in config or "listener.security.protocol.map" in config):
+        raise ValueError("config sets listeners or listener.security.protocol.map, and so does listeners=: give the "
+                         "extra client listeners only as listeners={name: protocol}")
+    out = {}
+    for name, protocol in listeners.items():
+        name, protocol = str(name).upper(), str(protocol).upper()
+        if not name.replace("_", "").isalnum() or not name.isascii() or name == "PLAINTEXT":
+            raise ValueError(f"listeners: {name!r} is not a listener name to add: use upper-case letters, digits and "
+                             "_ (every broker already has PLAINTEXT)")
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"listeners: {name} has security protocol {protocol!r}: use one of {', '.join(PROTOCOLS)}")
+        out[name] = protocol
+    return out
+
+
 def metadata(bootstrap: str, topics: list[str] | None = None, timeout_s: float = 5.0):
     """Metadata v12 from the broker at ``bootstrap`` (``host:port``): kio's ``MetadataResponse``.
 
@@ -111,6 +132,12 @@ class EmbeddedCluster:
 
     ``controllers``: 1 (node 3000, a single-voter metadata log) or 3 (nodes 3000-3002, a Raft quorum).
 
+    ``listeners``: more client listeners on every broker besides the PLAINTEXT one of ``port``, as
+    ``{name: security protocol}`` (``{"SASL_PLAINTEXT": "SASL_PLAINTEXT"}``), each on a free port of its own
+    (:meth:`bootstrap_on`, ``listener_ports``); their SASL or TLS settings go in ``config`` by Kafka's names. The
+    PLAINTEXT listener stays first: brokers replicate over it. ValueError for a bad name or protocol, or when
+    ``config`` sets ``listeners`` or ``listener.security.protocol.map`` itself.
+
     API: ``bootstrap_servers``; :meth:`active_controller`, :meth:`controller_quorum`; :meth:`kill` (SIGKILL), :meth:`restart`, :meth:`pause` / :meth:`resume`
     (SIGSTOP / SIGCONT: a hung broker), :meth:`leader`, :meth:`isr`, :meth:`wait_for`. Every process it started is
     stopped by pid in :meth:`stop` (SIGTERM, then SIGKILL after 30 s), also when a ``with`` block fails.
@@ -118,12 +145,14 @@ class EmbeddedCluster:
     """
 
     def __init__(self, brokers: int = 3, data_dir: str | Path | None = None, port: int | None = None,
-                 config: dict[str, str] | None = None, host: str = "127.0.0.1", controllers: int = 1) -> None:
+                 config: dict[str, str] | None = None, host: str = "127.0.0.1", controllers: int = 1,
+                 listeners: dict[str, str] | None = None) -> None:
         if brokers < 1:
             raise ValueError(f"brokers={brokers}: a cluster needs at least one broker")
         if controllers not in (1, 3):
             raise ValueError(f"controllers={controllers}: give 1 (a single-voter metadata log) or 3 (a Raft quorum "
                              "of 3 voters, which survives the loss of one)")
+        self.listeners = _check_listeners(dict(listeners or {}), dict(config or {}))
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="pyspark-kafka-cluster-")) if data_dir is None else Path(data_dir)
         self.host = host
@@ -137,6 +166,8 @@ class EmbeddedCluster:
         self.broker_ids = list(range(brokers))
         taken: set[int] = set()
         self.ports = {i: (port + i if port else _node_port(host, taken)) for i in self.broker_ids}
+        #: broker id -> {listener name: port} of the extra client listeners (``listeners``)
+        self.listener_ports = {i: {name: _node_port(host, taken) for name in self.listeners} for i in self.broker_ids}
         self.controller_ids = [CONTROLLER_ID + i for i in range(controllers)]
         for c in self.controller_ids:
             self.ports[c] = _node_port(host, taken)  # the controller channel
@@ -151,6 +182,16 @@ class EmbeddedCluster:
     def bootstrap_servers(self) -> str:
         """``host:port,...`` of every broker, for ``bootstrap.servers``."""
         return ",".join(f"{self.host}:{self.ports[i]}" for i in self.broker_ids)
+
+    def bootstrap_on(self, listener: str) -> str:
+        """``host:port,...`` of every broker's ``listener`` (a name given in ``listeners``, or ``PLAINTEXT``).
+        Raises KeyError naming the listeners there are."""
+        if listener == "PLAINTEXT":
+            return self.bootstrap_servers
+        if listener not in self.listeners:
+            have = ", ".join(["PLAINTEXT", *self.listeners])
+            raise KeyError(f"no listener {listener!r}: the brokers have {have} (give more with listeners=)")
+        return ",".join(f"{self.host}:{self.listener_ports[i][listener]}" for i in self.broker_ids)
 
     def address(self, node_id: int) -> str:
         return f"{self.host}:{self.ports[node_id]}"
@@ -167,6 +208,13 @@ class EmbeddedCluster:
                "--voters", self.voters]
         if self.raft_ports and role == "broker":
             cmd += ["--controller-channels", ",".join(f"{c}@{self.address(c)}" for c in self.controller_ids)]
+        if self.listeners and role == "broker":  # PLAINTEXT first: the address other brokers replicate from
+            ports = self.listener_ports[node_id]
+            cmd += ["--config", "listeners=" + ",".join(
+                        [f"PLAINTEXT://{self.host}:{self.ports[node_id]}",
+                         *(f"{name}://{self.host}:{ports[name]}" for name in self.listeners)]),
+                    "--config", "listener.security.protocol.map=" + ",".join(
+                        ["PLAINTEXT:PLAINTEXT", *(f"{name}:{protocol}" for name, protocol in self.listeners.items())])]
         for key, value in sorted(self.config.items()):
             cmd += ["--config", f"{key}={value}"]
         return cmd
@@ -239,6 +287,7 @@ class EmbeddedCluster:
                 proc = self.procs.get(node_id)
                 nodes.append({"id": node_id, "role": "controller" if node_id in self.controller_ids else "broker",
                               "host": self.host, "port": self.ports[node_id], "raft_port": self.raft_ports.get(node_id),
+                              "listener_ports": self.listener_ports.get(node_id, {}),
                               "pid": proc.pid if proc is not None and proc.poll() is None else None,
                               "data_dir": str(self.node_dir(node_id)), "command": self.command(node_id)})
             fd, tmp = tempfile.mkstemp(prefix="cluster.", suffix=".tmp", dir=self.data_dir)

@@ -4,11 +4,11 @@ Records are JSON objects encoded as UTF-8 bytes (Kafka's are binary ``ApiMessage
 ``RegisterBrokerRecord``, ``TopicRecord``, ``PartitionRecord``, ``PartitionChangeRecord``; ours carry the same
 fields under a ``type``):
 
-- ``{"type": "broker", "id", "epoch", "host", "port", "listeners"}``: a broker (re-)registered with a new broker epoch
-  (``listeners``, optional: ``[[name, host, port], ...]``, every advertised listener, Kafka's registration
-  endpoints; ``host``/``port`` are the first; ``capacity``/``nofile``, optional: how many partitions it can keep
-  open and its open-file limit); it is
-  fenced until it asks to be unfenced (Kafka's ``RegisterBrokerRecord``).
+- ``{"type": "broker", "id", "epoch", "host", "port", "listeners"}``: a broker (re-)registered with a new broker
+  epoch; it is fenced until it asks to be unfenced (Kafka's ``RegisterBrokerRecord``). ``listeners`` (optional,
+  ``[[name, host, port], ...]``) is every advertised listener (the record's endpoints); ``host``/``port`` are the
+  first one's, the address other brokers use. ``capacity``/``nofile`` (optional): how many partitions it can keep
+  open and its open-file limit.
 - ``{"type": "fence", "id", "epoch"}`` / ``{"type": "unfence", "id", "epoch"}``: Kafka's ``FenceBrokerRecord`` /
   ``UnfenceBrokerRecord``.
 - ``{"type": "topic", "name", "topic_id", "configs"}``: a topic (Kafka's ``TopicRecord`` + ``ConfigRecord``).
@@ -72,8 +72,9 @@ def binding_of(record: dict) -> AclBinding:
 
 @dataclass(frozen=True)
 class BrokerRegistration:
-    """A registered broker: id, broker epoch (the metadata offset of its registration), address, fenced, and its
-    advertised listeners ``((name, host, port), ...)`` (empty: only ``host``/``port`` are known)."""
+    """A registered broker: id, broker epoch (the metadata offset of its registration), address (its first
+    listener's), fenced, and every advertised listener ``((name, host, port), ...)`` (empty when the registration
+    record names none: a record written before registrations carried them)."""
 
     id: int
     epoch: int
@@ -85,7 +86,10 @@ class BrokerRegistration:
     nofile: int = -1
 
     def endpoint(self, listener: str | None) -> tuple[str, int]:
-        """``(host, port)`` advertised on ``listener`` (a name); the first address when unknown or None."""
+        """``(host, port)`` this broker advertises on ``listener`` (a listener name such as ``SASL_SSL``), as
+        Kafka's ``BrokerRegistration.node(listenerName)``; the first listener's address when ``listener`` is None
+        or not registered (Kafka leaves such a broker out: every broker of a cluster is expected to have the same
+        listener names)."""
         for name, host, port in self.listeners:
             if name == listener:
                 return host, port
@@ -160,7 +164,7 @@ class ClusterImage:
         if kind == "broker":
             self.brokers[record["id"]] = BrokerRegistration(
                 record["id"], record["epoch"], record["host"], record["port"], True,
-                tuple((str(n), str(h), int(p)) for n, h, p in record.get("listeners", ())),
+                tuple((str(n), str(h), int(p)) for n, h, p in record.get("listeners") or ()),
                 int(record.get("capacity", -1)), int(record.get("nofile", -1)))
         elif kind in ("fence", "unfence"):
             b = self.brokers.get(record["id"])

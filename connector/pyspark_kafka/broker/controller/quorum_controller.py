@@ -172,8 +172,9 @@ class QuorumController:
     async def _register(self, req: dict) -> dict:
         node = req["node_id"]
         epoch = self.image.offset + 1  # the offset of the registration record
+        listeners = req.get("listeners")  # every advertised listener (Kafka's BrokerRegistrationRequest endpoints)
         await self._append([{"type": "broker", "id": node, "epoch": epoch, "host": req["host"], "port": req["port"],
-                             **({"listeners": req["listeners"]} if req.get("listeners") else {}),
+                             **({"listeners": listeners} if listeners else {}),
                              **({"capacity": req["capacity"], "nofile": req.get("nofile", -1)}
                                 if req.get("capacity", -1) >= 0 else {})}])
         self._last_heartbeat[node] = _mono_ms()

@@ -6,7 +6,8 @@ replica; in a replicated cluster the metadata image's leaders, replicas and ISR)
 Unknown topics are auto-created with ``num.partitions`` partitions when
 ``auto.create.topics.enable`` is true and the request allows it (``allow_auto_topic_creation``,
 v4+; always allowed before v4, as in Kafka): at once on the single node, through the controller in a
-cluster (answered LEADER_NOT_AVAILABLE until the metadata has them, clients retry). Topic ids are served from v10 on.
+cluster (answered LEADER_NOT_AVAILABLE until the metadata has them, clients retry; an internal topic with its own
+partitions, replication factor and configs). Topic ids are served from v10 on.
 DescribeTopicPartitions (KIP-966) never creates topics and pages through partitions with a cursor.
 
 Authorization (with an authorizer, as Kafka's ``KafkaApis.handleTopicMetadataRequest``): a topic
@@ -106,7 +107,8 @@ async def _auto_create(broker, names: list[str]) -> dict[str, int]:
     """Create the missing topics ``names`` (Kafka's ``AutoTopicCreationManager``); the error code answered for
     each that has no entry yet. The single node creates them at once (with ``num.partitions``; errors from the
     topic catalogue); a cluster's broker asks the controller and answers LEADER_NOT_AVAILABLE (clients retry
-    until the metadata has them)."""
+    until the metadata has them). An internal topic (``__consumer_offsets``, ``__transaction_state``) is created
+    with its own partitions, replication factor and configs, as Kafka's ``AutoTopicCreationManager`` does."""
     async def local(controller) -> dict[str, int]:
         errors = {}
         for name in names:
@@ -117,11 +119,11 @@ async def _auto_create(broker, names: list[str]) -> dict[str, int]:
         return errors
 
     async def forwarded(manager) -> dict[str, int]:
-        internal = [n for n in names if n in INTERNAL_TOPICS]  # with their own configs (AutoTopicCreationManager)
-        for name in internal:
-            await broker.coordinators.create_internal_topic(name)
+        for name in names:
+            if name in INTERNAL_TOPICS:  # its own configs; the controller refuses it as a plain topic
+                await broker.coordinators.create_internal_topic(name)
+        others = [{"name": n} for n in names if n not in INTERNAL_TOPICS]
         try:
-            others = [{"name": n} for n in names if n not in INTERNAL_TOPICS]
             if others:
                 await manager.call({"op": "create_topics", "topics": others})
         except ConnectionError:
