@@ -16,6 +16,7 @@ import pytest
 from kio.schema.create_partitions.v1.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.create_topics.v5.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from support.fuzz_network import BrokerProcess
 from support.client_records import RECORDS, as_tuples, consume, expected, produce
@@ -70,6 +71,22 @@ def test_the_open_file_limit_bounds_the_partitions_with_a_clear_error(tmp_path):
         assert ok.error_code == 0
         assert refused.error_code == POLICY_VIOLATION
         assert "ulimit -n 800" in refused.error_message and "raise the open-file limit" in refused.error_message
+        # CreatePartitions is bounded the same way (also validate_only), as the single node's LogManager does
+        for validate_only in (True, False):
+            (grown,) = _grow(client, "fits", 100, validate_only)
+            assert grown.error_code == POLICY_VIOLATION
+            assert "has 60; 40 more do not fit" in grown.error_message and "ulimit -n 800" in grown.error_message
+        (grown,) = _grow(client, "fits", 90, False)
+        assert grown.error_code == 0
+        assert len(client.request(MetadataRequest(topics=(MetadataRequestTopic(name="fits", topic_id=None),),
+                                                  allow_auto_topic_creation=False,
+                                                  include_topic_authorized_operations=False)).topics[0].partitions) == 90
+
+
+def _grow(client: WireClient, name: str, count: int, validate_only: bool):
+    return client.request(CreatePartitionsRequest(
+        topics=(CreatePartitionsTopic(name=name, count=count, assignments=None),),
+        timeout=TIMEOUT, validate_only=validate_only)).results
 
 
 def test_start_survives_what_a_previous_run_left(tmp_path):

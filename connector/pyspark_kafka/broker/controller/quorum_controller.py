@@ -365,10 +365,14 @@ class QuorumController:
         log.info("created topic %s: %d partitions, replicas %s", name, partitions, assignment)
         return {"partitions": partitions, "replication_factor": factor, "topic_id": topic_id}
 
-    def _check_capacity(self, assignment: list) -> None:
+    def _check_capacity(self, assignment: list, pending: list = ()) -> None:
         """PolicyViolationError when a broker would host more partitions than it said it can keep open (its
         registration's ``capacity``, from its open-file limit): the single node's rule, kept for every node (Apache
-        Kafka has no such check and fails later with "Too many open files")."""
+        Kafka has no such check and fails later with "Too many open files"). Used by CreateTopics and
+        CreatePartitions (also with ``validate_only``, as the single node's ``LogManager.check_capacity``).
+
+        ``assignment``: the new partitions' replica lists ([[broker id]]); ``pending``: replica lists accepted
+        earlier in the same request and not yet in the image (they count as hosted)."""
         from pyspark_kafka.broker.errors import PolicyViolationError
         from pyspark_kafka.broker.log.manager import FILES_PER_PARTITION
 
@@ -381,6 +385,7 @@ class QuorumController:
             if b is None or b.capacity < 0:
                 continue
             have = sum(1 for t in self.image.topics.values() for st in t.partitions.values() if node in st.replicas)
+            have += sum(1 for replicas in pending if node in replicas)
             if have + more > b.capacity:
                 raise PolicyViolationError(
                     f"broker {node} can keep {b.capacity} partitions open (ulimit -n {b.nofile}, "
@@ -515,11 +520,19 @@ class QuorumController:
         return {"error_code": 0, "topics": results, "offset": offset}
 
     async def _create_partitions(self, req: dict) -> dict:
-        """CreatePartitions: ``topics`` [{name, count, assignments|None}], ``validate_only``."""
+        """CreatePartitions: ``topics`` [{name, count, assignments|None}], ``validate_only``.
+
+        A topic whose new partitions would take a broker beyond its registered partition capacity is refused with
+        POLICY_VIOLATION (:meth:`_check_capacity`; the single node's rule) and gets no partition."""
         results, records = [], []
         for t in req["topics"]:
             code, message, new = partition_admin.create_partitions(self.image, t["name"], t["count"],
                                                                    t.get("assignments"))
+            if code == 0:
+                try:
+                    self._check_capacity([r["replicas"] for r in new], [r["replicas"] for r in records])
+                except KafkaError as exc:
+                    code, message, new = int(exc.error_code), str(exc), []
             results.append({"name": t["name"], "error_code": code, "error_message": message})
             if not req.get("validate_only"):
                 records += new
