@@ -56,7 +56,9 @@ class Broker:
     handlers' only way to them); ``metadata_cache`` is the one
     :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache` the handlers and the group coordinator
     ask (chosen here by the config); ``group_coordinator`` and ``txn_coordinator`` are created here
-    and loaded by :func:`serve` (or on first use). Raises ConfigError for a bad config.
+    and loaded by :func:`serve` (or on first use). Raises ConfigError for a bad config;
+    :class:`~pyspark_kafka.broker.meta_properties.MetaPropertiesError` when a combined node's data directory holds
+    another node's ``meta.properties`` (written at the first start, checked at every start, as Kafka's).
     """
 
     def __init__(self, data_dir: str | Path, config: dict[str, str] | None = None, host: str = "127.0.0.1"):
@@ -67,6 +69,17 @@ class Broker:
         combined = is_combined(self.config)  # the mode is fixed here, by the config; nothing asks it again
         if combined:
             self.config = BrokerConfig({**COMBINED_DEFAULTS, **(config or {})})
+        # A stable cluster id per data directory: derived from its path at the first start; a combined node keeps it
+        # in meta.properties (as Kafka), checked before anything else touches the directory, so a moved data
+        # directory keeps its id and another node's directory is refused with nothing written
+        raw = uuid.uuid5(uuid.NAMESPACE_URL, str(self.data_dir.resolve())).bytes
+        cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if combined:
+            from pyspark_kafka.broker import meta_properties
+            from pyspark_kafka.broker.log.manager import prepare_data_dir
+
+            prepare_data_dir(self.data_dir)  # a clear KafkaStorageError for a file or an unwritable path
+            cluster_id = meta_properties.ensure(self.data_dir, self.config.get_int("node.id"), cluster_id).cluster_id
         self.dynamic_configs = DynamicConfigs(self.data_dir, self.config)  # AlterConfigs on BROKER / GROUP resources
         self.dynamic_configs.load()
         self.replica_manager = ReplicaManager(self.data_dir, self.config, self._verify_transaction)
@@ -88,9 +101,7 @@ class Broker:
         self.port = 0
         self.forwarding: LocalController | ForwardingManager = LocalController(self.replica_manager.logs)
         self.coordinators = LocalCoordinators(self)  # or the lifecycle's ClusterCoordinators
-        # A stable cluster id per data directory (Kafka keeps it in meta.properties).
-        raw = uuid.uuid5(uuid.NAMESPACE_URL, str(self.data_dir.resolve())).bytes
-        self.cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        self.cluster_id = cluster_id
         #: the controller role of a combined node (process.roles=broker,controller), None on a broker of a split
         #: cluster; :func:`serve` starts it before the broker lifecycle
         self.controller_role = (CombinedController(self.node_id, self.data_dir, self.config, self.cluster_id)

@@ -4,17 +4,23 @@ one-voter metadata log and the cluster broker, as Apache Kafka's combined mode.
 - A data directory written by the single-node broker (``process.roles=broker`` without voters, the layout of
   earlier versions) is migrated on the combined node's first start: topics keep their ids and records, dynamic
   broker configs and ACLs become metadata records; a second start migrates nothing again.
+- ``meta.properties`` (Apache Kafka's storage identity: version 1, cluster.id, node.id, directory.id) is written at
+  the first start and checked at every start: a moved data directory keeps its cluster id, another node's data
+  directory is refused naming the fix, an older data directory without the file gets one.
 - DescribeQuorum (55) answers as a one-voter quorum: this node leads, the high watermark is the metadata log's end.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 
+import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.cluster.combined import METADATA_DIR
+from pyspark_kafka.broker.meta_properties import MetaPropertiesError
 from support.client_records import RECORDS, consume, expected, as_tuples, produce
 from support.topics import create_topic
 
@@ -31,6 +37,7 @@ def test_single_node_data_dir_is_migrated_once(tmp_path, caplog):
         old_id = old.broker.metadata_cache.topic_id("kept")
     assert not (data / METADATA_DIR).exists()
     assert (data / "__dynamic_configs.json").exists()
+    assert not (data / "meta.properties").exists()  # the single node writes none; the combined node's start does
     caplog.set_level(logging.INFO, logger="pyspark_kafka.controller")
     for start in range(2):
         with EmbeddedBroker(data_dir=data) as node:
@@ -43,6 +50,7 @@ def test_single_node_data_dir_is_migrated_once(tmp_path, caplog):
             assert sorted(as_tuples(got)) == sorted(expected(RECORDS[:20]))
     assert not (data / "__dynamic_configs.json").exists()  # read by no later start: the records are the truth
     assert (data / "__dynamic_configs.json.migrated").exists()
+    assert _meta(data)[1]["node.id"] == "0"
     migrated = [r for r in caplog.records if "migrated to the metadata log" in r.getMessage()]
     assert len(migrated) == 1, [r.getMessage() for r in migrated]  # the first start only
 
@@ -59,3 +67,58 @@ def test_describe_quorum_one_voter():
     assert answer.high_watermark == end > 0
     assert [(v.replica_id, v.log_end_offset) for v in answer.current_voters] == [(0, end)]
     assert list(answer.observers) == []
+
+
+# Apache Kafka 4.4.0's meta.properties of a formatted KRaft log directory (pyspark_kafka.testing.apache_kafka, read
+# from a real node's log dir): two comment lines, then these keys in this order
+KAFKA_META_KEYS = ["node.id", "directory.id", "version", "cluster.id"]
+KAFKA_UUID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{21}$")  # Kafka's Uuid.toString: 22 URL-safe base64 characters
+
+
+def _meta(data) -> tuple[list[str], dict[str, str]]:
+    lines = (data / "meta.properties").read_text().splitlines()
+    pairs = [line.split("=", 1) for line in lines if not line.startswith("#")]
+    return lines, dict(pairs) | {"_order": [k for k, _ in pairs]}
+
+
+def test_meta_properties_written_at_first_start_and_kept_when_the_data_dir_moves(tmp_path):
+    data = tmp_path / "data"
+    with EmbeddedBroker(data_dir=data, config={"node.id": "3"}) as node:
+        cluster_id = node.broker.cluster_id
+        produce(node.bootstrap_servers, "before-move", RECORDS[:1])  # a started node (a stop at once can take 2 s)
+    lines, meta = _meta(data)
+    assert lines[0] == "#" and lines[1].startswith("#") and meta.pop("_order") == KAFKA_META_KEYS
+    assert meta["version"] == "1" and meta["node.id"] == "3" and meta["cluster.id"] == cluster_id
+    assert KAFKA_UUID.match(meta["cluster.id"]) and KAFKA_UUID.match(meta["directory.id"])
+    moved = tmp_path / "moved"
+    data.rename(moved)  # the path-derived id would change; the stored one holds
+    with EmbeddedBroker(data_dir=moved, config={"node.id": "3"}) as node:
+        assert node.broker.cluster_id == cluster_id
+        produce(node.bootstrap_servers, "after-move", RECORDS[:2])
+    assert _meta(moved)[1] == meta | {"_order": KAFKA_META_KEYS}  # same directory id: not rewritten
+
+
+def test_another_nodes_data_dir_is_refused_naming_the_fix(tmp_path):
+    data = tmp_path / "data"
+    with EmbeddedBroker(data_dir=data) as node:  # node.id 0
+        produce(node.bootstrap_servers, "kept", RECORDS[:1])
+    before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in data.rglob("*")}
+    with pytest.raises(MetaPropertiesError) as refused:
+        with EmbeddedBroker(data_dir=data, config={"node.id": "5"}):
+            pass
+    text = str(refused.value)
+    assert "Stored node id 0 doesn't match previous node id 5" in text and str(data / "meta.properties") in text
+    assert "set node.id=0" in text
+    assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in data.rglob("*")} == before  # nothing written
+
+
+def test_a_data_dir_without_meta_properties_gets_one(tmp_path):
+    data = tmp_path / "data"
+    with EmbeddedBroker(data_dir=data) as node:
+        produce(node.bootstrap_servers, "old", RECORDS[:3])
+        cluster_id = node.broker.cluster_id
+    (data / "meta.properties").unlink()  # as written before this file existed
+    with EmbeddedBroker(data_dir=data) as node:
+        assert node.broker.cluster_id == cluster_id
+        assert as_tuples(consume(node.bootstrap_servers, "old", 3)) == expected(RECORDS[:3])
+    assert _meta(data)[1]["cluster.id"] == cluster_id

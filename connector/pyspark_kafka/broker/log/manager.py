@@ -109,7 +109,8 @@ def merge_topic_configs(configs: dict[str, str], ops: Iterable[tuple[str, int, s
 
 
 def prepare_data_dir(path: Path) -> bool:
-    """Create the broker's data directory ``path`` if missing; ``True`` when it is new (absent or empty).
+    """Create the broker's data directory ``path`` if missing; ``True`` when it is new (absent, empty, or
+    holding only ``meta.properties``).
 
     Raises :class:`KafkaStorageError` naming the path and the fix when it is a file (or another
     non-directory) or cannot be created.
@@ -119,7 +120,8 @@ def prepare_data_dir(path: Path) -> bool:
         raise KafkaStorageError(f"the data directory {path} is a file, not a directory: give --data-dir (data_dir=) "
                                 "a directory path, new or one a broker wrote before")
     try:
-        fresh = not path.exists() or next(path.iterdir(), None) is None
+        # new: missing, empty, or holding only the meta.properties a combined node writes first (meta_properties.py)
+        fresh = not path.exists() or next((p for p in path.iterdir() if p.name != "meta.properties"), None) is None
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise KafkaStorageError(f"cannot create the data directory {path}: {e.strerror or e}; give --data-dir "
