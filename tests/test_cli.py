@@ -363,6 +363,18 @@ def test_produce_to_a_partition_of_a_missing_topic_refuses_and_creates_nothing(b
     assert topic not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
 
 
+def test_broker_on_another_nodes_data_dir_exit_1_naming_the_fix(tmp_path):
+    from pyspark_kafka.broker import meta_properties
+
+    # what node 0's first start wrote (test_combined_node checks that a start writes it)
+    meta_properties.write(tmp_path / "data", meta_properties.MetaProperties(
+        "dtmlrwmJUOuSiihq0sdOMA", 0, meta_properties.new_directory_id()))
+    r = cli("broker", "--data-dir", str(tmp_path / "data"), "--port", "0", "--config", "node.id=4", timeout=30)
+    assert r.returncode == 1
+    assert r.stderr.startswith(b"pyspark-kafka broker: error: Stored node id 0 doesn't match previous node id 4")
+    assert b"set node.id=0" in r.stderr and b"Traceback" not in r.stderr
+
+
 def test_broker_data_dir_that_is_a_file_is_named(tmp_path):
     path = tmp_path / "not-a-dir"
     path.write_text("x")

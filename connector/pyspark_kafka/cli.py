@@ -73,7 +73,7 @@ def cmd_broker(args) -> int:
         raise CliError(str(e)) from None
     try:
         run_broker(args.data_dir, host=args.host, port=args.port, config=dict(args.config))
-    except ConfigError as e:  # listeners, TLS, SASL, authorizer configs checked when the broker is built
+    except (ConfigError, KafkaStorageError) as e:  # configs checked when the broker is built; meta.properties
         raise CliError(str(e)) from None
     except OSError as e:
         raise CliError(f"cannot listen on {args.host}:{args.port} with data dir {args.data_dir!r}: "

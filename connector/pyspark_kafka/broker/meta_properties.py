@@ -82,7 +82,7 @@ def read(data_dir: Path) -> MetaProperties | None:
     path = Path(data_dir) / FILE_NAME
     try:
         text = path.read_text(encoding="latin-1")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a data dir that is a file: the log manager names it
         return None
     except OSError as exc:
         raise MetaPropertiesError(f"cannot read {path}: {exc}") from exc
@@ -137,17 +137,11 @@ def ensure(data_dir: Path, node_id: int, cluster_id: str, cluster_id_is_fixed: b
     differs from a fixed one, or the file is unreadable; OSError when it cannot be written."""
     data_dir = Path(data_dir)
     path = data_dir / FILE_NAME
-    stored = read(data_dir)
+    stored = check_node_id(data_dir, node_id)
     if stored is None:
         meta = MetaProperties(cluster_id, node_id, new_directory_id())
         write(data_dir, meta)
         return meta
-    if stored.node_id != node_id:
-        raise MetaPropertiesError(
-            f"Stored node id {stored.node_id} doesn't match previous node id {node_id} in {path}. If you moved your "
-            "data, make sure your configured node id matches. If you intend to create a new node, you should remove "
-            f"all data in your data directories. (Here: set node.id={stored.node_id}, or start this node on an "
-            "empty data directory.)")
     if cluster_id_is_fixed and stored.cluster_id != cluster_id:
         raise MetaPropertiesError(
             f"Invalid cluster.id in: {path}. Expected {cluster_id}, but read {stored.cluster_id}. This data "
@@ -155,5 +149,34 @@ def ensure(data_dir: Path, node_id: int, cluster_id: str, cluster_id_is_fixed: b
             "cluster's own config (controller.quorum.voters) with this directory.")
     if not stored.directory_id:  # a file without directory.id (Kafka adds one at its next start)
         stored = MetaProperties(stored.cluster_id, stored.node_id, new_directory_id())
+        write(data_dir, stored)
+    return stored
+
+
+def check_node_id(data_dir: Path, node_id: int) -> MetaProperties | None:
+    """The stored ``meta.properties`` of ``data_dir`` (None when there is none) after checking its node id against
+    the configured ``node_id``. Writes nothing.
+
+    Raises :class:`MetaPropertiesError` when the node ids differ (Kafka's ``MetaPropertiesEnsemble.verify`` message,
+    plus the fix) or the file is unreadable."""
+    stored = read(data_dir)
+    if stored is not None and stored.node_id != node_id:
+        raise MetaPropertiesError(
+            f"Stored node id {stored.node_id} doesn't match previous node id {node_id} in {Path(data_dir) / FILE_NAME}. "
+            "If you moved your data, make sure your configured node id matches. If you intend to create a new node, "
+            f"you should remove all data in your data directories. (Here: set node.id={stored.node_id}, or start this "
+            "node on an empty data directory.)")
+    return stored
+
+
+def note_cluster_id(data_dir: Path, node_id: int, cluster_id: str) -> MetaProperties:
+    """A split cluster's broker learns its cluster id from the controller at registration: write ``meta.properties``
+    with it when there is none (its node id was checked at start, :func:`check_node_id`), else return the stored one.
+
+    A stored cluster id other than ``cluster_id`` is returned as stored; the caller logs it (Kafka's controller
+    refuses such a registration with INCONSISTENT_CLUSTER_ID; not done here). Raises OSError when it cannot write."""
+    stored = read(data_dir)
+    if stored is None:
+        stored = MetaProperties(cluster_id, node_id, new_directory_id())
         write(data_dir, stored)
     return stored

@@ -80,6 +80,13 @@ class Broker:
 
             prepare_data_dir(self.data_dir)  # a clear KafkaStorageError for a file or an unwritable path
             cluster_id = meta_properties.ensure(self.data_dir, self.config.get_int("node.id"), cluster_id).cluster_id
+        else:
+            from pyspark_kafka.broker.cluster.broker_lifecycle import is_cluster_broker
+
+            if is_cluster_broker(self.config):  # a split cluster's broker: written once the controller names the
+                from pyspark_kafka.broker import meta_properties  # cluster id (registration); node id checked now
+
+                meta_properties.check_node_id(self.data_dir, self.config.get_int("node.id"))
         self.dynamic_configs = DynamicConfigs(self.data_dir, self.config)  # AlterConfigs on BROKER / GROUP resources
         self.dynamic_configs.load()
         self.replica_manager = ReplicaManager(self.data_dir, self.config, self._verify_transaction)

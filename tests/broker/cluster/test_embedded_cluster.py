@@ -65,6 +65,33 @@ def test_cluster_json_lists_every_node_with_its_restart_command(cluster):
         assert n["data_dir"].endswith(f"node-{n['id']}")
 
 
+def _meta(path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in (path / "meta.properties").read_text().splitlines()
+                if not line.startswith("#"))
+
+
+def test_every_node_keeps_meta_properties_and_refuses_another_nodes_data_dir(cluster, caplog):
+    """Kafka's meta.properties in every node's data dir: one cluster id (the controller's), each node's own id; a
+    node started on another node's data dir exits with Kafka's message and the fix, writing nothing."""
+    from pyspark_kafka.broker.cluster.node import main
+
+    metas = {n: _meta(cluster.node_dir(n)) for n in [3000, 0, 1, 2]}
+    assert {m["cluster.id"] for m in metas.values()} == {metas[3000]["cluster.id"]}
+    assert all(m["node.id"] == str(n) and m["version"] == "1" for n, m in metas.items())
+    assert len({m["directory.id"] for m in metas.values()}) == 4
+    voters = cluster.voters
+    for node_id, roles, wrong in ((3000, "controller", 7), (0, "broker", 5)):
+        folder = cluster.node_dir(node_id)
+        before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in folder.rglob("*") if p.name != "node.log"}
+        caplog.clear()
+        assert main(["--node-id", str(wrong), "--roles", roles, "--data-dir", str(folder), "--port", "0",
+                     "--voters", voters]) == 1
+        assert f"Stored node id {node_id} doesn't match previous node id {wrong}" in caplog.text
+        assert f"set node.id={node_id}" in caplog.text
+        assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in folder.rglob("*") if p.name != "node.log"} \
+            == before
+
+
 def test_metadata_lists_leaders_replicas_isr_and_offline_replicas(cluster):
     create(cluster, "meta", partitions=3)
     leaders = {cluster.leader("meta", p) for p in range(3)}

@@ -220,6 +220,14 @@ class BrokerLifecycle:
         self.broker_epoch = answer["broker_epoch"]
         if answer.get("cluster_id"):
             self.broker.cluster_id = answer["cluster_id"]  # one id for the whole cluster
+            if self.broker.controller_role is None:  # a split cluster's broker: meta.properties (a combined node's
+                from pyspark_kafka.broker import meta_properties  # is written at its start)
+
+                stored = meta_properties.note_cluster_id(self.broker.data_dir, self.node_id, answer["cluster_id"])
+                if stored.cluster_id != answer["cluster_id"]:
+                    log.error("broker %d: %s/meta.properties holds cluster.id %s, the controller's cluster is %s: "
+                              "this data directory belongs to another cluster; start this broker on an empty data "
+                              "directory", self.node_id, self.broker.data_dir, stored.cluster_id, answer["cluster_id"])
         self.registered_offset = self.broker_epoch
         self._check_caught_up()
         log.info("broker %d registered with the controller %s: broker epoch %d", self.node_id,

@@ -42,6 +42,9 @@ async def run_controller(node_id: int, data_dir: Path, host: str, port: int, con
     voters = config["controller.quorum.voters"]
     # metadata log snapshots (KIP-630): metadata.log.max.record.bytes.between.snapshots / .snapshot.interval.ms
     snapshots = metadata_snapshots(data_dir / "__cluster_metadata-0", cfg.get)
+    from pyspark_kafka.broker import meta_properties
+
+    meta_properties.check_node_id(data_dir, node_id)  # another node's data dir: refused before anything is written
     if "," in voters.strip(","):
         from pyspark_kafka.broker.raft import RaftMetadataLog
 
@@ -52,6 +55,10 @@ async def run_controller(node_id: int, data_dir: Path, host: str, port: int, con
         metadata_log = SingleVoterMetadataLog(node_id, data_dir, node_id, snapshots=snapshots)
         raw = uuid.uuid5(uuid.NAMESPACE_URL, str(data_dir.resolve())).bytes
         cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    # meta.properties (as Kafka's): written at the first start, checked at every start (another node's data dir is
+    # refused); the stored cluster id is kept, so a restart on other ports or a moved data dir keeps its cluster id
+    cluster_id = meta_properties.ensure(data_dir, node_id, cluster_id).cluster_id
+    metadata_log.cluster_id = cluster_id
     await metadata_log.start()
     controller = QuorumController(metadata_log, cfg, cluster_id)
     await controller.start()
@@ -88,6 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     if not args.voters and args.roles != "broker,controller":
         parser.error(f"--roles {args.roles} needs --voters id@host:port (controller.quorum.voters)")
+    from pyspark_kafka.broker.meta_properties import MetaPropertiesError
+
+    try:
+        return _run(args, config, data_dir)
+    except MetaPropertiesError as exc:  # another node's data dir: the message names the fix
+        logging.getLogger("pyspark_kafka.broker").error("%s", exc)
+        return 1
+
+
+def _run(args: argparse.Namespace, config: dict[str, str], data_dir: Path) -> int:
+    """Run the node ``args`` asks for until it stops; 0."""
     if args.roles == "broker,controller":  # a combined node: one process, one event loop, one node id
         from pyspark_kafka.broker.server import run_broker
 
