@@ -66,10 +66,12 @@ def test_restart_applies_each_partition_once_after_the_replay(tmp_path, monkeypa
     MetadataLoader publishes one delta after its initial catch-up). Three stops and two starts leave six records
     per partition (created, three fences, two unfences): a per-record apply made seven calls per partition on the
     next start, where two are right (the replay's and the unfence's election). After the replay the state is the
-    log's last: leaders, leader epochs, the epoch checkpoint, a topic deleted and created again under its name
+    log's last: leaders, leader epochs, the epoch checkpoint files (written together at the end of a metadata
+    batch), a topic deleted and created again under its name
     (its records kept, the old topic's extra partition gone). A start after a stop without controlled shutdown
     elects nothing: only the replay opens the partitions."""
     from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle
+    from pyspark_kafka.broker.cluster.leader_epoch import LeaderEpochCache
 
     data = tmp_path / "data"
     with EmbeddedBroker(data_dir=data) as node:
@@ -104,6 +106,7 @@ def test_restart_applies_each_partition_once_after_the_replay(tmp_path, monkeypa
             assert (state.leader, state.leader_epoch) == (0, 6), (key, state)  # +2 a restart, as Kafka 4.4
             assert part.state == state
             assert part.epochs.latest_epoch() == state.leader_epoch
+            assert LeaderEpochCache(part.log.dir).latest_epoch() == state.leader_epoch  # the file, read again
         assert ("b", 1) not in lifecycle.replica_manager.partitions
         assert sorted(as_tuples(consume(node.bootstrap_servers, "a", 12))) == sorted(expected(RECORDS[:12]))
         assert sorted(as_tuples(consume(node.bootstrap_servers, "b", 3))) == sorted(expected(RECORDS[5:8]))

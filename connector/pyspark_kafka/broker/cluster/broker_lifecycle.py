@@ -31,6 +31,7 @@ import uuid
 
 from pyspark_kafka.broker.cluster.combined import is_combined, node_roles, parse_voters
 from pyspark_kafka.broker.cluster.coordinators import ClusterCoordinators
+from pyspark_kafka.broker.cluster.leader_epoch import batched_writes
 from pyspark_kafka.broker.cluster.partition import Partition, mono_ms
 from pyspark_kafka.broker.cluster.producer_ids import ClusterProducerIdManager
 from pyspark_kafka.broker.cluster.replica_fetcher import ReplicaFetcher
@@ -175,11 +176,12 @@ class BrokerLifecycle:
             image_topic, local = self.image.topics.get(name), self.replica_manager.logs.topic(name)
             if local is not None and (image_topic is None or str(local.topic_id) != image_topic.topic_id):
                 self._remove_topic(name)
-        for topic, index in replayed:
-            try:
-                self._apply_partition(topic, index)
-            except Exception:
-                log.exception("applying the replayed state of %s-%d failed", topic, index)
+        with batched_writes():
+            for topic, index in replayed:
+                try:
+                    self._apply_partition(topic, index)
+                except Exception:
+                    log.exception("applying the replayed state of %s-%d failed", topic, index)
         if self._own_log:
             await self.metadata_log.start()
         self._tasks = [asyncio.create_task(self._heartbeat_loop()), asyncio.create_task(self._isr_loop())]
