@@ -122,3 +122,63 @@ def test_a_data_dir_without_meta_properties_gets_one(tmp_path):
         assert node.broker.cluster_id == cluster_id
         assert as_tuples(consume(node.bootstrap_servers, "old", 3)) == expected(RECORDS[:3])
     assert _meta(data)[1]["cluster.id"] == cluster_id
+
+
+def test_restart_applies_each_partition_once_after_the_replay(tmp_path, monkeypatch):
+    """A start replays the whole metadata log; the replicas take only each partition's last state (Kafka's
+    MetadataLoader publishes one delta after its initial catch-up). Three stops and two starts leave six records
+    per partition (created, three fences, two unfences): a per-record apply made seven calls per partition on the
+    next start, where two are right (the replay's and the unfence's election). After the replay the state is the
+    log's last: leaders, leader epochs, the epoch checkpoint files (written together at the end of a metadata
+    batch), a topic deleted and created again under its name
+    (its records kept, the old topic's extra partition gone). A start after a stop without controlled shutdown
+    elects nothing: only the replay opens the partitions."""
+    from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle
+    from pyspark_kafka.broker.cluster.leader_epoch import LeaderEpochCache
+
+    data = tmp_path / "data"
+    with EmbeddedBroker(data_dir=data) as node:
+        create_topic(node.bootstrap_servers, "a", partitions=3)
+        produce(node.bootstrap_servers, "a", RECORDS[:12])
+        create_topic(node.bootstrap_servers, "b", partitions=2)
+        produce(node.bootstrap_servers, "b", RECORDS[:5])
+        admin = AdminClient({"bootstrap.servers": node.bootstrap_servers})
+        admin.delete_topics(["b"])["b"].result(10)
+        create_topic(node.bootstrap_servers, "b", partitions=1)
+        produce(node.bootstrap_servers, "b", RECORDS[5:8])
+        new_b = node.broker.metadata_cache.topic_id("b")
+    for _ in range(2):
+        with EmbeddedBroker(data_dir=data) as node:  # served: unfenced, so the stop fences it (a controlled shutdown)
+            AdminClient({"bootstrap.servers": node.bootstrap_servers}).list_topics(timeout=10)
+
+    calls: dict[tuple[str, int], int] = {}
+    real = BrokerLifecycle._apply_partition
+
+    def counted(self, topic, index):
+        calls[(topic, index)] = calls.get((topic, index), 0) + 1
+        return real(self, topic, index)
+
+    monkeypatch.setattr(BrokerLifecycle, "_apply_partition", counted)
+    with EmbeddedBroker(data_dir=data) as node:
+        AdminClient({"bootstrap.servers": node.bootstrap_servers}).list_topics(timeout=10)  # served once unfenced
+        lifecycle = node.broker.lifecycle
+        assert node.broker.metadata_cache.topic_id("b") == new_b
+        for key in [("a", 0), ("a", 1), ("a", 2), ("b", 0)]:
+            state = lifecycle.image.partition(*key)
+            part = lifecycle.replica_manager.partitions[key]
+            assert (state.leader, state.leader_epoch) == (0, 6), (key, state)  # +2 a restart, as Kafka 4.4
+            assert part.state == state
+            assert part.epochs.latest_epoch() == state.leader_epoch
+            assert LeaderEpochCache(part.log.dir).latest_epoch() == state.leader_epoch  # the file, read again
+        assert ("b", 1) not in lifecycle.replica_manager.partitions
+        assert sorted(as_tuples(consume(node.bootstrap_servers, "a", 12))) == sorted(expected(RECORDS[:12]))
+        assert sorted(as_tuples(consume(node.bootstrap_servers, "b", 3))) == sorted(expected(RECORDS[5:8]))
+        lifecycle.broker_epoch = -1  # the stop sends no controlled shutdown (as a crash): nothing is fenced
+    # one apply from the replay, one from the election at the unfence
+    assert calls and max(calls.values()) <= 2, {k: v for k, v in calls.items() if v > 2}
+    calls.clear()
+    with EmbeddedBroker(data_dir=data) as node:  # leaders unchanged: only the replay applies the partitions
+        AdminClient({"bootstrap.servers": node.bootstrap_servers}).list_topics(timeout=10)
+        assert {("a", 0), ("a", 1), ("a", 2), ("b", 0)} <= set(calls)
+        assert ("b", 1) not in node.broker.lifecycle.replica_manager.partitions
+        assert sorted(as_tuples(consume(node.bootstrap_servers, "a", 12))) == sorted(expected(RECORDS[:12]))

@@ -31,6 +31,7 @@ import uuid
 
 from pyspark_kafka.broker.cluster.combined import is_combined, node_roles, parse_voters
 from pyspark_kafka.broker.cluster.coordinators import ClusterCoordinators
+from pyspark_kafka.broker.cluster.leader_epoch import batched_writes
 from pyspark_kafka.broker.cluster.partition import Partition, mono_ms
 from pyspark_kafka.broker.cluster.producer_ids import ClusterProducerIdManager
 from pyspark_kafka.broker.cluster.replica_fetcher import ReplicaFetcher
@@ -117,6 +118,10 @@ class BrokerLifecycle:
         self.fetcher = ReplicaFetcher(self.replica_manager, self.config, self._address_of)
         self.broker_epoch = -1
         self.registered_offset = 1 << 62
+        #: (topic, partition) -> None while :meth:`start` replays the log (each applied once after), else None
+        self._replayed_partitions: dict[tuple[str, int], None] | None = None
+        #: topic names of the ``remove_topic`` records :meth:`start` replays (checked against the image after it)
+        self._replayed_removals: dict[str, None] | None = None
         self.caught_up = asyncio.Event()
         """Set once the metadata image reached this broker's registration record (Kafka's
         ``BrokerLifecycleManager.initialCatchUpFuture``)."""
@@ -155,7 +160,28 @@ class BrokerLifecycle:
         self.producer_ids = ClusterProducerIdManager(self)
         coordinator = self.broker.txn_coordinator
         coordinator.producer_ids = self.producer_ids  # cluster-unique producer ids (KIP-730)
-        self.metadata_log.subscribe(self._on_record)
+        # the records the log replays now (its whole tail, at once): the image takes each, the replicas only the
+        # last state of each partition (Kafka's MetadataLoader publishes one delta after its initial catch-up, and
+        # ReplicaManager.applyDelta applies each partition's final state once)
+        self._replayed_partitions, self._replayed_removals = {}, {}
+        try:
+            self.metadata_log.subscribe(self._on_record)
+        finally:
+            replayed, self._replayed_partitions = self._replayed_partitions, None
+            removed, self._replayed_removals = self._replayed_removals, None
+        for name in removed:
+            # a replayed deletion removes the local log only when the image has no topic of that name or one of
+            # another topic id (deleted and created again): the name alone would delete the newer topic's records
+            # (Kafka tells a deleted topic's logs from a newer one's by topic id, KIP-516)
+            image_topic, local = self.image.topics.get(name), self.replica_manager.logs.topic(name)
+            if local is not None and (image_topic is None or str(local.topic_id) != image_topic.topic_id):
+                self._remove_topic(name)
+        with batched_writes():
+            for topic, index in replayed:
+                try:
+                    self._apply_partition(topic, index)
+                except Exception:
+                    log.exception("applying the replayed state of %s-%d failed", topic, index)
         if self._own_log:
             await self.metadata_log.start()
         self._tasks = [asyncio.create_task(self._heartbeat_loop()), asyncio.create_task(self._isr_loop())]
@@ -275,9 +301,15 @@ class BrokerLifecycle:
             self.coordinators.caught_up()  # the image is current: coordinators may load now
         try:
             if kind == "partition":
-                self._apply_partition(record["topic"], record["partition"])
+                if self._replayed_partitions is not None:  # start's replay: applied once, after it
+                    self._replayed_partitions[(record["topic"], record["partition"])] = None
+                else:
+                    self._apply_partition(record["topic"], record["partition"])
             elif kind == "remove_topic":
-                self._remove_topic(record["name"])
+                if self._replayed_removals is not None:  # start's replay: decided by the final image, after it
+                    self._replayed_removals[record["name"]] = None
+                else:
+                    self._remove_topic(record["name"])
             elif kind == "config" and self.replica_manager.logs.topic(record["name"]) is not None:
                 # a topic config change reaches every broker hosting a replica (Kafka's ConfigRecord)
                 self.replica_manager.logs.alter_topic_configs(record["name"], record["configs"])

