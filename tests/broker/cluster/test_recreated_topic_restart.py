@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_kafka.broker.cluster import EmbeddedCluster
+from support.records import read_all, values
 
 FAST = {"broker.session.timeout.ms": "1000", "broker.heartbeat.interval.ms": "200",
         "replica.fetch.backoff.ms": "100"}
@@ -24,24 +25,6 @@ def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
     for v in values:
         producer.produce(topic, v.encode(), partition=0)
     assert producer.flush(30) == 0
-
-
-def _read(bootstrap: str, topic: str, expected: int, timeout_s: float = 30.0) -> list[str]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "recreated", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out: list[str] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(out) < expected and time.monotonic() < deadline:
-            m = consumer.poll(0.5)
-            if m is not None and not m.error():
-                out.append(m.value().decode())
-        m = consumer.poll(1.0)  # nothing more than expected
-        if m is not None and not m.error():
-            out.append(m.value().decode())
-    finally:
-        consumer.close()
-    return out
 
 
 def _wait_for_topic(admin: AdminClient, name: str, partitions: int, timeout_s: float = 30.0) -> None:
@@ -69,8 +52,8 @@ def test_a_recreated_topic_keeps_its_records_across_a_broker_restart(tmp_path):
         admin.create_topics([NewTopic("b", 1, 1)])["b"].result(30)
         _wait_for_topic(admin, "b", 1)
         _produce(bootstrap, "b", ["new-0", "new-1", "new-2"])
-        assert _read(bootstrap, "b", 3) == ["new-0", "new-1", "new-2"]
+        assert values(read_all(bootstrap, "b")) == [b"new-0", b"new-1", b"new-2"]
         broker = cluster.broker_ids[0]
         cluster.restart(broker)
         _wait_for_topic(admin, "b", 1)
-        assert _read(cluster.bootstrap_servers, "b", 3) == ["new-0", "new-1", "new-2"]
+        assert values(read_all(cluster.bootstrap_servers, "b")) == [b"new-0", b"new-1", b"new-2"]
