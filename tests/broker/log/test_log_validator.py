@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import time
 
 import crc32c
 import lz4.frame
@@ -226,6 +227,12 @@ def test_apache_kafka_answers_the_varint_lengths_as_we_do(bootstrap, make_topic)
     try:
         with ApacheKafka(nodes=1) as kafka:
             create_topic(kafka.bootstrap_servers, "varints", 1, {})
+            # a new topic's leader may not have taken its leadership yet: NOT_LEADER_OR_FOLLOWER (6) is retriable,
+            # and a client sends again (bounded here at 15 s)
+            deadline = time.monotonic() + 15
+            while _produce(kafka.bootstrap_servers, "varints", _value_length_of(1)).error_code == 6 \
+                    and time.monotonic() < deadline:
+                time.sleep(0.2)
             answers["kafka"] = [_produce(kafka.bootstrap_servers, "varints", _value_length_of(n)).error_code
                                 for n in (1, 5, 6)]
     except KafkaStartError as e:

@@ -267,3 +267,20 @@ def test_a_columnar_read_imports_no_pandas(bootstrap, make_topic, decoder):
     want = expected.to_pylist()
     assert got == {"pandas": False, "rows": 120, "last": repr(want[-1]),
                    "nulls": sum(r["key"] is None for r in want), "headers": sum(r["headers"] is not None for r in want)}
+
+
+def test_column_builders_refuse_what_does_not_fit():
+    """``fixed_width_array`` refuses values whose width is not the Arrow type's (a silent reinterpretation
+    would give wrong numbers); ``repeated_string_array`` refuses topic names beyond an int32-offset string
+    column (2 GiB) before allocating them."""
+    import numpy as np
+
+    from pyspark_kafka.errors import PySparkKafkaError
+
+    assert record_decoder.fixed_width_array(pa.int32(), np.array([1, -2], np.int32)).to_pylist() == [1, -2]
+    with pytest.raises(ValueError, match="int64 values of shape \\(2,\\) do not make an Arrow int32 array"):
+        record_decoder.fixed_width_array(pa.int32(), np.array([1, 2], np.int64))
+    assert record_decoder.repeated_string_array("tö", 3).to_pylist() == ["tö", "tö", "tö"]
+    assert record_decoder.repeated_string_array("t", 0).to_pylist() == []
+    with pytest.raises(PySparkKafkaError, match="more than 2 GiB of topic names"):
+        record_decoder.repeated_string_array("x" * 1000, 3_000_000)

@@ -309,7 +309,7 @@ class BrokerLifecycle:
                 if self._replayed_removals is not None:  # start's replay: decided by the final image, after it
                     self._replayed_removals[record["name"]] = None
                 else:
-                    self._remove_topic(record["name"])
+                    self._remove_topic(record["name"], record.get("topic_id"))
             elif kind == "config" and self.replica_manager.logs.topic(record["name"]) is not None:
                 # a topic config change reaches every broker hosting a replica (Kafka's ConfigRecord)
                 self.replica_manager.logs.alter_topic_configs(record["name"], record["configs"])
@@ -374,17 +374,29 @@ class BrokerLifecycle:
                 else:
                     self.fetcher.stop_following(topic, index)
 
-    def _remove_topic(self, topic: str) -> None:
+    def _remove_topic(self, topic: str, topic_id: str | None = None) -> None:
         """A ``remove_topic`` record (DeleteTopics): stop replicating every partition of ``topic`` and delete its
-        local logs (Kafka's ``ReplicaManager.applyDelta`` for deleted topics)."""
+        local logs (Kafka's ``ReplicaManager.applyDelta`` for deleted topics).
+
+        ``topic_id``: the deleted topic's id. The local logs are deleted only when they belong to it: a restarted
+        broker replays the deletion of a topic that was created again under its name since, and the name alone
+        deleted the newer topic's records (Kafka tells a deleted topic's logs from a newer one's by topic id,
+        KIP-516). A record without an id, or local logs without one, delete by name as before."""
         rm = self.replica_manager
         for key in [k for k in rm.partitions if k[0] == topic]:
             rm.partitions.pop(key)
             self.fetcher.stop_following(*key)
             rm.notify_append(*key)
-        if rm.logs.topic(topic) is not None:
-            rm.logs.delete_topic(topic)
-            log.info("topic %s deleted: local logs removed", topic)
+        local = rm.logs.topic(topic)
+        if local is None:
+            return
+        local_id = local.topic_id
+        if topic_id is not None and local_id is not None and local_id != uuid.UUID(str(topic_id)):
+            log.info("topic %s (id %s) deleted: the local logs belong to topic id %s (created again since), kept",
+                     topic, topic_id, local_id)
+            return
+        rm.logs.delete_topic(topic)
+        log.info("topic %s deleted: local logs removed", topic)
 
     # --- ISR ---------------------------------------------------------------------------------
 
