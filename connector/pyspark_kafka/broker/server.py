@@ -102,7 +102,10 @@ class Broker:
         self.group_coordinator.consumer.group_configs = self.dynamic_configs
         self.txn_coordinator = TransactionCoordinator(writer, self.config, self.data_dir, self.group_coordinator,
                                                       self.replica_manager.append_marker)
-        self.security = sec.Security(self.config, self.data_dir)
+        from pyspark_kafka.broker.cluster.broker_lifecycle import is_cluster_broker
+
+        # SCRAM credentials: the metadata image's on a cluster broker and a combined node, else the single node's file
+        self.security = sec.Security(self.config, self.data_dir, in_metadata=is_cluster_broker(self.config))
         self.authorizer = authorizer_from_config(self.config, self.data_dir)  # None: authorization off
         self.host = host
         self.port = 0

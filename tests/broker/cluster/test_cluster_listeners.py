@@ -7,6 +7,9 @@ a client is answered with the addresses of the listener it came in on, as Apache
   its first listener, so SASL clients were sent to the PLAINTEXT ports);
 - FindCoordinator answers the coordinator's address on the client's listener;
 - a produce, a fetch and a group commit work through the SASL listener alone;
+- a SCRAM user made with AlterUserScramCredentials through broker 0 logs in on broker 1: the controller writes the
+  credential as a metadata record every broker applies (Kafka's ``UserScramCredentialRecord``); before, each broker
+  kept its own credentials file;
 - producing to ``__transaction_state`` creates it with its own partitions, replication factor and configs (Kafka's
   ``AutoTopicCreationManager``) and is refused INVALID_TOPIC_EXCEPTION, as Apache Kafka 4.4.0 answers (measured:
   error 17 after 0.1 s on a one-broker, one-controller Kafka); before, the plain CreateTopics the broker forwarded was
@@ -22,19 +25,26 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from kio.schema.alter_user_scram_credentials.v0.request import AlterUserScramCredentialsRequest, ScramCredentialUpsertion
+from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest, UserName
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from pyspark_kafka.broker.cluster import EmbeddedCluster
 from pyspark_kafka.broker.cluster.embedded_cluster import metadata
+from support.scram import logs_in
 from support.wire import WireClient
 
 SASL = "SASL_PLAINTEXT"
 PASSWORD = "alice-pw-Lm42"
 JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="{PASSWORD}";'
 CONFIG = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "200", "replica.fetch.backoff.ms": "100",
-          "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS, "group.initial.rebalance.delay.ms": "0",
+          "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "sasl.jaas.config": JAAS,
+          # no SCRAM JAAS users: SCRAM users are made with AlterUserScramCredentials
+          "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+              "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+          "group.initial.rebalance.delay.ms": "0",
           "offsets.topic.num.partitions": "2", "transaction.state.log.num.partitions": "3"}
 SASL_CLIENT = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice",
                "sasl.password": PASSWORD}
@@ -128,6 +138,27 @@ def test_produce_fetch_and_group_commit_through_the_sasl_listener(cluster):
                                                        timeout=DEADLINE_S)] == [5, 5]
     finally:
         consumer.close()
+
+
+def test_a_scram_user_made_through_one_broker_logs_in_on_the_other(cluster):
+    import hashlib
+
+    salt = b"cluster-salt-01"
+    salted = hashlib.pbkdf2_hmac("sha256", PASSWORD.encode(), salt, 4096)
+    on_0, on_1 = _addresses(cluster, "PLAINTEXT")[0], _addresses(cluster, SASL)[1]
+    with WireClient(on_0) as c:  # AlterUserScramCredentials to broker 0, which forwards it to the controller
+        answer = c.request(AlterUserScramCredentialsRequest(deletions=(), upsertions=(ScramCredentialUpsertion(
+            name="carol", mechanism=1, iterations=4096, salt=salt, salted_password=salted),)))
+    assert [(r.user, r.error_code) for r in answer.results] == [("carol", 0)]
+    deadline = time.monotonic() + DEADLINE_S  # broker 1 applies the record as its metadata arrives
+    while not logs_in(on_1, "carol", PASSWORD) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert logs_in(on_1, "carol", PASSWORD)
+    assert not logs_in(on_1, "carol", "not-" + PASSWORD)
+    with WireClient(_addresses(cluster, "PLAINTEXT")[1]) as c:
+        described = c.request(DescribeUserScramCredentialsRequest(users=(UserName(name="carol"),)))
+    assert [(r.user, r.error_code, [(i.mechanism, i.iterations) for i in r.credential_infos])
+            for r in described.results] == [("carol", 0, [(1, 4096)])]
 
 
 def test_producing_to_the_transaction_state_topic_creates_it_and_is_refused(cluster):

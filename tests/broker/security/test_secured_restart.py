@@ -70,4 +70,7 @@ def test_credentials_and_records_survive_sigkill(tmp_path):
     log = first_log + proc.output()
     assert "failed authentication" in log
     assert PASSWORD not in log
-    assert PASSWORD not in (tmp_path / "scram-credentials.json").read_text()
+    # the credential is a metadata record (salt and keys), no longer a file of the data dir
+    assert not (tmp_path / "scram-credentials.json").exists()
+    metadata = (tmp_path / "__cluster_metadata-0" / "metadata.log").read_bytes()
+    assert b'"scram_credential"' in metadata and PASSWORD.encode() not in metadata

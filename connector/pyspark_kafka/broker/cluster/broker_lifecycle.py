@@ -14,6 +14,9 @@ the ``ReplicaManager.applyDelta`` that makes replicas leaders or followers).
 - ACLs (Kafka's ``AclPublisher`` feeding ``StandardAuthorizer``): the broker's authorizer uses the image's ACLs
   (``acl`` / ``remove_acl`` records, written by the controller for forwarded CreateAcls / DeleteAcls), never
   ``acls.json``; each record applied is used by the next authorization decision.
+- SCRAM credentials (Kafka's ``ScramPublisher``): SASL/SCRAM authentication and DescribeUserScramCredentials read
+  the image's (``scram_credential`` records, written by the controller for forwarded AlterUserScramCredentials),
+  never ``scram-credentials.json``; the SCRAM JAAS users of the config are written as records before registering.
 - Checks the ISR of the partitions it leads every ``replica.lag.time.max.ms`` / 2 and sends AlterPartition
   (``alter_partition``) for shrinks and expansions.
 - On a clean stop, a controlled shutdown (``shutdown``): the controller moves its leaderships at once.
@@ -115,6 +118,7 @@ class BrokerLifecycle:
         self.replica_manager = broker.replica_manager
         if broker.authorizer is not None:
             self._use_metadata_acls(broker.authorizer)
+        self._use_metadata_credentials()
         self.fetcher = ReplicaFetcher(self.replica_manager, self.config, self._address_of)
         self.broker_epoch = -1
         self.registered_offset = 1 << 62
@@ -149,6 +153,58 @@ class BrokerLifecycle:
                         "records, replicated to every broker): re-create them with CreateAcls (kafka-acls.sh) "
                         "through any broker, then remove the file", self.node_id, len(ignored),
                         path)
+
+    def _use_metadata_credentials(self) -> None:
+        """SASL/SCRAM authentication and DescribeUserScramCredentials read this broker's metadata image (Kafka's
+        ``ScramPublisher``); a single-node ``scram-credentials.json`` left in a split broker's data directory is not
+        used (logged once, naming the file and what to do; a combined node migrated and renamed it)."""
+        from pyspark_kafka.broker.security.credentials import FILE_NAME
+
+        self.broker.security.use_metadata(self.image.scram)
+        path = self.broker.data_dir / FILE_NAME
+        if path.exists():
+            log.warning("broker %d: the SCRAM credentials in %s are not used in a cluster (credentials are the "
+                        "controller's metadata records, replicated to every broker): re-create the users with "
+                        "AlterUserScramCredentials (kafka-configs.sh --entity-type users) through any broker, then "
+                        "remove the file", self.node_id, path)
+
+    async def _seed_scram_users(self) -> None:
+        """Write the SCRAM JAAS users of this broker's config (``user_<name>="<password>"``, our extension) as
+        credential records through the controller, before the registration: those the image lacks, or holds with
+        another password (checked with the stored salt and iterations). One request per mechanism (Kafka's
+        controller refuses a user named twice in one request). A refusal is logged with the controller's message;
+        ConnectionError when no controller answers (the registration is retried)."""
+        import base64
+        import hashlib
+
+        from pyspark_kafka.broker.security.scram import (DEFAULT_ITERATIONS, MECHANISMS,
+                                                         credential_from_salted_password)
+
+        by_mechanism: dict[str, list[dict]] = {}
+        for (user, mech), password in sorted(self.broker.security.scram_seeds.items()):
+            algo, mech_id = MECHANISMS[mech]
+            held = self.image.scram.get((user, mech))
+            if held is not None:
+                salted = hashlib.pbkdf2_hmac(algo, password.encode(), held.salt, held.iterations)
+                if credential_from_salted_password(mech, held.salt, salted, held.iterations) == held:
+                    continue
+            salt = os.urandom(32)  # Kafka's ScramFormatter: a random salt
+            salted = hashlib.pbkdf2_hmac(algo, password.encode(), salt, DEFAULT_ITERATIONS)
+            by_mechanism.setdefault(mech, []).append(
+                {"name": user, "mechanism": mech_id, "iterations": DEFAULT_ITERATIONS,
+                 "salt": base64.b64encode(salt).decode(), "salted_password": base64.b64encode(salted).decode()})
+        for mech, upsertions in by_mechanism.items():
+            answer = await self.forward({"op": "alter_user_scram_credentials", "deletions": [],
+                                         "upsertions": upsertions})
+            if answer.get("error_code") == ErrorCode.not_controller:
+                raise ConnectionError(f"SCRAM users of the JAAS config: {answer.get('error_message')}")
+            refused = [r for r in answer.get("results", ()) if r["error_code"]]
+            if answer.get("error_code") or refused:
+                log.warning("broker %d: the controller refused SCRAM users of the JAAS config (%s): %s", self.node_id,
+                            mech, answer.get("error_message") or [(r["user"], r["error_message"]) for r in refused])
+            else:
+                log.info("broker %d: SCRAM users of the JAAS config written for %s: %s", self.node_id, mech,
+                         [u["name"] for u in upsertions])
 
     def _address_of(self, node: int):
         b = self.image.brokers.get(node)
@@ -233,6 +289,8 @@ class BrokerLifecycle:
         return answer
 
     async def _register(self) -> None:
+        if self.broker.security.scram_seeds:
+            await self._seed_scram_users()  # before the registration: in the image before this broker serves
         # every advertised listener (Kafka's BrokerRegistration endpoints): Metadata and FindCoordinator answer
         # with the address on the client's listener
         listeners = [[lst.name, *lst.advertised()] for lst in self.broker.security.listeners]

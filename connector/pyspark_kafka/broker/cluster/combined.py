@@ -11,12 +11,15 @@ The metadata log lives in ``<data dir>/__cluster_metadata-0/`` (Kafka's ``metada
 log dir too); the log manager leaves that directory alone (it has no ``partition.metadata``).
 
 Data-dir migration: a data directory written by the single-node broker of earlier versions keeps its topics in
-``__topics.json``, its ACLs in ``acls.json`` and its dynamic configs in ``__dynamic_configs.json``. When the
-metadata log is empty and any of these hold something, :func:`migration_records` turns them into metadata
-records (the same topic ids, this node the only replica and leader, leader epoch 0), appended once before the
-controller starts: nothing is silently ignored. ``acls.json`` and ``__dynamic_configs.json`` are then renamed
-``<name>.migrated`` (kept for an older version, read by no later start); ``__topics.json`` stays, as the log
-manager's local catalogue.
+``__topics.json``, its ACLs in ``acls.json``, its dynamic configs in ``__dynamic_configs.json`` and its SCRAM
+credentials in ``scram-credentials.json``. When the metadata log is empty and any of these hold something,
+:func:`migration_records` turns them into metadata records (the same topic ids, this node the only replica and
+leader, leader epoch 0; each credential a ``scram_credential`` record with its salt, keys and iterations, so every
+password still works), appended once before the controller starts: nothing is silently ignored. The credentials
+file is migrated into a non-empty metadata log too (a combined node of an earlier version of this branch kept its
+credentials in the file beside its metadata log). ``acls.json``, ``__dynamic_configs.json`` and
+``scram-credentials.json`` are then renamed ``<name>.migrated`` (kept for an older version, read by no later
+start); ``__topics.json`` stays, as the log manager's local catalogue.
 """
 
 from __future__ import annotations
@@ -111,7 +114,8 @@ def migration_records(data_dir: Path, node_id: int) -> list[dict]:
     ``data_dir``: the node's data directory; ``node_id``: this node (the only replica and leader of each
     partition). Topics (``__topics.json``: names, ids, partition counts, config overrides) become ``topic`` and
     ``partition`` records at leader epoch 0; ACLs (``acls.json``) ``acl`` records; dynamic broker and group configs
-    (``__dynamic_configs.json``) ``dynamic_config`` records. Empty when there is nothing to carry over. Raises
+    (``__dynamic_configs.json``) ``dynamic_config`` records; SCRAM credentials (``scram-credentials.json``)
+    ``scram_credential`` records (:func:`scram_migration_records`). Empty when there is nothing to carry over. Raises
     KafkaStorageError when one of the files cannot be read (the data is left untouched).
     """
     from pyspark_kafka.broker.controller.image import PartitionState, acl_record
@@ -139,23 +143,38 @@ def migration_records(data_dir: Path, node_id: int) -> list[dict]:
         for group, configs in sorted(doc.get("groups", {}).items()):
             if configs:
                 records.append({"type": "dynamic_config", "resource": "group", "name": group, "configs": dict(configs)})
-    return records
+    return records + scram_migration_records(data_dir)
+
+
+def scram_migration_records(data_dir: Path) -> list[dict]:
+    """One ``scram_credential`` record per user and mechanism of ``data_dir/scram-credentials.json`` (the single
+    node's credential store: salt, StoredKey, ServerKey, iterations), so each password works as before. Empty when
+    there is no such file. Raises KafkaStorageError when it cannot be read (the file is left untouched)."""
+    from pyspark_kafka.broker.controller.scram_control import credential_record
+    from pyspark_kafka.broker.security.credentials import FILE_NAME as SCRAM_FILE, CredentialStore
+
+    if not (data_dir / SCRAM_FILE).exists():
+        return []
+    return [credential_record(user, mech, c) for user, mechs in CredentialStore(data_dir).users().items()
+            for mech, c in mechs.items()]
 
 
 MIGRATED_SUFFIX = ".migrated"
 
 
-def retire_migrated_files(data_dir: Path) -> list[Path]:
-    """Rename ``acls.json`` and ``__dynamic_configs.json`` to ``<name>.migrated`` once their content is in the
-    metadata log, so that no later start reads them beside the metadata records (a stale value would otherwise
-    come back, and the authorizer would warn of ACLs it does not use). ``__topics.json`` stays: the log manager
-    keeps its local topic catalogue there. Returns the new paths."""
+def retire_migrated_files(data_dir: Path, only_credentials: bool = False) -> list[Path]:
+    """Rename ``acls.json``, ``__dynamic_configs.json`` and ``scram-credentials.json`` to ``<name>.migrated`` once
+    their content is in the metadata log, so that no later start reads them beside the metadata records (a stale
+    value would otherwise come back, and the broker would warn of ACLs and credentials it does not use).
+    ``__topics.json`` stays: the log manager keeps its local topic catalogue there. ``only_credentials``: rename
+    only ``scram-credentials.json`` (its migration into a non-empty metadata log). Returns the new paths."""
     from pyspark_kafka.broker.dynamic_config import DYNAMIC_CONFIGS_FILE
     from pyspark_kafka.broker.security.acls import FILE_NAME as ACLS_FILE
+    from pyspark_kafka.broker.security.credentials import FILE_NAME as SCRAM_FILE
     from pyspark_kafka.kafka.fsutil import fsync_dir
 
     moved = []
-    for name in (ACLS_FILE, DYNAMIC_CONFIGS_FILE):
+    for name in (SCRAM_FILE,) if only_credentials else (ACLS_FILE, DYNAMIC_CONFIGS_FILE, SCRAM_FILE):
         path = data_dir / name
         if path.exists():
             target = path.with_name(name + MIGRATED_SUFFIX)
@@ -193,10 +212,15 @@ class CombinedController:
         """Load the metadata log, migrate a single-node data directory once, start the controller."""
         from pyspark_kafka.broker.controller.image import encode
         from pyspark_kafka.broker.controller.quorum_controller import QuorumController
+        from pyspark_kafka.broker.security.credentials import FILE_NAME as SCRAM_FILE
 
         await self.metadata_log.start()
-        if self.metadata_log.committed_offset() == 0:
-            records = migration_records(self.data_dir, self.node_id)
+        first_start = self.metadata_log.committed_offset() == 0
+        # the credentials file also into a non-empty log: a combined node of an earlier version of this branch kept
+        # its credentials in the file beside its metadata log
+        records = (migration_records(self.data_dir, self.node_id) if first_start
+                   else scram_migration_records(self.data_dir))
+        if first_start or (self.data_dir / SCRAM_FILE).exists():
             if records:
                 await self.metadata_log.append([encode(r) for r in records])
                 kinds = {}
@@ -204,7 +228,7 @@ class CombinedController:
                     kinds[r["type"]] = kinds.get(r["type"], 0) + 1
                 log.info("data directory %s migrated to the metadata log: %s", self.data_dir,
                          ", ".join(f"{n} {k} records" for k, n in sorted(kinds.items())))
-            retire_migrated_files(self.data_dir)
+            retire_migrated_files(self.data_dir, only_credentials=not first_start)
         self.controller = QuorumController(self.metadata_log, self.config, self.cluster_id)
         await self.controller.start()
         self.channel = InProcessChannel(self.controller.handle)

@@ -6,7 +6,8 @@ internal protocol carries the same requests: each frame is a 4-byte big-endian l
 a request has an ``op`` (``register``, ``heartbeat``, ``fetch_metadata``, ``create_topics``, ``alter_partition``,
 ``shutdown``, ``allocate_producer_ids``; forwarded admin requests ``elect_leaders``, ``alter_reassignments``,
 ``create_partitions``, ``delete_topics``, ``alter_topic_configs``, ``alter_dynamic_configs``, ``create_acls``,
-``delete_acls``), the answer is one JSON object with an ``error_code`` (Kafka's codes) and the op's fields.
+``delete_acls``, ``alter_user_scram_credentials``), the answer is one JSON object with an ``error_code`` (Kafka's
+codes) and the op's fields.
 It listens on the controller's own port (``controller.quorum.voters``), never on a client listener.
 """
 

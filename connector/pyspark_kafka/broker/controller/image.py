@@ -28,6 +28,12 @@ fields under a ``type``):
   ``AccessControlEntryRecord``); ``{"type": "remove_acl", "id"}``: its removal (Kafka's
   ``RemoveAccessControlEntryRecord``). Written by :mod:`~pyspark_kafka.broker.controller.acl_control`; every
   broker's authorizer uses the image's ACLs.
+- ``{"type": "scram_credential", "name", "mechanism", "salt", "stored_key", "server_key", "iterations"}``: a user's
+  SCRAM credential for one mechanism (its wire id: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512; bytes in base64), never a
+  password or salted password (Kafka's ``UserScramCredentialRecord``); ``{"type": "remove_scram_credential",
+  "name", "mechanism"}``: its removal (Kafka's ``RemoveUserScramCredentialRecord``). Written by
+  :mod:`~pyspark_kafka.broker.controller.scram_control`; every broker authenticates SASL/SCRAM clients and answers
+  DescribeUserScramCredentials from the image's credentials (Kafka's ``ScramImage``).
 - ``{"type": "producer_ids", "broker", "next"}``: a block of producer ids handed to a broker ends before ``next``
   (Kafka's ``ProducerIdsRecord``).
 
@@ -40,6 +46,8 @@ import json
 from dataclasses import dataclass, field, replace
 
 from pyspark_kafka.broker.security.acls import AclBinding
+from pyspark_kafka.broker.controller.scram_control import credential_of, credential_record
+from pyspark_kafka.broker.security.scram import MECHANISM_BY_ID, ScramCredential
 
 NO_LEADER = -1
 
@@ -154,6 +162,9 @@ class ClusterImage:
         self.dynamic_configs: dict[tuple[str, str], dict[str, str]] = {}
         #: acl id -> binding (Kafka's ``AclsImage``); the same dict object for the image's life (authorizers read it)
         self.acls: dict[str, AclBinding] = {}
+        #: (user, mechanism name) -> SCRAM credential (Kafka's ``ScramImage``); the same dict object for the image's
+        #: life (the broker's SASL/SCRAM servers read it)
+        self.scram: dict[tuple[str, str], ScramCredential] = {}
         self.next_producer_id = 0  # the first producer id no block has handed out
         self.offset = -1
 
@@ -192,6 +203,12 @@ class ClusterImage:
             self.acls[record["id"]] = binding_of(record)
         elif kind == "remove_acl":
             self.acls.pop(record["id"], None)
+        elif kind == "scram_credential":
+            got = credential_of(record)
+            if got is not None:
+                self.scram[got[:2]] = got[2]
+        elif kind == "remove_scram_credential":
+            self.scram.pop((record["name"], MECHANISM_BY_ID.get(record["mechanism"])), None)
         elif kind == "producer_ids":
             self.next_producer_id = max(self.next_producer_id, record["next"])
         elif kind == "remove_topic":
@@ -204,7 +221,7 @@ class ClusterImage:
         """Records that rebuild this image when applied in order to an empty one (a metadata snapshot, KIP-630:
         Kafka's ``MetadataImage.write``). Each broker is a ``broker`` record (and ``unfence`` when unfenced), each
         topic a ``topic`` record with its config overrides then one ``partition`` record per partition; then the
-        dynamic configs, the ACLs and the producer id block. Applied at the snapshot's last offset, they give an
+        dynamic configs, the ACLs, the SCRAM credentials and the producer id block. Applied at the snapshot's last offset, they give an
         image equal to this one (:meth:`same_as`)."""
         out: list[dict] = []
         for b in sorted(self.brokers.values(), key=lambda b: b.id):
@@ -221,15 +238,18 @@ class ClusterImage:
             out.append({"type": "dynamic_config", "resource": resource, "name": name, "configs": dict(configs)})
         for acl_id in sorted(self.acls):
             out.append(acl_record(acl_id, self.acls[acl_id]))
+        if self.scram:
+            out += [credential_record(user, mech, c) for (user, mech), c in sorted(self.scram.items())]
         if self.next_producer_id:
             out.append({"type": "producer_ids", "broker": -1, "next": self.next_producer_id})
         return out
 
     def same_as(self, other: "ClusterImage") -> bool:
         """Whether ``other`` holds the same metadata at the same offset (brokers, topics with their configs and
-        partitions, dynamic configs, ACLs, producer ids)."""
-        return (self.offset, self.brokers, self.topics, self.dynamic_configs, self.acls, self.next_producer_id) == (
-            other.offset, other.brokers, other.topics, other.dynamic_configs, other.acls, other.next_producer_id)
+        partitions, dynamic configs, ACLs, SCRAM credentials, producer ids)."""
+        return (self.offset, self.brokers, self.topics, self.dynamic_configs, self.acls, self.scram,
+                self.next_producer_id) == (other.offset, other.brokers, other.topics, other.dynamic_configs, other.acls,
+                                           other.scram, other.next_producer_id)
 
     def live_brokers(self) -> list[BrokerRegistration]:
         """Unfenced brokers, by id."""

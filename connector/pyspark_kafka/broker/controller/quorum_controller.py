@@ -31,7 +31,8 @@ applying the committed records (also after a restart: replay), exactly as the br
   change that brings the last adding replica of a reassignment in completes it (KIP-455).
 - Admin changes (``elect_leaders``, ``alter_reassignments``, ``create_partitions``, ``delete_topics``,
   ``alter_topic_configs``; ``create_acls`` / ``delete_acls`` with the rules of
-  :mod:`~pyspark_kafka.broker.controller.acl_control`), forwarded by
+  :mod:`~pyspark_kafka.broker.controller.acl_control`; ``alter_user_scram_credentials`` with those of
+  :mod:`~pyspark_kafka.broker.controller.scram_control`), forwarded by
   brokers: rules in :mod:`~pyspark_kafka.broker.controller.partition_admin`; each answer carries the ``offset`` of
   its last record. ``auto.leader.rebalance.enable``: a periodic PREFERRED election of every partition.
 """
@@ -46,7 +47,7 @@ from dataclasses import replace
 
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.topic_config import validate_topic_config, validate_topic_name
-from pyspark_kafka.broker.controller import acl_control, partition_admin
+from pyspark_kafka.broker.controller import acl_control, partition_admin, scram_control
 from pyspark_kafka.broker.controller.assignment import assign_replicas
 from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, decode, encode
 from pyspark_kafka.broker.controller.single_voter_log import MetadataLog
@@ -445,7 +446,21 @@ class QuorumController:
             "elect_leaders": "_elect_leaders", "alter_reassignments": "_alter_reassignments",
             "create_partitions": "_create_partitions", "delete_topics": "_delete_topics",
             "alter_topic_configs": "_alter_topic_configs", "alter_dynamic_configs": "_alter_dynamic_configs",
-            "create_acls": "_create_acls", "delete_acls": "_delete_acls"}
+            "create_acls": "_create_acls", "delete_acls": "_delete_acls",
+            "alter_user_scram_credentials": "_alter_user_scram_credentials"}
+
+    async def _alter_user_scram_credentials(self, req: dict) -> dict:
+        """AlterUserScramCredentials, forwarded (``deletions`` / ``upsertions`` as
+        :func:`~pyspark_kafka.broker.controller.scram_control.alter_credentials` takes them): validated here, once,
+        with Kafka's ``ScramControlManager`` rules; per user an error code and message, and the ``offset`` of the
+        last record. The log names users and mechanisms only, never salts or keys."""
+        results, records = scram_control.alter_credentials(lambda user, mech: (user, mech) in self.image.scram,
+                                                           req.get("deletions") or [], req.get("upsertions") or [])
+        offset = await self._append(records)
+        for r in records:
+            log.info("SCRAM credential of user %r for mechanism %d %s", r["name"], r["mechanism"],
+                     "removed" if r["type"] == "remove_scram_credential" else "set")
+        return {"error_code": 0, "results": results, "offset": offset}
 
     async def _create_acls(self, req: dict) -> dict:
         """CreateAcls, forwarded (``creations``: 7-field binding lists): rules in

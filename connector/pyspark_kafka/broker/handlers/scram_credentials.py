@@ -1,23 +1,27 @@
 """DescribeUserScramCredentials (key 50) and AlterUserScramCredentials (key 51): KIP-554.
 
-Credentials live in :class:`~pyspark_kafka.broker.security.credentials.CredentialStore`
-(durable, salt + StoredKey + ServerKey only). Mechanism ids on the wire: 1 SCRAM-SHA-256,
-2 SCRAM-SHA-512. Errors as Kafka's ``ControllerApis``/``ScramControlManager``: RESOURCE_NOT_FOUND
-for an unknown user, DUPLICATE_RESOURCE for a user named twice, UNSUPPORTED_SASL_MECHANISM for
-an unknown mechanism, UNACCEPTABLE_CREDENTIAL for an empty user name or iterations outside
-4096..16384. Authorization (with an authorizer): Describe needs DESCRIBE, Alter needs ALTER on the
-cluster, else CLUSTER_AUTHORIZATION_FAILED (31) (for the request, or for every user of an Alter).
+Credentials (salt + StoredKey + ServerKey only) are the metadata image's on a cluster broker and the
+combined node: AlterUserScramCredentials is forwarded to the active controller, which validates it
+once (:mod:`~pyspark_kafka.broker.controller.scram_control`, Kafka's ``ScramControlManager``) and
+writes ``scram_credential`` / ``remove_scram_credential`` records; the receiving broker answers once
+its own image has them (at most 5 s), every other broker as its metadata arrives. The transitional
+single node applies the same rules to its file store
+(:class:`~pyspark_kafka.broker.security.credentials.CredentialStore`). Mechanism ids on the wire:
+1 SCRAM-SHA-256, 2 SCRAM-SHA-512. Describe answers as Kafka's ``ScramImage.describe``:
+RESOURCE_NOT_FOUND for an unknown user, DUPLICATE_RESOURCE for a user named twice. Authorization
+(with an authorizer): Describe needs DESCRIBE, Alter needs ALTER on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED (31) (for the request, or for every user of an Alter).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from pyspark_kafka.broker.controller import scram_control
 from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from pyspark_kafka.broker.security.scram import (MAX_ITERATIONS, MECHANISM_BY_ID, MECHANISMS, MIN_ITERATIONS,
-                                                 credential_from_salted_password)
+from pyspark_kafka.broker.security.scram import MECHANISM_BY_ID, MECHANISMS
 
 
 @register(api_key=50, min_version=0, max_version=0)
@@ -51,63 +55,46 @@ async def describe_user_scram_credentials(ctx: RequestContext, request) -> dict:
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": "", "results": results}
 
 
-def _target(entry, errors: dict) -> str | None:
-    """The mechanism name of a deletion/upsertion, or None after recording why it is refused."""
-    mech = MECHANISM_BY_ID.get(entry.mechanism)
-    if not entry.name:
-        errors.setdefault(entry.name, (ErrorCode.unacceptable_credential, "Username must not be empty"))
-    elif mech is None:
-        errors.setdefault(entry.name, (ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"))
-    else:
-        return mech
-    return None
-
-
 @register(api_key=51, min_version=0, max_version=0)
 async def alter_user_scram_credentials(ctx: RequestContext, request) -> dict:
-    """Upsert (from salt + salted password, as the client sends) and delete credentials; one durable write."""
-    store = ctx.broker.security.credentials
-    errors: dict[str, tuple[ErrorCode, str]] = {}
+    """Upsert (from salt + salted password, as the client sends) and delete credentials, validated once by
+    :func:`~pyspark_kafka.broker.controller.scram_control.alter_credentials`: in the controller (forwarded, its
+    records replicated to every broker) or, on the transitional single node, here with one durable write."""
     users_in_order = list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
     if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"throttle_time": 0, "results": [
             {"user": name, "error_code": ErrorCode.cluster_authorization_failed,
              "error_message": "Cluster authorization failed."} for name in users_in_order]}
-    counts = Counter((d.name, d.mechanism) for d in request.deletions)
-    counts.update((u.name, u.mechanism) for u in request.upsertions)
-    for (name, _), n in counts.items():
-        if n > 1:
-            errors.setdefault(name, (ErrorCode.duplicate_resource,
-                                     "A user credential cannot be altered twice in the same request"))
+    deletions, upsertions = scram_control.request_entries(request)
+
+    async def forwarded(manager) -> list[dict]:
+        try:
+            answer = await manager.forward({"op": "alter_user_scram_credentials", "deletions": deletions,
+                                            "upsertions": upsertions})
+        except ConnectionError as exc:
+            answer = {"error_code": int(ErrorCode.not_controller), "error_message": str(exc)}
+        if answer.get("error_code"):
+            return [{"user": name, "error_code": answer["error_code"], "error_message": answer.get("error_message")}
+                    for name in users_in_order]
+        return answer["results"]
+
+    results = await ctx.broker.forwarding.maybe_forward(lambda _: _alter_locally(ctx, deletions, upsertions),
+                                                        forwarded)
+    return {"throttle_time": 0, "results": results}
+
+
+async def _alter_locally(ctx: RequestContext, deletions: list[dict], upsertions: list[dict]) -> list[dict]:
+    """The transitional single node: the controller's rules on its file store, then one durable write."""
+    store = ctx.broker.security.credentials
+    results, records = scram_control.alter_credentials(lambda user, mech: store.get(user, mech) is not None,
+                                                       deletions, upsertions)
     upserts, deletes = {}, set()
-    for d in request.deletions:
-        mech = _target(d, errors)
-        if mech is None:
-            continue
-        if store.get(d.name, mech) is None:
-            errors.setdefault(d.name, (ErrorCode.resource_not_found,
-                                       "Attempt to delete a user credential that does not exist"))
+    for r in records:
+        if r["type"] == "remove_scram_credential":
+            deletes.add((r["name"], MECHANISM_BY_ID[r["mechanism"]]))
         else:
-            deletes.add((d.name, mech))
-    for u in request.upsertions:
-        mech = _target(u, errors)
-        if mech is None:
-            continue
-        if u.iterations < MIN_ITERATIONS:
-            errors.setdefault(u.name, (ErrorCode.unacceptable_credential, "Too few iterations"))
-        elif u.iterations > MAX_ITERATIONS:
-            errors.setdefault(u.name, (ErrorCode.unacceptable_credential, "Too many iterations"))
-        elif not u.salt or not u.salted_password:
-            errors.setdefault(u.name, (ErrorCode.unacceptable_credential, "Salt and salted password must not be empty"))
-        else:
-            upserts[(u.name, mech)] = credential_from_salted_password(mech, bytes(u.salt), bytes(u.salted_password),
-                                                                      u.iterations)
-    upserts = {k: v for k, v in upserts.items() if k[0] not in errors}
-    deletes = {k for k in deletes if k[0] not in errors}
+            user, mech, credential = scram_control.credential_of(r)
+            upserts[(user, mech)] = credential
     if upserts or deletes:
         store.apply(upserts, deletes)
-    results = []
-    for name in users_in_order:
-        code, message = errors.get(name, (ErrorCode.none, None))  # Kafka answers null on success
-        results.append({"user": name, "error_code": code, "error_message": message})
-    return {"throttle_time": 0, "results": results}
+    return results

@@ -1,9 +1,16 @@
-"""The durable SCRAM credential store: ``<data dir>/scram-credentials.json``.
+"""Where a broker finds SCRAM credentials.
 
-Holds per user and mechanism only salt, StoredKey, ServerKey and iterations (never a password
-or salted password), as Kafka's ``UserScramCredentialRecord``. Every change rewrites the file
-atomically (temporary file, fsync, rename, fsync of the directory), mode 0600, so a SIGKILL
-leaves either the old or the new credentials.
+- :class:`MetadataCredentials`: a broker of a cluster and the combined node (the default node) read the
+  credentials of their metadata image (``scram_credential`` records the controller writes for
+  AlterUserScramCredentials; Kafka's ``ScramImage``), the same on every broker.
+- :class:`CredentialStore`: the transitional single node (``process.roles=broker`` without voters) keeps them in
+  ``<data dir>/scram-credentials.json``; a combined node's first start migrates that file into records
+  (:func:`~pyspark_kafka.broker.cluster.combined.migration_records`).
+
+Both hold per user and mechanism only salt, StoredKey, ServerKey and iterations (never a password
+or salted password), as Kafka's ``UserScramCredentialRecord``. The file store rewrites the file
+atomically on every change (temporary file, fsync, rename, fsync of the directory), mode 0600, so a
+SIGKILL leaves either the old or the new credentials.
 """
 
 from __future__ import annotations
@@ -18,6 +25,26 @@ from pyspark_kafka.broker.errors import KafkaStorageError
 from pyspark_kafka.broker.security.scram import MECHANISMS, ScramCredential
 
 FILE_NAME = "scram-credentials.json"
+
+
+class MetadataCredentials:
+    """``MetadataCredentials(scram)``: the credentials of a metadata image, ``scram`` being the image's
+    ``{(user, mechanism): ScramCredential}`` dict (read at each lookup: a record applied is used by the next
+    authentication, as Kafka's ``ScramPublisher`` updates the credential cache). Read-only; raises nothing."""
+
+    def __init__(self, scram: dict) -> None:
+        self._scram = scram
+
+    def get(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The credential of ``user`` for ``mechanism`` (``SCRAM-SHA-256`` / ``SCRAM-SHA-512``), or None."""
+        return self._scram.get((user, mechanism))
+
+    def users(self) -> dict[str, dict[str, ScramCredential]]:
+        """``{user: {mechanism: credential}}`` sorted by user."""
+        out: dict[str, dict[str, ScramCredential]] = {}
+        for (user, mech), cred in sorted(self._scram.items()):
+            out.setdefault(user, {})[mech] = cred
+        return out
 
 
 class CredentialStore:
