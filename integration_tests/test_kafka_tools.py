@@ -265,3 +265,29 @@ def test_kafka_features_describe(tool):
         assert (lines, epochs) == (EMBEDDED_DESCRIBE, {str(EMBEDDED_EPOCH)})
     else:
         assert lines == KAFKA_4_4_0_DESCRIBE and len(epochs) == 1 and int(epochs.pop()) > 0, lines
+
+
+def test_configs_alter_users_scram_credentials(tool):
+    """``kafka-configs --alter --entity-type users --add-config 'SCRAM-SHA-256=[...]'`` sends AlterUserScramCredentials
+    (the embedded broker forwards it to its controller, which writes a credential record); both mechanisms of one
+    user in one call are refused by both backends (Kafka 4.4's ``ScramControlManager``: a user named twice in one
+    request is DUPLICATE_RESOURCE), so they go in two calls; ``--delete-config`` removes one."""
+    from confluent_kafka.admin import AdminClient, ScramMechanism
+
+    configs, user = _configs(), f"tools-user-{time.monotonic_ns() % 10**9}"
+    both = tool(configs, "--alter", "--entity-type", "users", "--entity-name", user, "--add-config",
+                "SCRAM-SHA-256=[iterations=8192,password=pw-Tr31],SCRAM-SHA-512=[password=pw-Tr31]", ok=False)
+    assert "DuplicateResourceException: A user credential cannot be altered twice in the same request" in both, both
+    for spec in ("SCRAM-SHA-256=[iterations=8192,password=pw-Tr31]", "SCRAM-SHA-512=[password=pw-Tr31]"):
+        out = tool(configs, "--alter", "--entity-type", "users", "--entity-name", user, "--add-config", spec)
+        assert f"Completed updating config for user {user}." in out, out
+    admin = AdminClient({"bootstrap.servers": tool.cluster.bootstrap})
+
+    def described():
+        infos = admin.describe_user_scram_credentials([user])[user].result(30).scram_credential_infos
+        return sorted((i.mechanism, i.iterations) for i in infos)
+
+    assert described() == [(ScramMechanism.SCRAM_SHA_256, 8192), (ScramMechanism.SCRAM_SHA_512, 4096)]
+    out = tool(configs, "--alter", "--entity-type", "users", "--entity-name", user, "--delete-config", "SCRAM-SHA-256")
+    assert f"Completed updating config for user {user}." in out, out
+    assert described() == [(ScramMechanism.SCRAM_SHA_512, 4096)]
