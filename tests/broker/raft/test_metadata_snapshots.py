@@ -20,10 +20,13 @@ from pyspark_kafka.broker.controller.snapshots import (
 )
 from support.raft import FAST, free_ports
 
-#: every record type of the metadata image, with changes over time (configs replaced, ACL removed, fencing)
+#: every record type of the metadata image, with changes over time (configs replaced, ACL removed, SCRAM
+#: credential replaced and removed, fencing)
 def history() -> list[dict]:
     acl = {"type": "acl", "resource_type": 2, "resource_name": "t", "pattern_type": 3, "principal": "User:a",
            "host": "*", "operation": 3, "permission_type": 3}
+    scram = {"type": "scram_credential", "mechanism": 1, "salt": "c2FsdA==", "stored_key": "c3Q=",
+             "server_key": "c2Y=", "iterations": 4096}
     return [
         {"type": "broker", "id": 0, "epoch": 0, "host": "127.0.0.1", "port": 9092},
         {"type": "broker", "id": 1, "epoch": 1, "host": "127.0.0.1", "port": 9093},
@@ -40,6 +43,9 @@ def history() -> list[dict]:
         {"type": "dynamic_config", "resource": "group", "name": "g", "configs": {"x": "1"}},
         dict(acl, id="a1"), dict(acl, id="a2", principal="User:b"),
         {"type": "remove_acl", "id": "a1"},
+        dict(scram, name="alice"), dict(scram, name="bob"), dict(scram, name="bob", mechanism=2),
+        dict(scram, name="alice", iterations=8192),  # a new password
+        {"type": "remove_scram_credential", "name": "bob", "mechanism": 1},
         {"type": "producer_ids", "broker": 0, "next": 2000},
         {"type": "fence", "id": 1, "epoch": 1},
         {"type": "partition", "topic": "t", "partition": 0, "replicas": [0, 1], "isr": [0], "leader": 0,
