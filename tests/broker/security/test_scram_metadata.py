@@ -18,8 +18,12 @@ import base64
 import hashlib
 import logging
 
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
-
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.cluster.combined import METADATA_DIR
 from pyspark_kafka.broker.controller.image import decode
