@@ -52,7 +52,7 @@ from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, decod
 from pyspark_kafka.broker.controller.single_voter_log import MetadataLog
 from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 from pyspark_kafka.broker.errors import (
-    ErrorCode, InvalidRequestError, KafkaError, NotControllerError, TopicExistsError,
+    ErrorCode, InconsistentClusterIdError, InvalidRequestError, KafkaError, NotControllerError, TopicExistsError,
 )
 from pyspark_kafka.broker.log_escape import get_logger
 
@@ -171,6 +171,12 @@ class QuorumController:
 
     async def _register(self, req: dict) -> dict:
         node = req["node_id"]
+        # the broker's stored cluster id (its meta.properties; empty at a split broker's first start, when it learns
+        # the id from this answer) must be this cluster's: Kafka's ClusterControlManager.registerBroker refuses
+        # another with INCONSISTENT_CLUSTER_ID, writing nothing
+        if req.get("cluster_id") and req["cluster_id"] != self.cluster_id:
+            raise InconsistentClusterIdError(f"Expected cluster ID {self.cluster_id}, but got cluster ID "
+                                             f"{req['cluster_id']}")
         epoch = self.image.offset + 1  # the offset of the registration record
         listeners = req.get("listeners")  # every advertised listener (Kafka's BrokerRegistrationRequest endpoints)
         await self._append([{"type": "broker", "id": node, "epoch": epoch, "host": req["host"], "port": req["port"],
