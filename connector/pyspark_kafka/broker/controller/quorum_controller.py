@@ -144,11 +144,8 @@ class QuorumController:
                 leader, epoch = self.log.leader()
                 return {"error_code": 0, "node_id": self.log.node_id, "leader_id": -1 if leader is None else leader,
                         "leader_epoch": epoch, "active": self._active_epoch == epoch and leader == self.log.node_id}
-            if op == "describe_quorum":  # DescribeQuorum (55), forwarded by a broker (KIP-595)
-                if not hasattr(self.log, "describe_quorum"):
-                    raise InvalidRequestError("this controller's metadata log is the Raft quorum: send DescribeQuorum "
-                                              "to the controller.quorum.voters address")
-                return {"error_code": 0, **self.log.describe_quorum()}
+            if op == "describe_quorum":  # DescribeQuorum (55), forwarded by a broker (KIP-595): the Raft leader's
+                return {"error_code": 0, **self.log.describe_quorum()}  # view; NOT_CONTROLLER on another voter
             if op == "fetch_metadata":
                 if not hasattr(self.log, "read"):
                     raise InvalidRequestError("this controller's metadata log is the Raft quorum: fetch it with "
