@@ -48,7 +48,9 @@ from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.topic_config import validate_topic_config, validate_topic_name
 from pyspark_kafka.broker.controller import acl_control, partition_admin
 from pyspark_kafka.broker.controller.assignment import assign_replicas
-from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, decode, encode
+from pyspark_kafka.broker.controller.image import (
+    BOOTSTRAP_FEATURES, METADATA_VERSION, NO_LEADER, ClusterImage, decode, encode,
+)
 from pyspark_kafka.broker.controller.single_voter_log import MetadataLog
 from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 from pyspark_kafka.broker.errors import (
@@ -124,12 +126,20 @@ class QuorumController:
         return True
 
     async def _activate(self, timeout_s: float = 5.0) -> None:
-        """Wait (bounded) until :meth:`_try_activate`; NotControllerError when not leader or not ready in time."""
+        """Wait (bounded) until :meth:`_try_activate`; NotControllerError when not leader or not ready in time.
+        Then, when the image has no ``metadata.version`` (a new cluster, or a log written before feature records),
+        append the bootstrap ``feature`` records (Kafka 4.4's ``ActivationRecordsGenerator``: "The metadata log
+        appears to be empty. Appending ... bootstrap record(s)")."""
         deadline = time.monotonic() + timeout_s
         while not self._try_activate():
             if time.monotonic() > deadline:
                 raise NotControllerError(f"node {self.log.node_id} leads but its epoch is not committed yet: retry")
             await asyncio.sleep(0.02)
+        if METADATA_VERSION not in self.image.features:
+            records = [{"type": "feature", "name": name, "level": level} for name, level in BOOTSTRAP_FEATURES]
+            offset = await self._append(records)
+            log.info("no metadata.version in the metadata log: appended %d bootstrap feature records (%s) up to "
+                     "offset %d", len(records), ", ".join(f"{n}={v}" for n, v in BOOTSTRAP_FEATURES), offset)
 
     async def _append(self, records: list[dict]) -> int:
         return await self.log.append([encode(r) for r in records]) if records else self.image.offset
