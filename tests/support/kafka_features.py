@@ -10,7 +10,8 @@ FEATURES = "org.apache.kafka.tools.FeatureCommand"
 """Main class of ``kafka-features.sh``."""
 
 #: ``kafka-features --bootstrap-server ... describe`` on Apache Kafka 4.4.0 (one combined-mode node), verbatim
-#: but for the epoch (15 in that run; it is the metadata offset of the last feature change, so it varies).
+#: but for the epoch (15 in that run: the broker's metadata image offset, ``KRaftMetadataCache.features``, so it
+#: varies; the embedded broker answers its image offset too).
 KAFKA_4_4_0_DESCRIBE = [
     "Feature: eligible.leader.replicas.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1",
     "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1",
@@ -28,7 +29,6 @@ EMBEDDED_DESCRIBE = [
     KAFKA_4_4_0_DESCRIBE[2].replace("SupportedMaxVersion: 1", "SupportedMaxVersion: 0"),
     KAFKA_4_4_0_DESCRIBE[3],
 ]
-EMBEDDED_EPOCH = 1
 
 
 def describe_lines(output: str) -> tuple[list[str], set[str]]:

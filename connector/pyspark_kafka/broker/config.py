@@ -151,6 +151,8 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "controller.listener.names": "CONTROLLER",
     "broker.session.timeout.ms": "9000",
     "broker.heartbeat.interval.ms": "2000",
+    # a broker not registered with the controllers this long after its start shuts down (Kafka's default)
+    "initial.broker.registration.timeout.ms": "60000",
     "replica.lag.time.max.ms": "30000",
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.max.bytes": "1048576",
@@ -298,6 +300,7 @@ _TYPES: dict[str, tuple[str, int | float | None]] = {
     "metadata.log.max.record.bytes.between.snapshots": (_INT, 1),
     "metadata.log.max.snapshot.interval.ms": (_LONG, 0),
     "broker.heartbeat.interval.ms": (_INT, 1),
+    "initial.broker.registration.timeout.ms": (_INT, 1),
     "replica.lag.time.max.ms": (_LONG, 1),
     "replica.fetch.wait.max.ms": (_INT, 0),
     "replica.fetch.max.bytes": (_INT, 0),

@@ -243,6 +243,14 @@ class NotControllerError(KafkaError):
     error_code = ErrorCode.not_controller
 
 
+class InconsistentClusterIdError(KafkaError):
+    """A broker's registration names another cluster id than the controller's (INCONSISTENT_CLUSTER_ID, 104): its
+    data directory's ``meta.properties`` was written by another cluster (Kafka's ``ClusterControlManager.registerBroker``:
+    "Expected cluster ID ..., but got cluster ID ...")."""
+
+    error_code = ErrorCode.inconsistent_cluster_id
+
+
 class UnknownLeaderEpochError(KafkaError):
     """A request's current leader epoch is newer than the leader's (UNKNOWN_LEADER_EPOCH)."""
 

@@ -173,8 +173,8 @@ def note_cluster_id(data_dir: Path, node_id: int, cluster_id: str) -> MetaProper
     """A split cluster's broker learns its cluster id from the controller at registration: write ``meta.properties``
     with it when there is none (its node id was checked at start, :func:`check_node_id`), else return the stored one.
 
-    A stored cluster id other than ``cluster_id`` is returned as stored; the caller logs it (Kafka's controller
-    refuses such a registration with INCONSISTENT_CLUSTER_ID; not done here). Raises OSError when it cannot write."""
+    A stored cluster id is returned as stored (the broker sent it in its registration, and the controller refuses
+    another cluster's with INCONSISTENT_CLUSTER_ID, as Kafka's does). Raises OSError when it cannot write."""
     stored = read(data_dir)
     if stored is None:
         stored = MetaProperties(cluster_id, node_id, new_directory_id())

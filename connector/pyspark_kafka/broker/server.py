@@ -402,6 +402,11 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     the bound port). The retention check runs every ``log.retention.check.interval.ms``, the log
     cleaner (when ``log.cleaner.enable``) every ``log.cleaner.backoff.ms``; logs whose ``flush.ms`` has passed
     are flushed on the period of :func:`flush_check_interval_ms`.
+
+    A split cluster's broker that does not register with the controllers within
+    ``initial.broker.registration.timeout.ms`` (e.g. its data directory belongs to another cluster: the controller
+    answers INCONSISTENT_CLUSTER_ID) stops and raises
+    :class:`~pyspark_kafka.broker.cluster.broker_lifecycle.BrokerRegistrationError` (Kafka's broker shuts down).
     """
     load_handlers()
     logs = broker.replica_manager.logs
@@ -502,7 +507,15 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     try:
         if ready is not None:
             ready(bootstrap)
-        await stop.wait()
+        if lifecycle is None:
+            await stop.wait()
+        else:  # or until the broker must shut down (not registered in time: Kafka's RegistrationTimeoutEvent)
+            waits = [asyncio.create_task(stop.wait()), asyncio.create_task(lifecycle.failed.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
     finally:
         if broker.lifecycle is not None:
             await broker.lifecycle.stop()  # controlled shutdown: leaderships move before the sockets close
@@ -519,6 +532,8 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         if broker.controller_role is not None:
             await broker.controller_role.stop()
         log.info("pyspark-kafka broker on %s stopped; logs closed", bootstrap)
+    if lifecycle is not None and lifecycle.failure is not None:
+        raise lifecycle.failure
 
 
 def run_broker(

@@ -92,6 +92,41 @@ def test_every_node_keeps_meta_properties_and_refuses_another_nodes_data_dir(clu
             == before
 
 
+def test_a_broker_whose_data_dir_belongs_to_another_cluster_is_refused_and_stops(tmp_path):
+    """Kafka 4.4: a broker sends its meta.properties cluster id in its registration; the controller answers
+    INCONSISTENT_CLUSTER_ID (104, "Expected cluster ID X, but got cluster ID Y", ClusterControlManager) and the
+    broker, never registered, shuts down after initial.broker.registration.timeout.ms (BrokerLifecycleManager). Here
+    the broker exits 1 with a message naming the cause and the fix; the controller wrote no registration and the
+    data directory is untouched."""
+    from pyspark_kafka.broker import meta_properties
+
+    with EmbeddedCluster(1, data_dir=tmp_path / "cluster", config=FAST | {"default.replication.factor": "1",
+                                                                         "min.insync.replicas": "1"}) as c:
+        ours = _meta(c.node_dir(3000))["cluster.id"]
+        c.kill(0)
+        stored = meta_properties.read(c.node_dir(0))
+        other = meta_properties.new_directory_id()  # a random Kafka Uuid: another cluster's id
+        meta_properties.write(c.node_dir(0), meta_properties.MetaProperties(other, 0, stored.directory_id))
+        before = (c.node_dir(0) / "meta.properties").read_bytes()
+        controller_log = c.node_dir(3000) / "node.log"
+        registrations = controller_log.read_text().count("broker 0 registered at")
+        assert registrations == 1
+        c.config["initial.broker.registration.timeout.ms"] = "1500"
+        c.restart(0, wait=False)
+        proc = c.procs[0]
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.returncode == 1
+        text = (c.node_dir(0) / "node.log").read_text()
+        assert f"Unable to register broker 0 because the controller returned error INCONSISTENT_CLUSTER_ID: " \
+               f"Expected cluster ID {ours}, but got cluster ID {other}" in text
+        assert "belongs to another cluster" in text and "fresh data directory" in text
+        assert "Shutting down because we were unable to register with the controller quorum." in text
+        assert (c.node_dir(0) / "meta.properties").read_bytes() == before
+        assert controller_log.read_text().count("broker 0 registered at") == registrations  # no registration record
+
+
 def test_metadata_lists_leaders_replicas_isr_and_offline_replicas(cluster):
     create(cluster, "meta", partitions=3)
     leaders = {cluster.leader("meta", p) for p in range(3)}

@@ -54,6 +54,11 @@ def history() -> list[dict]:
          "leader_epoch": 1, "partition_epoch": 0, "adding": [1], "removing": []},
         {"type": "remove_topic", "name": "gone", "topic_id": "id-g"},
         {"type": "broker", "id": 1, "epoch": 19, "host": "127.0.0.1", "port": 9095},
+        # finalized feature levels (Kafka's FeatureLevelRecord); level 0 removes one
+        {"type": "feature", "name": "metadata.version", "level": 33},
+        {"type": "feature", "name": "group.version", "level": 1},
+        {"type": "feature", "name": "x.version", "level": 2},
+        {"type": "feature", "name": "x.version", "level": 0},
     ]
 
 

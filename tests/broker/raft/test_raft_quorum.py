@@ -437,3 +437,31 @@ def test_an_observer_follows_the_newest_leader_the_voters_name(tmp_path, answers
         assert observer.leader() == followed and observer.role is Role.FOLLOWER
     else:
         assert observer.leader() == (None, 5)
+
+
+def test_last_caught_up_timestamp_follows_kip_836(tmp_path, monkeypatch):
+    """KIP-836 (Kafka's ``LeaderState.ReplicaState.updateFollowerState``): a fetch reaching the leader's log end
+    makes the replica caught up now; a fetch reaching the leader's log end *of the replica's previous fetch*
+    makes it caught up at that previous fetch's time; a fetch below both changes nothing. The last fetch
+    time never goes back."""
+    from types import SimpleNamespace
+
+    from pyspark_kafka.broker.raft import raft_apis
+
+    log = RaftMetadataLog(tmp_path, {"node.id": "0", "controller.quorum.voters": "0@127.0.0.1:1"})
+    log.role, log.storage = Role.LEADER, SimpleNamespace(end_offset=10)
+    observer = 7
+    clock = iter([1000, 2000, 3000, 4000, 3500])
+    monkeypatch.setattr(raft_apis, "_now_ms", lambda: next(clock))
+
+    def fetch(offset: int, leader_end: int) -> tuple[int, int]:
+        log.storage.end_offset = leader_end
+        log._record_fetch(observer, offset)
+        p = log._observers[observer]
+        return p.last_fetch_ms, p.last_caught_up_ms
+
+    assert fetch(5, 10) == (1000, -1)  # behind, nothing known before
+    assert fetch(8, 12) == (2000, -1)  # below the leader's end of the previous fetch (10)
+    assert fetch(12, 15) == (3000, 2000)  # reached the previous fetch's leader end (12): caught up then
+    assert fetch(15, 15) == (4000, 4000)  # at the leader's end: caught up now
+    assert fetch(15, 15) == (4000, 4000)  # a clock step back moves neither time back

@@ -30,6 +30,7 @@ import resource
 import signal
 import sys
 import threading
+import time
 import uuid
 
 from pyspark_kafka.broker.cluster.combined import is_combined, node_roles, parse_voters
@@ -49,6 +50,12 @@ from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 log = get_logger("pyspark_kafka.broker")
 #: Raft mode: ``id@host:port,...`` of each controller's channel (set by ``pyspark_kafka.broker.cluster.node``).
 CHANNELS_ENV = "PYSPARK_KAFKA_CONTROLLER_CHANNELS"
+
+
+class BrokerRegistrationError(RuntimeError):
+    """The broker did not register with the controller quorum within ``initial.broker.registration.timeout.ms``
+    (Kafka's ``BrokerLifecycleManager``: it shuts down). The message names the controller's last refusal, e.g.
+    INCONSISTENT_CLUSTER_ID for a data directory of another cluster, and the fix."""
 
 
 def is_cluster_broker(config) -> bool:
@@ -136,6 +143,13 @@ class BrokerLifecycle:
         first Metadata without this broker (a fenced broker is not listed): librdkafka took "0 brokers" as a
         partial answer and sent nothing more until another request (issue 25, ``test_connect_at_listen.py``)."""
         self.lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
+        #: the controller's last refusal of this broker's registration (INCONSISTENT_CLUSTER_ID), for the shutdown message
+        self.refusal = ""
+        #: set (with :attr:`failure`) when the broker must stop: it did not register within
+        #: ``initial.broker.registration.timeout.ms``; ``serve`` then stops and raises :attr:`failure`
+        self.failed = asyncio.Event()
+        self.failure: BrokerRegistrationError | None = None
+        self._registered_once = False  # Kafka's initialRegistrationSucceeded: the timeout applies before it only
         self._tasks: list[asyncio.Task] = []
         self._proposals: set[asyncio.Task] = set()  # AlterPartition requests in flight
         self._stopping = False  # Python 3.11's wait_for can swallow a cancellation: loops also check this flag
@@ -296,34 +310,77 @@ class BrokerLifecycle:
         listeners = [[lst.name, *lst.advertised()] for lst in self.broker.security.listeners]
         from pyspark_kafka.broker.log.manager import partition_capacity
 
+        from pyspark_kafka.broker import meta_properties
+
+        # a split broker sends the cluster id of its meta.properties (none at its first start): the controller
+        # refuses another cluster's (Kafka's BrokerRegistrationRequest.clusterId, INCONSISTENT_CLUSTER_ID)
+        stored = meta_properties.read(self.broker.data_dir) if self.broker.controller_role is None else None
         # how many partitions it can keep open: the controller refuses topics beyond it (the single node's rule)
         answer = await self.call({"op": "register", "node_id": self.node_id, "host": self.broker.host,
                                   "port": self.broker.port, "listeners": listeners,
+                                  "cluster_id": "" if stored is None else stored.cluster_id,
                                   "capacity": partition_capacity(),
                                   "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0]})
+        if answer.get("error_code", 0) != 0:
+            self._registration_refused(answer)
+            return
         self.broker_epoch = answer["broker_epoch"]
+        self._registered_once = True
         if answer.get("cluster_id"):
             self.broker.cluster_id = answer["cluster_id"]  # one id for the whole cluster
-            if self.broker.controller_role is None:  # a split cluster's broker: meta.properties (a combined node's
-                from pyspark_kafka.broker import meta_properties  # is written at its start)
-
-                stored = meta_properties.note_cluster_id(self.broker.data_dir, self.node_id, answer["cluster_id"])
-                if stored.cluster_id != answer["cluster_id"]:
-                    log.error("broker %d: %s/meta.properties holds cluster.id %s, the controller's cluster is %s: "
-                              "this data directory belongs to another cluster; start this broker on an empty data "
-                              "directory", self.node_id, self.broker.data_dir, stored.cluster_id, answer["cluster_id"])
+            if stored is None and self.broker.controller_role is None:  # a split broker's first registration
+                meta_properties.note_cluster_id(self.broker.data_dir, self.node_id, answer["cluster_id"])
         self.registered_offset = self.broker_epoch
         self._check_caught_up()
         log.info("broker %d registered with the controller %s: broker epoch %d", self.node_id,
                  getattr(self.channel, "active", self.controller_id), self.broker_epoch)
         self.producer_ids.prefetch()
 
+    def _registration_refused(self, answer: dict) -> None:
+        """Log a refused registration (Kafka's BrokerLifecycleManager: "Unable to register broker {} because the
+        controller returned error {}", then a retry after a back-off). INCONSISTENT_CLUSTER_ID is logged as an error
+        naming the data directory and the fix: no retry can succeed with that ``meta.properties``."""
+        code, message = answer.get("error_code"), answer.get("error_message", "")
+        try:
+            name = ErrorCode(code).name.upper()
+        except ValueError:
+            name = str(code)
+        text = f"Unable to register broker {self.node_id} because the controller returned error {name}: {message}"
+        if code == ErrorCode.inconsistent_cluster_id:
+            log.error("%s. The data directory %s belongs to another cluster (its meta.properties holds another "
+                      "cluster.id): start this broker on a fresh data directory, or point it at the controllers of "
+                      "the cluster it belongs to (controller.quorum.voters)", text, self.broker.data_dir)
+            self.refusal = text + (f". The data directory {self.broker.data_dir} belongs to another cluster: start "
+                                   "this broker on a fresh data directory, or point it at that cluster's controllers")
+        else:
+            log.info("%s", text)
+
+    def _check_registration_timeout(self, started: float) -> None:
+        """Shut the broker down when it has not registered within ``initial.broker.registration.timeout.ms`` of its
+        start (Kafka's ``BrokerLifecycleManager.RegistrationTimeoutEvent``: "Shutting down because we were unable
+        to register with the controller quorum."): sets :attr:`failure`, which ends ``serve``."""
+        timeout_s = self.config.get_int("initial.broker.registration.timeout.ms") / 1000
+        if self.failure is None and not self._registered_once and time.monotonic() - started >= timeout_s:
+            message = "Shutting down because we were unable to register with the controller quorum."
+            if self.refusal:
+                message += " " + self.refusal
+            log.error("%s", message)
+            self.failure = BrokerRegistrationError(message)
+            self.failed.set()
+
     async def _heartbeat_loop(self) -> None:
         interval = self.config.get_int("broker.heartbeat.interval.ms") / 1000
+        started = time.monotonic()
         while not self._stopping:
+            self._check_registration_timeout(started)
+            if self.failure is not None:
+                return
             try:
                 if self.broker_epoch < 0:
                     await self._register()
+                    if self.broker_epoch < 0:  # refused: a retry after a back-off
+                        await asyncio.sleep(min(interval, 0.5))
+                        continue
                 # a controller silent for a heartbeat interval is left for the next one (Kafka 4.4's heartbeat
                 # channel: request timeout = broker.heartbeat.interval.ms), well within broker.session.timeout.ms
                 answer = await self.call({"op": "heartbeat", "node_id": self.node_id, "broker_epoch": self.broker_epoch,

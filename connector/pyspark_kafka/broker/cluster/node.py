@@ -95,12 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     if not args.voters and args.roles != "broker,controller":
         parser.error(f"--roles {args.roles} needs --voters id@host:port (controller.quorum.voters)")
+    from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerRegistrationError
     from pyspark_kafka.broker.meta_properties import MetaPropertiesError
 
     try:
         return _run(args, config, data_dir)
     except MetaPropertiesError as exc:  # another node's data dir: the message names the fix
         logging.getLogger("pyspark_kafka.broker").error("%s", exc)
+        return 1
+    except BrokerRegistrationError:  # e.g. another cluster's data dir (INCONSISTENT_CLUSTER_ID): already logged
         return 1
 
 

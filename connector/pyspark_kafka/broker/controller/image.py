@@ -36,6 +36,9 @@ fields under a ``type``):
   DescribeUserScramCredentials from the image's credentials (Kafka's ``ScramImage``).
 - ``{"type": "producer_ids", "broker", "next"}``: a block of producer ids handed to a broker ends before ``next``
   (Kafka's ``ProducerIdsRecord``).
+- ``{"type": "feature", "name", "level"}``: a finalized feature level (Kafka's ``FeatureLevelRecord``; level 0
+  removes the feature). The active controller writes ``metadata.version`` and ``group.version`` when its image has
+  no ``metadata.version`` (Kafka's bootstrap metadata, :data:`BOOTSTRAP_FEATURES`).
 
 :class:`ClusterImage` applies records in offset order; controller and brokers build the same image.
 """
@@ -145,6 +148,21 @@ class TopicImage:
     partitions: dict[int, PartitionState] = field(default_factory=dict)
 
 
+METADATA_VERSION = "metadata.version"
+METADATA_VERSION_4_4_IV2 = 33
+"""``metadata.version`` level of Kafka's ``MetadataVersion.IBP_4_4_IV2`` (Kafka 4.4.0's latest production level;
+``kafka-features`` prints it as ``4.4-IV2``). Kafka 4.4.0 supports levels 7 (``3.3-IV3``) to 33."""
+
+BOOTSTRAP_FEATURES: tuple[tuple[str, int], ...] = (
+    (METADATA_VERSION, METADATA_VERSION_4_4_IV2),
+    ("group.version", 1),  # KIP-848 consumer groups (ConsumerGroupHeartbeat 68, ConsumerGroupDescribe 69)
+)
+"""``(name, level)`` a new cluster finalizes: the ``feature`` records the active controller writes when its metadata
+log has no ``metadata.version`` (Kafka 4.4's ``ActivationRecordsGenerator``: a log without ``metadata.version``
+gets the bootstrap records of ``kafka-storage format``, one ``FeatureLevelRecord`` per feature). Kafka's other
+features are not finalized here (docs/broker-behaviour.md, "Features")."""
+
+
 class ClusterImage:
     """Brokers and topics as of ``offset`` (the last applied record's offset, -1 before any).
 
@@ -166,6 +184,8 @@ class ClusterImage:
         #: life (the broker's SASL/SCRAM servers read it)
         self.scram: dict[tuple[str, str], ScramCredential] = {}
         self.next_producer_id = 0  # the first producer id no block has handed out
+        #: finalized feature levels (Kafka's ``FeaturesImage``): name -> level, from ``feature`` records
+        self.features: dict[str, int] = {}
         self.offset = -1
 
     def apply(self, offset: int, record: dict) -> None:
@@ -211,6 +231,11 @@ class ClusterImage:
             self.scram.pop((record["name"], MECHANISM_BY_ID.get(record["mechanism"])), None)
         elif kind == "producer_ids":
             self.next_producer_id = max(self.next_producer_id, record["next"])
+        elif kind == "feature":
+            if int(record["level"]) > 0:
+                self.features[record["name"]] = int(record["level"])
+            else:  # Kafka's FeaturesDelta: level 0 removes the finalized feature
+                self.features.pop(record["name"], None)
         elif kind == "remove_topic":
             t = self.topics.get(record["name"])
             if t is not None and record.get("topic_id") in (None, t.topic_id):
@@ -223,7 +248,8 @@ class ClusterImage:
         topic a ``topic`` record with its config overrides then one ``partition`` record per partition; then the
         dynamic configs, the ACLs, the SCRAM credentials and the producer id block. Applied at the snapshot's last offset, they give an
         image equal to this one (:meth:`same_as`)."""
-        out: list[dict] = []
+        out: list[dict] = [{"type": "feature", "name": name, "level": level}
+                           for name, level in sorted(self.features.items())]  # first, as Kafka's snapshots
         for b in sorted(self.brokers.values(), key=lambda b: b.id):
             out.append({"type": "broker", "id": b.id, "epoch": b.epoch, "host": b.host, "port": b.port,
                         **({"listeners": [list(lst) for lst in b.listeners]} if b.listeners else {}),
@@ -246,10 +272,19 @@ class ClusterImage:
 
     def same_as(self, other: "ClusterImage") -> bool:
         """Whether ``other`` holds the same metadata at the same offset (brokers, topics with their configs and
-        partitions, dynamic configs, ACLs, SCRAM credentials, producer ids)."""
+        partitions, dynamic configs, ACLs, SCRAM credentials, producer ids, finalized features)."""
         return (self.offset, self.brokers, self.topics, self.dynamic_configs, self.acls, self.scram,
-                self.next_producer_id) == (other.offset, other.brokers, other.topics, other.dynamic_configs, other.acls,
-                                           other.scram, other.next_producer_id)
+                self.next_producer_id, self.features) == (other.offset, other.brokers, other.topics,
+                                                          other.dynamic_configs, other.acls, other.scram,
+                                                          other.next_producer_id, other.features)
+
+    def finalized_features(self) -> dict[str, int]:
+        """Finalized feature levels (name -> level). A log without a ``metadata.version`` record (written before
+        this record existed, or not yet activated) counts as :data:`BOOTSTRAP_FEATURES`, today's levels: the
+        active controller then writes them (Kafka 4.4: "metadata.version absent" means the bootstrap records)."""
+        if METADATA_VERSION not in self.features:
+            return dict(BOOTSTRAP_FEATURES)
+        return dict(self.features)
 
     def live_brokers(self) -> list[BrokerRegistration]:
         """Unfenced brokers, by id."""

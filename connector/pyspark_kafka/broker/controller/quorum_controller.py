@@ -49,11 +49,13 @@ from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.topic_config import validate_topic_config, validate_topic_name
 from pyspark_kafka.broker.controller import acl_control, partition_admin, scram_control
 from pyspark_kafka.broker.controller.assignment import assign_replicas
-from pyspark_kafka.broker.controller.image import NO_LEADER, ClusterImage, decode, encode
+from pyspark_kafka.broker.controller.image import (
+    BOOTSTRAP_FEATURES, METADATA_VERSION, NO_LEADER, ClusterImage, decode, encode,
+)
 from pyspark_kafka.broker.controller.single_voter_log import MetadataLog
 from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 from pyspark_kafka.broker.errors import (
-    ErrorCode, InvalidRequestError, KafkaError, NotControllerError, TopicExistsError,
+    ErrorCode, InconsistentClusterIdError, InvalidRequestError, KafkaError, NotControllerError, TopicExistsError,
 )
 from pyspark_kafka.broker.log_escape import get_logger
 
@@ -125,12 +127,20 @@ class QuorumController:
         return True
 
     async def _activate(self, timeout_s: float = 5.0) -> None:
-        """Wait (bounded) until :meth:`_try_activate`; NotControllerError when not leader or not ready in time."""
+        """Wait (bounded) until :meth:`_try_activate`; NotControllerError when not leader or not ready in time.
+        Then, when the image has no ``metadata.version`` (a new cluster, or a log written before feature records),
+        append the bootstrap ``feature`` records (Kafka 4.4's ``ActivationRecordsGenerator``: "The metadata log
+        appears to be empty. Appending ... bootstrap record(s)")."""
         deadline = time.monotonic() + timeout_s
         while not self._try_activate():
             if time.monotonic() > deadline:
                 raise NotControllerError(f"node {self.log.node_id} leads but its epoch is not committed yet: retry")
             await asyncio.sleep(0.02)
+        if METADATA_VERSION not in self.image.features:
+            records = [{"type": "feature", "name": name, "level": level} for name, level in BOOTSTRAP_FEATURES]
+            offset = await self._append(records)
+            log.info("no metadata.version in the metadata log: appended %d bootstrap feature records (%s) up to "
+                     "offset %d", len(records), ", ".join(f"{n}={v}" for n, v in BOOTSTRAP_FEATURES), offset)
 
     async def _append(self, records: list[dict]) -> int:
         return await self.log.append([encode(r) for r in records]) if records else self.image.offset
@@ -145,11 +155,8 @@ class QuorumController:
                 leader, epoch = self.log.leader()
                 return {"error_code": 0, "node_id": self.log.node_id, "leader_id": -1 if leader is None else leader,
                         "leader_epoch": epoch, "active": self._active_epoch == epoch and leader == self.log.node_id}
-            if op == "describe_quorum":  # DescribeQuorum (55), forwarded by a broker (KIP-595)
-                if not hasattr(self.log, "describe_quorum"):
-                    raise InvalidRequestError("this controller's metadata log is the Raft quorum: send DescribeQuorum "
-                                              "to the controller.quorum.voters address")
-                return {"error_code": 0, **self.log.describe_quorum()}
+            if op == "describe_quorum":  # DescribeQuorum (55), forwarded by a broker (KIP-595): the Raft leader's
+                return {"error_code": 0, **self.log.describe_quorum()}  # view; NOT_CONTROLLER on another voter
             if op == "fetch_metadata":
                 if not hasattr(self.log, "read"):
                     raise InvalidRequestError("this controller's metadata log is the Raft quorum: fetch it with "
@@ -172,6 +179,12 @@ class QuorumController:
 
     async def _register(self, req: dict) -> dict:
         node = req["node_id"]
+        # the broker's stored cluster id (its meta.properties; empty at a split broker's first start, when it learns
+        # the id from this answer) must be this cluster's: Kafka's ClusterControlManager.registerBroker refuses
+        # another with INCONSISTENT_CLUSTER_ID, writing nothing
+        if req.get("cluster_id") and req["cluster_id"] != self.cluster_id:
+            raise InconsistentClusterIdError(f"Expected cluster ID {self.cluster_id}, but got cluster ID "
+                                             f"{req['cluster_id']}")
         epoch = self.image.offset + 1  # the offset of the registration record
         listeners = req.get("listeners")  # every advertised listener (Kafka's BrokerRegistrationRequest endpoints)
         await self._append([{"type": "broker", "id": node, "epoch": epoch, "host": req["host"], "port": req["port"],

@@ -17,12 +17,9 @@ broker does not implement them.
 
 from __future__ import annotations
 
+from pyspark_kafka.broker.controller.image import BOOTSTRAP_FEATURES, METADATA_VERSION_4_4_IV2
 from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import REGISTRY, RequestContext, register
-
-METADATA_VERSION_4_4_IV2 = 33
-"""``metadata.version`` level of Kafka's ``MetadataVersion.IBP_4_4_IV2`` (Kafka 4.4.0's latest production level;
-``kafka-features`` prints it as ``4.4-IV2``). Kafka 4.4.0 supports levels 7 (``3.3-IV3``) to 33."""
 
 SUPPORTED_FEATURES: tuple[tuple[str, int, int], ...] = (
     ("group.version", 0, 1),        # 1: KIP-848 consumer groups (ConsumerGroupHeartbeat 68, ConsumerGroupDescribe 69)
@@ -31,27 +28,27 @@ SUPPORTED_FEATURES: tuple[tuple[str, int, int], ...] = (
 )
 """``(name, min level, max level)`` this broker supports, in the order Kafka 4.4.0 lists them."""
 
-FINALIZED_FEATURES: tuple[tuple[str, int], ...] = (
-    ("group.version", 1),
-    ("metadata.version", METADATA_VERSION_4_4_IV2),
-)
-"""``(name, level)`` finalized cluster-wide. A level-0 feature (``kraft.version``) is not listed, as Kafka leaves
-level-0 features out of FinalizedFeatures; ``kafka-features describe`` prints it as level 0."""
+FINALIZED_FEATURES: tuple[tuple[str, int], ...] = tuple(sorted(BOOTSTRAP_FEATURES))
+"""``(name, level)`` finalized by the transitional single node (no metadata image): a new cluster's levels. A
+cluster broker answers its metadata image's levels instead. A level-0 feature (``kraft.version``) is not listed,
+as Kafka leaves level-0 features out of FinalizedFeatures; ``kafka-features describe`` prints it as level 0."""
 
 FINALIZED_FEATURES_EPOCH = 1
-"""FinalizedFeaturesEpoch: Kafka answers the metadata log offset of the last feature change; the finalized set here
-is fixed in code, so the epoch is a constant, raised whenever a release changes :data:`FINALIZED_FEATURES` (a
-client that sees two epochs keeps the features of the higher one)."""
+"""The transitional single node's FinalizedFeaturesEpoch (a constant: its set is fixed in code). A cluster broker
+answers its metadata image's offset, as Kafka's ``KRaftMetadataCache.features`` does
+(``image.highestOffsetAndEpoch().offset()``); a client that sees two epochs keeps the features of the higher one."""
 
 
-def api_versions_body(error_code: ErrorCode = ErrorCode.none, version: int = 0) -> dict:
+def api_versions_body(error_code: ErrorCode = ErrorCode.none, version: int = 0,
+                      finalized: tuple[dict[str, int], int] | None = None) -> dict:
     """The ApiVersions response body for response ``version`` (int, 0-4).
 
     ``error_code`` and one entry per registered API key; from v3 on also ``supported_features``,
-    ``finalized_features`` and ``finalized_features_epoch`` (tagged fields, KIP-584). Below v4 a
-    supported feature whose minimum level is 0 is left out, as Kafka does (the schema's note on
-    SupportedFeatures: "in v0-v3, features with MinSupportedVersion = 0 are omitted"); v0-v2
-    have no feature fields (the encoder drops them)."""
+    ``finalized_features`` and ``finalized_features_epoch`` (tagged fields, KIP-584): ``finalized`` is
+    (name -> level, epoch) from the metadata image, None for the fixed :data:`FINALIZED_FEATURES` and
+    :data:`FINALIZED_FEATURES_EPOCH`. Below v4 a supported feature whose minimum level is 0 is left out,
+    as Kafka does (the schema's note on SupportedFeatures: "in v0-v3, features with MinSupportedVersion = 0
+    are omitted"); v0-v2 have no feature fields (the encoder drops them)."""
     body = {
         "error_code": error_code,
         "api_keys": [
@@ -65,14 +62,22 @@ def api_versions_body(error_code: ErrorCode = ErrorCode.none, version: int = 0) 
             {"name": name, "min_version": low, "max_version": high}
             for name, low, high in SUPPORTED_FEATURES if version >= 4 or low > 0
         ]
+        levels, epoch = (dict(FINALIZED_FEATURES), FINALIZED_FEATURES_EPOCH) if finalized is None else finalized
         body["finalized_features"] = [
-            {"name": name, "min_version_level": level, "max_version_level": level} for name, level in FINALIZED_FEATURES
+            {"name": name, "min_version_level": level, "max_version_level": level}
+            for name, level in sorted(levels.items()) if level > 0
         ]
-        body["finalized_features_epoch"] = FINALIZED_FEATURES_EPOCH
+        body["finalized_features_epoch"] = epoch
     return body
 
 
 @register(api_key=18, min_version=0, max_version=4)
 async def api_versions(ctx: RequestContext, request) -> dict:
-    """Answer with every served API key and its inclusive version range, and (v3+) the features."""
-    return api_versions_body(version=ctx.api_version)
+    """Answer with every served API key and its inclusive version range, and (v3+) the features: a cluster
+    broker's finalized levels and epoch come from its metadata image (Kafka's ``DefaultApiVersionManager`` over
+    ``MetadataCache.features``)."""
+    lifecycle = getattr(ctx.broker, "lifecycle", None)
+    finalized = None
+    if lifecycle is not None and ctx.api_version >= 3:
+        finalized = (lifecycle.image.finalized_features(), max(lifecycle.image.offset, 0))
+    return api_versions_body(version=ctx.api_version, finalized=finalized)

@@ -35,7 +35,7 @@ def _answer(error: int, message: str | None, quorum: dict | None = None) -> dict
                  "observers": [state(r) for r in q.get("observers", [])]}
     return {"error_code": ErrorCode.none, "error_message": None,
             "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}],
-            "nodes": [{"node_id": r["replica_id"], "listeners": []} for r in q.get("voters", [])]}
+            "nodes": q.get("nodes") or [{"node_id": r["replica_id"], "listeners": []} for r in q.get("voters", [])]}
 
 
 @register(api_key=55, min_version=0, max_version=2)

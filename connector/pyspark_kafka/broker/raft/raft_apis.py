@@ -27,6 +27,7 @@ from pyspark_kafka.broker.raft.transport import (
 
 CONTROLLER_LISTENER = "CONTROLLER"  # the listener name DescribeQuorum v2 gives the voters' endpoints
 NO_DIRECTORY_ID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: no KIP-853 directory ids here
+OBSERVER_SESSION_TIMEOUT_S = 300.0  # Kafka's LeaderState.OBSERVER_SESSION_TIMEOUT_MS: an observer silent this long is dropped
 
 
 class Role(enum.Enum):
@@ -46,6 +47,8 @@ class ReplicaProgress:
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
     last_fetch_mono: float = float("-inf")
+    #: the leader's log end offset at this replica's last fetch (-1 none): KIP-836's caught-up rule
+    last_fetch_leader_end: int = -1
 
 
 def _now_ms() -> int:
@@ -158,6 +161,39 @@ class RaftApis:
                 "brokers": [{"broker_id": v, "host": h, "port": p} for v, (h, p) in sorted(self.voters.items())]
                 if controllers else []}
 
+    def describe_quorum(self) -> dict:
+        """The quorum as its leader describes it (DescribeQuorum, KIP-595 and KIP-836; Kafka's
+        ``KafkaRaftClient.handleDescribeQuorumRequest`` over ``LeaderState``): ``leader_id``, ``leader_epoch``,
+        ``high_watermark`` (-1 while the leader has none), ``voters`` and ``observers``, each replica as
+        ``replica_id``, ``log_end_offset`` (its last fetch offset; -1 before its first fetch in this epoch),
+        ``last_fetch_timestamp`` and ``last_caught_up_timestamp`` (ms since the epoch, -1 unknown); the leader itself
+        at its log end, both times now (Kafka's ``RaftUtil.toReplicaState``). Observers that have not fetched for
+        5 minutes are left out (Kafka's ``LeaderState.OBSERVER_SESSION_TIMEOUT_MS``). ``nodes``: each voter's
+        controller endpoint (DescribeQuorum v2, KIP-853).
+
+        Raises NotControllerError when this node is not the quorum leader (its Raft listener answers
+        NOT_LEADER_OR_FOLLOWER instead, as Kafka's does)."""
+        from pyspark_kafka.broker.errors import NotControllerError
+
+        if self.role is not Role.LEADER:
+            raise NotControllerError(f"controller {self.node_id} is not the quorum leader (leader "
+                                     f"{self.leader_id}, epoch {self.epoch}): DescribeQuorum is answered by the leader")
+        now = _now_ms()
+        cutoff = time.monotonic() - OBSERVER_SESSION_TIMEOUT_S
+
+        def state(node: int, r: ReplicaProgress) -> dict:
+            return {"replica_id": node, "log_end_offset": r.end_offset,
+                    "last_fetch_timestamp": r.last_fetch_ms, "last_caught_up_timestamp": r.last_caught_up_ms}
+
+        voters = [state(self.node_id, ReplicaProgress(self.storage.end_offset, now, now))]
+        voters += [state(v, r) for v, r in sorted(self._replicas.items())]
+        for o in [o for o, r in self._observers.items() if r.last_fetch_mono < cutoff]:
+            del self._observers[o]
+        return {"leader_id": self.node_id, "leader_epoch": self.epoch, "high_watermark": self.high_watermark,
+                "voters": voters, "observers": [state(o, r) for o, r in sorted(self._observers.items())],
+                "nodes": [{"node_id": v, "listeners": [{"name": CONTROLLER_LISTENER, "host": h, "port": p}]}
+                          for v, (h, p) in sorted(self.voters.items())]}
+
     def _handle_describe(self, topic_ok: bool) -> dict:
         if not topic_ok:
             return self._partition_answer(ErrorCode.unknown_topic_or_partition, DESCRIBE_QUORUM, high_watermark=-1,
@@ -165,17 +201,14 @@ class RaftApis:
         if self.role is not Role.LEADER:
             return self._partition_answer(ErrorCode.not_leader_or_follower, DESCRIBE_QUORUM, high_watermark=-1,
                                           current_voters=[], observers=[])
-        now = _now_ms()
+        quorum = self.describe_quorum()
 
-        def state(node: int, r: ReplicaProgress) -> dict:
-            return {"replica_id": node, "replica_directory_id": NO_DIRECTORY_ID, "log_end_offset": r.end_offset,
-                    "last_fetch_timestamp": r.last_fetch_ms, "last_caught_up_timestamp": r.last_caught_up_ms}
+        def state(r: dict) -> dict:
+            return {**r, "replica_directory_id": NO_DIRECTORY_ID}
 
-        voters = [state(self.node_id, ReplicaProgress(self.storage.end_offset, now, now))]
-        voters += [state(v, r) for v, r in sorted(self._replicas.items())]
-        return self._partition_answer(ErrorCode.none, DESCRIBE_QUORUM, high_watermark=self.high_watermark,
-                                      current_voters=voters,
-                                      observers=[state(o, r) for o, r in sorted(self._observers.items())])
+        return self._partition_answer(ErrorCode.none, DESCRIBE_QUORUM, high_watermark=quorum["high_watermark"],
+                                      current_voters=[state(r) for r in quorum["voters"]],
+                                      observers=[state(r) for r in quorum["observers"]])
 
     async def _handle_fetch(self, request: Any) -> dict:
         topic = request.topics[0] if request.topics else None
@@ -217,9 +250,16 @@ class RaftApis:
         now_ms, now = _now_ms(), time.monotonic()
         table = self._replicas if replica in self.voters else self._observers
         progress = table.setdefault(replica, ReplicaProgress())
-        progress.end_offset, progress.last_fetch_ms, progress.last_fetch_mono = offset, now_ms, now
-        if offset >= self.storage.end_offset:
-            progress.last_caught_up_ms = now_ms
+        # KIP-836 (Kafka's LeaderState.ReplicaState.updateFollowerState): caught up now when the fetch reaches the
+        # leader's log end; caught up at its previous fetch when it reaches the leader's log end of that fetch
+        leader_end = self.storage.end_offset
+        if offset >= leader_end:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
+        elif progress.last_fetch_leader_end > 0 and offset >= progress.last_fetch_leader_end:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.last_fetch_leader_end = leader_end
+        progress.end_offset, progress.last_fetch_mono = offset, now
+        progress.last_fetch_ms = max(progress.last_fetch_ms, now_ms)
         if replica in self.voters:
             self._update_high_watermark()
 
