@@ -61,7 +61,10 @@ class EmbeddedBroker:
         return f"{self.host}:{self.port}"
 
     def start(self) -> "EmbeddedBroker":
-        """Start the broker thread and wait until it listens (at most 60 s).
+        """Start the broker thread and wait until it serves requests (at most 60 s): it listens and, as a
+        combined node (the default roles), is unfenced, as Kafka's ``BrokerServer.startup`` returns only then. The
+        leaders of its partitions may still be taking their leadership (a produce sent at once can be answered
+        NOT_LEADER_OR_FOLLOWER, which clients retry), as on Kafka.
 
         Raises KafkaStorageError naming ``data_dir`` when it is a file or cannot be created."""
         if self._thread is not None:
