@@ -317,8 +317,6 @@ def test_a_start_decodes_each_metadata_record_once(tmp_path, monkeypatch):
     """The snapshot keeper, the controller and the broker each replay the metadata log at start, and each takes
     every record appended while the node runs: one JSON decode per record serves all three (the replay's
     records and each appended one are decoded once, then shared)."""
-    import json as real_json
-
     from pyspark_kafka.broker.controller import image
 
     data = tmp_path / "data"
@@ -326,15 +324,15 @@ def test_a_start_decodes_each_metadata_record_once(tmp_path, monkeypatch):
         create_topic(node.bootstrap_servers, "d", partitions=4)
     decoded = []
 
-    class CountingJson:
-        dumps = staticmethod(real_json.dumps)
+    real_decoder = image._DECODER
 
+    class CountingDecoder:
         @staticmethod
-        def loads(raw):
-            decoded.append(raw)
-            return real_json.loads(raw)
+        def decode(text):
+            decoded.append(text)
+            return real_decoder.decode(text)
 
-    monkeypatch.setattr(image, "json", CountingJson)
+    monkeypatch.setattr(image, "_DECODER", CountingDecoder)
     with EmbeddedBroker(data_dir=data) as node:
         AdminClient({"bootstrap.servers": node.bootstrap_servers}).list_topics(timeout=10)
         wait_until(lambda: not node.broker.lifecycle.elections_pending(), "the unfence's elections", 10, 0.01)

@@ -84,10 +84,12 @@ def _write_file(path: Path, body: str, if_dir_exists: bool = False) -> None:
     if if_dir_exists and not path.parent.is_dir():
         return
     tmp = path.with_name(FILE_NAME + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)  # os calls: little Python between the syscalls
+    try:
+        os.write(fd, body.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
 
 

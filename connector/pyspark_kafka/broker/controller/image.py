@@ -49,6 +49,9 @@ def encode(record: dict) -> bytes:
     return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
 
 
+_DECODER = json.JSONDecoder()
+
+
 class DecodedRecord(bytes):
     """The bytes of one metadata record carrying its decoded dict (``record``), which :func:`decode` returns
     without decoding again. A metadata log replaying its records at start hands the same object to every listener
@@ -75,7 +78,7 @@ def decode(raw: bytes) -> dict:
     A :class:`DecodedRecord` gives its ``record`` (shared: not to be changed)."""
     if type(raw) is DecodedRecord:
         return raw.record
-    record = json.loads(raw)
+    record = _DECODER.decode(raw if isinstance(raw, str) else raw.decode())  # json.loads without its bytes sniffing
     if not isinstance(record, dict) or "type" not in record:
         raise ValueError(f"not a metadata record: {raw[:80]!r}")
     return record
