@@ -78,7 +78,12 @@ class EmbeddedBroker:
                                         daemon=True)
         self._thread.start()
         if not self._ready.wait(START_TIMEOUT_S):
-            raise TimeoutError(f"embedded broker did not start within {START_TIMEOUT_S:g} s")
+            try:
+                self.stop()  # the broker thread does not outlive the failed start
+            except Exception as exc:  # noqa: BLE001 - the timeout below is the error to report
+                log.warning("embedded broker %s: stopping after the failed start: %s", self.data_dir, exc)
+            raise TimeoutError(f"embedded broker did not start within {START_TIMEOUT_S:g} s (not unfenced by its "
+                               "controller: see the log)")
         if self._error is not None:
             self._thread.join(STOP_TIMEOUT_S)
             self._thread = None
