@@ -12,9 +12,11 @@ How it is measured:
   ``acks=1`` then ``acks=all`` on A, then on B (``linger.ms=5``, no compression, librdkafka, as
   ``bench/broker_bench.py``), then reads a 3 MB partition five times over on A, then on B. A then
   B in every step: background load hits both alike.
-- **Start-up**: ``EmbeddedBroker.start()`` to the first Metadata answer (librdkafka
-  ``list_topics``), measured inside a fresh Python process of each tree, on a data directory the
-  same tree wrote (empty, or 100 topics of 3 partitions). Each repetition is one process per tree
+- **Start-up**: three figures from ``EmbeddedBroker.start()``: to the first Metadata answer (librdkafka
+  ``list_topics``); until every partition has a leader in a Metadata answer (asked again until so: what a
+  producer needs); until one record produced to every partition is acknowledged (librdkafka's defaults:
+  acks=all, retries). Measured inside a fresh Python process of each tree, on a data directory the same tree
+  wrote (empty, or 100 topics of 3 partitions). Each repetition is one process per tree
   (A then B) that starts and stops the broker once untimed, then three times timed; the figure of
   a repetition is the median of its three.
 
@@ -58,21 +60,36 @@ if not marker.exists():
             for f in futures.values():
                 f.result(60)
     marker.write_text("filled")
-times = []
+figures = {"metadata": [], "leaders": [], "produced": []}
 for i in range(timed + 1):
     b = EmbeddedBroker(data_dir=data_dir)
     started = time.perf_counter()
     b.start()
     try:
-        p = Producer({"bootstrap.servers": b.bootstrap_servers, "log_level": 0})
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "log_level": 0, "linger.ms": 0})
         md = p.list_topics(timeout=30)
-        elapsed = time.perf_counter() - started
+        first = time.perf_counter() - started
         assert len([t for t in md.topics if not t.startswith("__")]) == topics, sorted(md.topics)
+        while True:  # every partition has a leader in a Metadata answer (what a producer needs)
+            mine = [t for n, t in md.topics.items() if not n.startswith("__")]
+            if all(q.leader >= 0 for t in mine for q in t.partitions.values()):
+                break
+            assert time.perf_counter() - started < 30, "partitions without a leader after 30 s"
+            md = p.list_topics(timeout=30)
+        leaders = time.perf_counter() - started
+        failed = []
+        for t in mine:
+            for q in t.partitions:
+                p.produce(t.topic, b"x", partition=q, on_delivery=lambda e, m: e and failed.append(e))
+        assert p.flush(30) == 0 and not failed, failed
+        produced = time.perf_counter() - started
     finally:
         b.stop()
     if i:
-        times.append(elapsed)
-print(json.dumps({"median_s": statistics.median(times), "all_s": times}))
+        figures["metadata"].append(first)
+        figures["leaders"].append(leaders)
+        figures["produced"].append(produced)
+print(json.dumps({k: statistics.median(v) for k, v in figures.items()} | {"all_s": figures}))
 '''
 
 
@@ -126,9 +143,13 @@ def throughput(trees: dict[str, str], workdir: str, reps: int, records: int) -> 
             s.stop()
 
 
+FIGURES = {"metadata": "to the first Metadata answer", "leaders": "until every partition has a leader in Metadata",
+           "produced": "until a produce to every partition is acknowledged"}
+
+
 def startup(trees: dict[str, str], workdir: str, reps: int, topics: int, partitions: int) -> None:
-    """Start-up to the first Metadata answer on a data directory of ``topics`` x ``partitions``."""
-    results = {k: [] for k in trees}
+    """Start-up figures (:data:`FIGURES`) on a data directory of ``topics`` x ``partitions``."""
+    results = {(k, f): [] for k in trees for f in FIGURES}
     for rep in range(reps):
         for k, tree in trees.items():
             data_dir = os.path.join(workdir, f"start-{k}-{topics}")
@@ -136,8 +157,12 @@ def startup(trees: dict[str, str], workdir: str, reps: int, topics: int, partiti
                                  env=_with_path(tree), capture_output=True, text=True, timeout=600, check=False)
             if out.returncode:
                 raise RuntimeError(f"start-up child of {k} failed: {out.stderr[-2000:]}")
-            results[k].append(json.loads(out.stdout.strip().splitlines()[-1])["median_s"])
-    _line(f"start-up, {topics} topics x {partitions} partitions", "ms", results["A"], results["B"])
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            for f in FIGURES:
+                results[(k, f)].append(got[f])
+    for f, what in FIGURES.items():
+        _line(f"start-up {what}, {topics} topics x {partitions} partitions", "ms", results[("A", f)],
+              results[("B", f)])
 
 
 def main() -> None:

@@ -61,7 +61,10 @@ class EmbeddedBroker:
         return f"{self.host}:{self.port}"
 
     def start(self) -> "EmbeddedBroker":
-        """Start the broker thread and wait until it listens (at most 60 s).
+        """Start the broker thread and wait until it serves requests (at most 60 s): it listens and, as a
+        combined node (the default roles), is unfenced, as Kafka's ``BrokerServer.startup`` returns only then. The
+        leaders of its partitions may still be taking their leadership (a produce sent at once can be answered
+        NOT_LEADER_OR_FOLLOWER, which clients retry), as on Kafka.
 
         Raises KafkaStorageError naming ``data_dir`` when it is a file or cannot be created."""
         if self._thread is not None:
@@ -75,7 +78,12 @@ class EmbeddedBroker:
                                         daemon=True)
         self._thread.start()
         if not self._ready.wait(START_TIMEOUT_S):
-            raise TimeoutError(f"embedded broker did not start within {START_TIMEOUT_S:g} s")
+            try:
+                self.stop()  # the broker thread does not outlive the failed start
+            except Exception as exc:  # noqa: BLE001 - the timeout below is the error to report
+                log.warning("embedded broker %s: stopping after the failed start: %s", self.data_dir, exc)
+            raise TimeoutError(f"embedded broker did not start within {START_TIMEOUT_S:g} s (not unfenced by its "
+                               "controller: see the log)")
         if self._error is not None:
             self._thread.join(STOP_TIMEOUT_S)
             self._thread = None

@@ -118,6 +118,9 @@ class ReplicaManager:
         self.replicated = False
         self.shutting_down = False  # set by the broker lifecycle's controlled shutdown
         self.partitions: dict[tuple[str, int], "Partition"] = {}
+        #: (topic, partition) -> an event set once this broker's election as its leader is applied (the broker
+        #: lifecycle writes the new leader epoch's checkpoint first, off the event loop); see wait_for_elections
+        self.electing: dict[tuple[str, int], asyncio.Event] = {}
         # The broker's MetadataCache (set by the Broker): in a replicated cluster it tells a partition that exists
         # on other brokers (NOT_LEADER_OR_FOLLOWER) from one that does not exist (UNKNOWN_TOPIC_OR_PARTITION)
         self.metadata_cache: "MetadataCache | None" = None
@@ -143,6 +146,24 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"broker {self.node_id} is not the leader of {topic}-{partition} "
                                            f"(leader {part.state.leader}): refresh metadata")
         return part
+
+    async def wait_for_elections(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        """Wait, at most ``timeout_s`` seconds, until no ``(topic, partition)`` of ``keys`` has an election of this
+        broker in progress (:attr:`electing`); nothing to wait for in the common case.
+
+        Kafka's ``Partition.makeLeader`` holds the partition's lock while it writes the new leader epoch's
+        checkpoint, and a produce or fetch takes the same lock: one sent meanwhile waits, then finds the leader.
+        Here the election's checkpoint is written in a worker thread (the broker lifecycle's
+        ``_write_elections``); Produce and Fetch wait for it the same way instead of answering
+        NOT_LEADER_OR_FOLLOWER, which a client retries only after its backoff (librdkafka: 100 ms)."""
+        if not self.electing:
+            return
+        events = {self.electing[k] for k in keys if k in self.electing}
+        if events:
+            try:
+                await asyncio.wait_for(asyncio.gather(*(e.wait() for e in events)), max(0.0, timeout_s))
+            except asyncio.TimeoutError:
+                pass  # the request is answered as the partition is now (NOT_LEADER_OR_FOLLOWER: retriable)
 
     def not_hosted(self, topic: str, partition: int) -> KafkaError:
         """The error (returned, not raised) for ``topic``/``partition`` when this broker holds no replica of it.

@@ -388,6 +388,17 @@ async def _every(interval_ms: int, action: Callable[[], Any], what: str) -> None
 # --- the server -------------------------------------------------------------------------------
 
 
+async def _first_of(*events: asyncio.Event) -> None:
+    """Wait until one of ``events`` is set."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+
+
 async def _serve_when(ready: asyncio.Event, serving: asyncio.Event) -> None:
     await ready.wait()
     serving.set()
@@ -399,7 +410,8 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
     Listens on every listener of the ``listeners`` config (TLS on SSL/SASL_SSL ones); when
     ``listeners`` is not configured, on one PLAINTEXT listener ``broker.host:port``.
     ``ready("host:port")`` (the first listener, advertised) is called once listening (port 0 →
-    the bound port). The retention check runs every ``log.retention.check.interval.ms``, the log
+    the bound port) and, for a cluster broker or a combined node, unfenced (requests are read from then on, as
+    Kafka's ``BrokerServer.startup``). The retention check runs every ``log.retention.check.interval.ms``, the log
     cleaner (when ``log.cleaner.enable``) every ``log.cleaner.backoff.ms``; logs whose ``flush.ms`` has passed
     are flushed on the period of :func:`flush_check_interval_ms`.
 
@@ -506,6 +518,11 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
                  lst.port, *lst.advertised())
     try:
         if ready is not None:
+            # Kafka's BrokerServer.startup returns once the broker is unfenced (it waits for
+            # BrokerLifecycleManager.setReadyToUnfence's future, then enables request processing): a caller told
+            # "ready" gets answers at once, and a stop right after sends a controlled shutdown
+            if not serving.is_set():
+                await _first_of(serving, stop)
             ready(bootstrap)
         if lifecycle is None:
             await stop.wait()

@@ -8,6 +8,9 @@ one-voter metadata log and the cluster broker, as Apache Kafka's combined mode.
   the first start and checked at every start: a moved data directory keeps its cluster id, another node's data
   directory is refused naming the fix, an older data directory without the file gets one.
 - DescribeQuorum (55) answers as a one-voter quorum: this node leads, the high watermark is the metadata log's end.
+- Start-up as Kafka's ``BrokerServer.startup``: ``start()`` returns once the node is unfenced (a stop right after is
+  a controlled shutdown); requests are answered while the unfence's elections write their leader-epoch
+  checkpoints, and no produce is taken at a new leader epoch before its checkpoint is durable.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pyspark_kafka.broker.cluster.combined import METADATA_DIR
 from pyspark_kafka.broker.meta_properties import MetaPropertiesError
 from support.client_records import RECORDS, consume, expected, as_tuples, produce
 from support.topics import create_topic
+from support.waiting import wait_until
 
 
 def test_single_node_data_dir_is_migrated_once(tmp_path, caplog):
@@ -162,6 +166,7 @@ def test_restart_applies_each_partition_once_after_the_replay(tmp_path, monkeypa
     with EmbeddedBroker(data_dir=data) as node:
         AdminClient({"bootstrap.servers": node.bootstrap_servers}).list_topics(timeout=10)  # served once unfenced
         lifecycle = node.broker.lifecycle
+        wait_until(lambda: not lifecycle.elections_pending(), "the unfence's elections", 10, 0.01)
         assert node.broker.metadata_cache.topic_id("b") == new_b
         for key in [("a", 0), ("a", 1), ("a", 2), ("b", 0)]:
             state = lifecycle.image.partition(*key)
@@ -182,3 +187,154 @@ def test_restart_applies_each_partition_once_after_the_replay(tmp_path, monkeypa
         assert {("a", 0), ("a", 1), ("a", 2), ("b", 0)} <= set(calls)
         assert ("b", 1) not in node.broker.lifecycle.replica_manager.partitions
         assert sorted(as_tuples(consume(node.bootstrap_servers, "a", 12))) == sorted(expected(RECORDS[:12]))
+
+
+def _stop_and_restart_epochs(data) -> dict[tuple[str, int], int]:
+    """The leader epoch of each partition in the metadata log of the stopped node at ``data``."""
+    import asyncio
+
+    from pyspark_kafka.broker.controller.image import ClusterImage, decode
+    from pyspark_kafka.broker.controller.single_voter_log import SingleVoterMetadataLog
+
+    image, metadata_log = ClusterImage(), SingleVoterMetadataLog(0, data, 0)
+    asyncio.run(metadata_log.start())
+    metadata_log.subscribe(lambda offset, raw: image.apply(offset, decode(raw)))
+    asyncio.run(metadata_log.stop())
+    return {(name, p): s.leader_epoch for name, t in image.topics.items() for p, s in t.partitions.items()}
+
+
+def test_start_returns_unfenced_so_a_stop_at_once_is_a_controlled_shutdown(tmp_path, monkeypatch):
+    """Kafka's BrokerServer.startup returns once the broker is unfenced (it waits for
+    BrokerLifecycleManager.setReadyToUnfence's future). start() does the same: right after it the node is unfenced,
+    and a stop at once is a controlled shutdown, so the start and the stop each moved every leader epoch by one.
+    The registration is held back 0.3 s so that a start() returning before the unfence is seen."""
+    import asyncio
+
+    from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle
+
+    data = tmp_path / "data"
+    with EmbeddedBroker(data_dir=data) as node:
+        create_topic(node.bootstrap_servers, "u", partitions=2)
+    before = _stop_and_restart_epochs(data)
+    real_loop = BrokerLifecycle._heartbeat_loop
+
+    async def late_heartbeats(self):
+        await asyncio.sleep(0.3)
+        await real_loop(self)
+
+    monkeypatch.setattr(BrokerLifecycle, "_heartbeat_loop", late_heartbeats)
+    node = EmbeddedBroker(data_dir=data).start()
+    try:
+        assert node.broker.lifecycle.unfenced.is_set()
+    finally:
+        node.stop()
+    after = _stop_and_restart_epochs(data)
+    assert {k: after[k] - before[k] for k in before} == {("u", 0): 2, ("u", 1): 2}
+
+
+def test_requests_are_answered_while_the_unfences_elections_write_their_checkpoints(tmp_path, monkeypatch):
+    """A restart elects this node again for every partition (a new leader epoch each); the new epoch's
+    leader-epoch checkpoint is written and fsynced first (Kafka's Partition.makeLeader under the partition's lock).
+    While those writes are held back: start() has returned, Metadata is answered and names this node the leader
+    (Kafka's metadata cache is set before ReplicaManager.applyDelta), but a produce is not taken at the new epoch:
+    one that waits longer than its timeout is answered NOT_LEADER_OR_FOLLOWER (6, retriable), one sent with a
+    longer timeout waits for the election and is appended once the checkpoint is durable."""
+    import select
+    import threading
+
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.produce.v11 import request as produce11
+    from kio.static.primitive import i16, i32, i32Timedelta
+
+    import datetime
+    from pyspark_kafka.broker.cluster import leader_epoch
+    from pyspark_kafka.broker.cluster.leader_epoch import LeaderEpochCache
+    from support.batches import make_batch
+    from support.wire import WireClient
+
+    data = tmp_path / "data"
+    with EmbeddedBroker(data_dir=data) as node:
+        create_topic(node.bootstrap_servers, "e", partitions=2)
+        produce(node.bootstrap_servers, "e", RECORDS[:4])
+    release = threading.Event()
+    real_write = leader_epoch._write_file
+
+    def held_back(path, body, if_dir_exists=False):
+        if path.parent.name.startswith("e-"):
+            assert release.wait(20), "the test never released the checkpoint writes"
+        return real_write(path, body, if_dir_exists)
+
+    monkeypatch.setattr(leader_epoch, "_write_file", held_back)
+
+    def produce_request(timeout_ms: int):
+        return produce11.ProduceRequest(
+            transactional_id=None, acks=i16(1),
+            timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms)),
+            topic_data=(produce11.TopicProduceData(name="e", partition_data=(
+                produce11.PartitionProduceData(index=i32(0), records=make_batch(1)),)),))
+
+    node = EmbeddedBroker(data_dir=data).start()  # returns although the elections' writes are held back
+    try:
+        lifecycle = node.broker.lifecycle
+        assert lifecycle.elections_pending()
+        epoch = lifecycle.image.partition("e", 0).leader_epoch
+        with WireClient(node.bootstrap_servers) as client:
+            topic = client.request(MetadataRequest(topics=(MetadataRequestTopic(name="e", topic_id=None),),
+                                                   allow_auto_topic_creation=False,
+                                                   include_topic_authorized_operations=False)).topics[0]
+            assert sorted((int(p.partition_index), int(p.leader_id), int(p.leader_epoch)) for p in topic.partitions) \
+                == [(0, 0, epoch), (1, 0, epoch)]
+            refused = client.request(produce_request(200)).responses[0].partition_responses[0]
+            assert int(refused.error_code) == 6, refused  # NOT_LEADER_OR_FOLLOWER: not taken at the new epoch
+            part = lifecycle.replica_manager.partitions[("e", 0)]
+            assert LeaderEpochCache(part.log.dir).latest_epoch() < epoch
+            end = part.log.log_end_offset
+            cid = client.send(produce_request(10_000))
+            assert select.select([client.sock], [], [], 0.3)[0] == []  # waiting for the election, not answered
+            release.set()
+            got, answer = client.receive(produce11.ProduceRequest)
+            assert got == cid
+            taken = answer.responses[0].partition_responses[0]
+            assert (int(taken.error_code), int(taken.base_offset)) == (0, end), taken
+        assert LeaderEpochCache(part.log.dir).latest_epoch() == epoch == part.state.leader_epoch
+    finally:
+        release.set()
+        node.stop()
+
+
+def _metadata_log_length(data) -> int:
+    import asyncio
+
+    from pyspark_kafka.broker.controller.single_voter_log import SingleVoterMetadataLog
+
+    metadata_log = SingleVoterMetadataLog(0, data, 0)
+    asyncio.run(metadata_log.start())
+    asyncio.run(metadata_log.stop())
+    return metadata_log.committed_offset()
+
+
+def test_a_start_decodes_each_metadata_record_once(tmp_path, monkeypatch):
+    """The snapshot keeper, the controller and the broker each replay the metadata log at start, and each takes
+    every record appended while the node runs: one JSON decode per record serves all three (the replay's
+    records and each appended one are decoded once, then shared)."""
+    from pyspark_kafka.broker.controller import image
+
+    data = tmp_path / "data"
+    with EmbeddedBroker(data_dir=data) as node:
+        create_topic(node.bootstrap_servers, "d", partitions=4)
+    decoded = []
+
+    real_decoder = image._DECODER
+
+    class CountingDecoder:
+        @staticmethod
+        def decode(text):
+            decoded.append(text)
+            return real_decoder.decode(text)
+
+    monkeypatch.setattr(image, "_DECODER", CountingDecoder)
+    with EmbeddedBroker(data_dir=data) as node:
+        AdminClient({"bootstrap.servers": node.bootstrap_servers}).list_topics(timeout=10)
+        wait_until(lambda: not node.broker.lifecycle.elections_pending(), "the unfence's elections", 10, 0.01)
+    monkeypatch.undo()
+    assert len(decoded) == _metadata_log_length(data)  # read back after the stop: every record, once

@@ -35,7 +35,7 @@ import uuid
 
 from pyspark_kafka.broker.cluster.combined import is_combined, node_roles, parse_voters
 from pyspark_kafka.broker.cluster.coordinators import ClusterCoordinators
-from pyspark_kafka.broker.cluster.leader_epoch import batched_writes
+from pyspark_kafka.broker.cluster.leader_epoch import LeaderEpochCache, batched_writes, write_durably
 from pyspark_kafka.broker.cluster.partition import Partition, mono_ms
 from pyspark_kafka.broker.cluster.producer_ids import ClusterProducerIdManager
 from pyspark_kafka.broker.cluster.replica_fetcher import ReplicaFetcher
@@ -153,6 +153,11 @@ class BrokerLifecycle:
         self._tasks: list[asyncio.Task] = []
         self._proposals: set[asyncio.Task] = set()  # AlterPartition requests in flight
         self._stopping = False  # Python 3.11's wait_for can swallow a cancellation: loops also check this flag
+        #: (topic, partition) -> None: elections of this broker whose leader-epoch checkpoints are being written
+        #: (:meth:`_write_elections`); the replica takes the new leadership once its checkpoint is durable
+        self._elections: dict[tuple[str, int], None] = {}
+        self._election_task: asyncio.Task | None = None
+        self._election_done: asyncio.Event | None = None  # set when _election_task ends
         # the group and transaction coordinators follow the leadership of their internal partitions
         self.coordinators = ClusterCoordinators(self)
         self.coordinators.install()
@@ -270,6 +275,8 @@ class BrokerLifecycle:
             except ConnectionError:
                 log.warning("controlled shutdown: the controller did not answer; it fences this broker after "
                             "broker.session.timeout.ms")
+        if self._election_task is not None:  # its checkpoint writes end (no thread outlives the stop)
+            await asyncio.gather(self._election_task, return_exceptions=True)
         for t in [*self._tasks, *self._proposals]:
             t.cancel()
         await asyncio.gather(*self._tasks, *self._proposals, return_exceptions=True)
@@ -418,6 +425,8 @@ class BrokerLifecycle:
             if kind == "partition":
                 if self._replayed_partitions is not None:  # start's replay: applied once, after it
                     self._replayed_partitions[(record["topic"], record["partition"])] = None
+                elif self._is_election(record["topic"], record["partition"]):
+                    self._defer_election(record["topic"], record["partition"])
                 else:
                     self._apply_partition(record["topic"], record["partition"])
             elif kind == "remove_topic":
@@ -438,6 +447,86 @@ class BrokerLifecycle:
                 pass
         except Exception:
             log.exception("applying metadata record %d (%s) failed", offset, kind)
+
+    def _is_election(self, topic: str, index: int) -> bool:
+        """Whether the image makes this broker the leader of an existing local replica at a leader epoch its
+        checkpoint does not hold yet (the write :meth:`_write_elections` does off the event loop). Only with a
+        running event loop."""
+        state = self.image.partition(topic, index)
+        part = self.replica_manager.partitions.get((topic, index))
+        if state is None or part is None or state.leader != self.node_id:
+            return False
+        if part.state.leader == self.node_id and part.state.leader_epoch == state.leader_epoch:
+            return False
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return state.leader_epoch > part.epochs.latest_epoch()
+
+    def _defer_election(self, topic: str, index: int) -> None:
+        """Leave the election of ``topic``/``index`` to :meth:`_write_elections`, which starts once the metadata
+        batch being delivered has been applied (one task for all elections of the batch)."""
+        if self._election_task is None:
+            self._election_done = asyncio.Event()
+            self._election_task = asyncio.get_running_loop().create_task(self._write_elections())
+        self._elections[(topic, index)] = None
+        self.replica_manager.electing[(topic, index)] = self._election_done  # Produce and Fetch wait for it
+
+    async def _write_elections(self) -> None:
+        """Make this broker the leader of the deferred elections, each once its new leader epoch's checkpoint is
+        durable.
+
+        Kafka 4.4 answers requests while its metadata publisher applies the unfence's elections:
+        ``BrokerServer.startup`` enables request processing once the controller's heartbeat answer says
+        unfenced (``BrokerLifecycleManager.initialUnfenceFuture``), not once the broker applied the records, and
+        ``BrokerMetadataPublisher`` sets the metadata cache's image before ``ReplicaManager.applyDelta`` makes
+        the leaders. ``Partition.makeLeader`` writes the ``leader-epoch-checkpoint`` (fsynced) under the
+        partition's lock before it leads, so no produce is taken at the new leader epoch before it is durable.
+        Here the image (Metadata answers) is current at once; the checkpoint files of the batch are written in
+        worker threads (:func:`~pyspark_kafka.broker.cluster.leader_epoch.write_durably`), the event loop
+        serving requests meanwhile; each replica keeps its old state (not the leader: Produce and Fetch answer
+        NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH, both retriable) until its file is durable, then takes the
+        image's state. A partition whose state or log end moved meanwhile is applied as any other (its
+        checkpoint written then, on the event loop)."""
+        try:
+            while self._elections and not self._stopping:
+                keys, self._elections = list(self._elections), {}
+                files: dict = {}
+                planned: dict[tuple[str, int], tuple[int, int, list[tuple[int, int]]]] = {}
+                for key in keys:
+                    if not self._is_election(*key):
+                        continue  # applied meanwhile (a later record) or gone
+                    part, state = self.replica_manager.partitions[key], self.image.partition(*key)
+                    leo = part.log.log_end_offset
+                    entries = part.epochs.entries_after(state.leader_epoch, leo)
+                    files[part.epochs.path] = LeaderEpochCache.body(entries)
+                    planned[key] = (state.leader_epoch, leo, entries)
+                failed = await asyncio.to_thread(write_durably, files) if files else set()
+                if self._stopping:
+                    return
+                for key, (epoch, leo, entries) in planned.items():
+                    part, state = self.replica_manager.partitions.get(key), self.image.partition(*key)
+                    if part is None:
+                        continue
+                    if (part.epochs.path not in failed and state is not None and state.leader == self.node_id
+                            and state.leader_epoch == epoch and part.log.log_end_offset == leo
+                            and part.epochs.latest_epoch() < epoch):
+                        part.epochs.assigned_durably(entries)  # the apply below finds the epoch written
+                    try:
+                        self._apply_partition(*key)
+                    except Exception:
+                        log.exception("applying the election of %s-%d failed", *key)
+        finally:
+            self._election_task = None
+            electing = self.replica_manager.electing
+            for key in [k for k, e in electing.items() if e is self._election_done]:
+                del electing[key]
+            self._election_done.set()
+
+    def elections_pending(self) -> bool:
+        """Whether elections of this broker wait for their leader-epoch checkpoints (:meth:`_write_elections`)."""
+        return bool(self._elections) or self._election_task is not None
 
     def _apply_partition(self, topic: str, index: int) -> None:
         state = self.image.partition(topic, index)

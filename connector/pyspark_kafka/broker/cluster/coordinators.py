@@ -135,7 +135,9 @@ class ClusterCoordinators:
     async def find(self, key: str, key_type: int, listener: str | None = None) -> dict:
         """FindCoordinator's entry for ``key``: the leader of its internal partition (created when missing),
         at the address it registered for ``listener`` (the client's listener name, as Metadata answers; the first
-        listener's when it registered no such name)."""
+        listener's when it registered no such name). When this broker's election as that partition's leader is in
+        progress (its leader-epoch checkpoint being written, a restart's unfence), the answer waits for it, at most
+        :data:`TOPIC_WAIT_S` s, so the coordinator has loaded the partition's state when the client comes."""
         topic = OFFSETS_TOPIC if key_type == GROUP_KEY else TRANSACTION_STATE_TOPIC
         image = self.lifecycle.image
         if topic not in image.topics:
@@ -146,7 +148,10 @@ class ClusterCoordinators:
             deadline = loop.time() + TOPIC_WAIT_S
             while topic not in image.topics and loop.time() < deadline:  # the metadata record arrives
                 await asyncio.sleep(0.02)
-        state = image.partition(topic, partition_for(key, self.partition_count(topic)))
+        index = partition_for(key, self.partition_count(topic))
+        if self.rm.electing:  # this broker's election as its leader in progress: answer once it leads and has loaded
+            await self.rm.wait_for_elections([(topic, index)], TOPIC_WAIT_S)
+        state = image.partition(topic, index)
         b = None if state is None or state.leader < 0 else image.brokers.get(state.leader)
         if b is None or b.fenced:
             return _no_coordinator(key, f"the {topic} partition of {key!r} has no leader now")

@@ -47,21 +47,34 @@ def batched_writes() -> Iterator[None]:
         _write_all(batch)
 
 
-def _write_all(batch: dict[Path, str]) -> None:
+def _write_all(batch: dict[Path, str]) -> set[Path]:
+    failed: set[Path] = set()
     if len(batch) <= 1:
         for path, body in batch.items():
             try:
                 _write_file(path, body)
             except OSError as exc:
+                failed.add(path)
                 log.error("%s not written: %s (the cache in memory is current; the next change writes it again)",
                           path, exc)
-        return
+        return failed
     with ThreadPoolExecutor(min(BATCH_THREADS, len(batch)), thread_name_prefix="leader-epoch-checkpoint") as pool:
         futures = [pool.submit(_write_file, path, body, True) for path, body in batch.items()]
     for path, future in zip(batch, futures):
         if future.exception() is not None:
+            failed.add(path)
             log.error("%s not written: %s (the cache in memory is current; the next change writes it again)", path,
                       future.exception())
+    return failed
+
+
+def write_durably(batch: dict[Path, str]) -> set[Path]:
+    """Write each ``{path: checkpoint body}`` of ``batch`` as :func:`batched_writes` does (:data:`BATCH_THREADS`
+    threads; temporary file, fsync, rename; nothing for a partition directory that is gone) and return the paths
+    that were not written (each logged with its cause). Blocks until every file is durable: the broker lifecycle
+    runs it in a worker thread for the leader elections of a metadata batch (:meth:`LeaderEpochCache.entries_after`
+    gives the bodies)."""
+    return _write_all(batch)
 
 
 def _write_file(path: Path, body: str, if_dir_exists: bool = False) -> None:
@@ -71,10 +84,12 @@ def _write_file(path: Path, body: str, if_dir_exists: bool = False) -> None:
     if if_dir_exists and not path.parent.is_dir():
         return
     tmp = path.with_name(FILE_NAME + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)  # os calls: little Python between the syscalls
+    try:
+        os.write(fd, body.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
 
 
@@ -99,8 +114,23 @@ class LeaderEpochCache:
         """Record that ``epoch`` starts at ``start_offset`` (ignored unless newer than the latest epoch)."""
         if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
             return
-        self.entries = [(e, o) for e, o in self.entries if o < start_offset] + [(epoch, start_offset)]
+        self.entries = self.entries_after(epoch, start_offset)
         self._write()
+
+    def entries_after(self, epoch: int, start_offset: int) -> list[tuple[int, int]]:
+        """The entries :meth:`assign` would leave for a new ``epoch`` starting at ``start_offset`` (nothing
+        changed, nothing written): the entries starting before ``start_offset``, then the new one."""
+        return [(e, o) for e, o in self.entries if o < start_offset] + [(epoch, start_offset)]
+
+    def assigned_durably(self, entries: list[tuple[int, int]]) -> None:
+        """Take ``entries`` (from :meth:`entries_after`) whose file :func:`write_durably` has written: the next
+        :meth:`assign` of the same epoch then writes nothing."""
+        self.entries = list(entries)
+
+    @staticmethod
+    def body(entries: list[tuple[int, int]]) -> str:
+        """The checkpoint file's text for ``entries`` (Kafka's format: version 0, count, ``epoch offset`` lines)."""
+        return "0\n%d\n%s" % (len(entries), "".join(f"{e} {o}\n" for e, o in entries))
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """``(largest epoch <= epoch, its end offset)`` (Kafka's ``endOffsetFor``): the end of an epoch is the start
@@ -129,7 +159,7 @@ class LeaderEpochCache:
             self._write()
 
     def _write(self) -> None:
-        body = "0\n%d\n%s" % (len(self.entries), "".join(f"{e} {o}\n" for e, o in self.entries))
+        body = self.body(self.entries)
         batch = getattr(_local, "batch", None)
         if batch is not None:  # batched_writes(): written with the others when the block ends
             batch[self.path] = body

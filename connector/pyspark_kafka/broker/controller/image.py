@@ -60,9 +60,36 @@ def encode(record: dict) -> bytes:
     return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
 
 
+_DECODER = json.JSONDecoder()
+
+
+class DecodedRecord(bytes):
+    """The bytes of one metadata record carrying its decoded dict (``record``), which :func:`decode` returns
+    without decoding again. A metadata log replaying its records at start hands the same object to every listener
+    (the snapshot keeper, the controller, the broker), so each record is decoded once, not three times; the dict
+    is shared and must not be changed (every reader copies what it keeps, as :meth:`ClusterImage.apply`)."""
+
+    record: dict
+
+
+def decoded_record(raw: bytes) -> bytes:
+    """``raw`` as a :class:`DecodedRecord`, or ``raw`` itself when it is not a metadata record (each reader's own
+    :func:`decode` then raises, as before)."""
+    try:
+        record = decode(raw)
+    except ValueError:
+        return raw
+    out = DecodedRecord(raw)
+    out.record = record
+    return out
+
+
 def decode(raw: bytes) -> dict:
-    """The record dict of ``raw``; raises ValueError for bytes that are not a JSON object with a ``type``."""
-    record = json.loads(raw)
+    """The record dict of ``raw``; raises ValueError for bytes that are not a JSON object with a ``type``.
+    A :class:`DecodedRecord` gives its ``record`` (shared: not to be changed)."""
+    if type(raw) is DecodedRecord:
+        return raw.record
+    record = _DECODER.decode(raw if isinstance(raw, str) else raw.decode())  # json.loads without its bytes sniffing
     if not isinstance(record, dict) or "type" not in record:
         raise ValueError(f"not a metadata record: {raw[:80]!r}")
     return record

@@ -93,6 +93,10 @@ class SingleVoterMetadataLog:
         self.snapshots = snapshots if data_dir is not None else None
         self._snapshot_start = 0  # the loaded snapshot's end offset (0: none)
         self.replayed_records = 0
+        #: voter, from the start's load until the first append: offset -> the record decoded once for every
+        #: listener that replays it (the snapshot keeper, the controller, a combined node's broker)
+        self._replay: dict[int, bytes] | None = None
+        self._snapshot_replay: list[bytes] | None = None
 
     def _snapshot_records(self) -> list[bytes]:
         loaded = self.snapshots.loaded if self.snapshots is not None else None
@@ -129,13 +133,32 @@ class SingleVoterMetadataLog:
                 "voters": [{"replica_id": self.voter_id, "log_end_offset": end, "last_fetch_timestamp": now,
                             "last_caught_up_timestamp": now}]}
 
+    def _replayed(self, offset: int) -> bytes:
+        """The record at ``offset`` for a replay: decoded once while the start's replay lasts (each listener then
+        finds the decoded dict, :class:`~pyspark_kafka.broker.controller.image.DecodedRecord`), else the bytes."""
+        if self._replay is None:
+            return self._records[offset]
+        record = self._replay.get(offset)
+        if record is None:
+            from pyspark_kafka.broker.controller.image import decoded_record
+
+            record = self._replay[offset] = decoded_record(self._records[offset])
+        return record
+
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
         if self.is_voter():
-            for record in self._snapshot_records():
+            snapshot_records = self._snapshot_records()
+            if self._replay is not None and snapshot_records:
+                if self._snapshot_replay is None:
+                    from pyspark_kafka.broker.controller.image import decoded_record
+
+                    self._snapshot_replay = [decoded_record(r) for r in snapshot_records]
+                snapshot_records = self._snapshot_replay
+            for record in snapshot_records:
                 listener(self._snapshot_start - 1, record)
             for offset in range(self._snapshot_start, len(self._records)):
-                listener(offset, self._records[offset])
+                listener(offset, self._replayed(offset))
                 self.replayed_records += 1
 
     async def start(self) -> None:
@@ -181,11 +204,12 @@ class SingleVoterMetadataLog:
         self._file = open(path, "r+b" if path.exists() else "w+b")
         self._file.truncate(position)
         self._file.seek(position)
+        self._replay = {}  # until the first append: the start's listeners share one decode per record
         if self.snapshots is not None:
             snapshot = self.snapshots.load(max_end_offset=len(self._records))
             self._snapshot_start = 0 if snapshot is None else snapshot.end_offset
             for offset in range(self._snapshot_start, len(self._records)):
-                self.snapshots.apply(offset, self._records[offset])
+                self.snapshots.apply(offset, self._replayed(offset))
             self.snapshots.maybe_write(1)
         log.info("metadata log %s loaded: %d records (replaying from offset %d)", path, len(self._records),
                  self._snapshot_start)
@@ -197,13 +221,16 @@ class SingleVoterMetadataLog:
         self._file.write(b"".join(_HEAD.pack(len(r), zlib.crc32(r)) + r for r in records))
         self._file.flush()
         os.fsync(self._file.fileno())
+        self._replay = self._snapshot_replay = None  # the start's replay is over: its decoded records go
         from pyspark_kafka.broker.cluster.leader_epoch import batched_writes
+
+        from pyspark_kafka.broker.controller.image import decoded_record
 
         with batched_writes():  # one batch's leader elections (300 at a node's unfence) fsync their checkpoints at once
             for record in records:
                 offset = len(self._records)
                 self._records.append(record)
-                self._committed(offset, record)
+                self._committed(offset, decoded_record(record))  # one decode for every listener
         if self.snapshots is not None:
             self.snapshots.maybe_write(1)
         self._appended.set()

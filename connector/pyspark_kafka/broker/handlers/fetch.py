@@ -139,6 +139,8 @@ async def fetch(ctx: RequestContext, request) -> dict:
     deadline = loop.time() + max(0, ms(request.max_wait)) / 1000
     resolved = _resolve(ctx.broker.metadata_cache, request)  # once: a topic id names one topic while it lives
     denied = _denied_topics(ctx, request, resolved)
+    if replica_manager.electing:  # an election in progress: wait for it (Kafka's partition lock), within max_wait
+        await replica_manager.wait_for_elections(_wanted(request, resolved), deadline - loop.time())
     while True:
         responses, total, has_error = collect(replica_manager, request, resolved, denied)
         left = deadline - loop.time()

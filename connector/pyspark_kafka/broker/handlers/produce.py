@@ -130,6 +130,9 @@ async def produce(ctx: RequestContext, request) -> dict | None:
         topic_id = getattr(topic_data, "topic_id", None)
         if name is None and topic_id is not None:
             name = ctx.broker.metadata_cache.topic_name(topic_id)
+        if replica_manager.electing and name is not None:  # an election in progress: wait for it (Kafka's lock)
+            await replica_manager.wait_for_elections([(name, p.index) for p in topic_data.partition_data],
+                                                     ms(request.timeout) / 1000)
         partitions = []
         denied = ErrorCode.transactional_id_authorization_failed if txn_denied else (
             ErrorCode.topic_authorization_failed if name is not None
