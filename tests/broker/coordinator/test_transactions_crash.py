@@ -20,7 +20,12 @@ from confluent_kafka import Producer
 from support.topics import create_topic
 from pyspark_kafka.broker.coordinator.txn import TxnState
 from support.batches import make_batch
-from pyspark_kafka.broker.server import Broker
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.coordinator.group import GroupCoordinator
+from pyspark_kafka.broker.coordinator.partition_writer import LogPartitionWriter
+from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
+from pyspark_kafka.broker.replica_manager import ReplicaManager
+from support.coordinators import InMemoryMetadataCache
 from support.broker_process import BrokerProcess
 from support.records import read_all, values
 from support.transactions import DEADLINE_S, describe, list_offset, produce_txn, txn_producer
@@ -39,7 +44,21 @@ def _transactional_batch(values_: list[bytes], producer_id: int, epoch: int, seq
                                                base_sequence=seq)))
 
 
-def _crash(broker: Broker) -> None:
+class _Node:
+    """A broker's storage and transaction coordinator, without a server (the coordinator owns every
+    ``__transaction_state`` partition and loads them all, as a leader of each does): ``replica_manager``, ``txn``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        config = BrokerConfig({"transaction.state.log.replication.factor": "1"})
+        self.replica_manager = ReplicaManager(data_dir, config, lambda *a: None)
+        self.replica_manager.logs.load()
+        writer = LogPartitionWriter(self.replica_manager.logs)
+        groups = GroupCoordinator(writer, InMemoryMetadataCache({"data": 2}), config)
+        self.txn_coordinator = TransactionCoordinator(writer, config, data_dir, groups,
+                                                      self.replica_manager.append_marker)
+
+
+def _crash(broker: _Node) -> None:
     """Drop a broker without closing its logs (no snapshot, no clean-shutdown marker), as SIGKILL would."""
     for key in list(broker.replica_manager.logs.topics()):
         for partition in range(broker.replica_manager.logs.topic(key).num_partitions):
@@ -49,8 +68,7 @@ def _crash(broker: Broker) -> None:
 
 @pytest.mark.parametrize("commit", [True, False], ids=["PrepareCommit", "PrepareAbort"])
 def test_restart_completes_a_prepared_transaction(tmp_path, commit):
-    broker = Broker(tmp_path)
-    broker.replica_manager.logs.load()
+    broker = _Node(tmp_path)
     broker.replica_manager.logs.create_topic("data", 2)
     txn = broker.txn_coordinator
     txn.load(NOW)
@@ -66,8 +84,7 @@ def test_restart_completes_a_prepared_transaction(tmp_path, commit):
     assert broker.replica_manager.logs.get_log("data", 1).last_stable_offset == 0
     _crash(broker)
 
-    restarted = Broker(tmp_path)
-    restarted.replica_manager.logs.load()
+    restarted = _Node(tmp_path)
     assert not restarted.replica_manager.logs.clean_shutdown
     txn = restarted.txn_coordinator
     txn.load(NOW + 1)

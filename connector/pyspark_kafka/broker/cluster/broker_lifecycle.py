@@ -29,7 +29,7 @@ import sys
 import threading
 import uuid
 
-from pyspark_kafka.broker.cluster.combined import is_combined, node_roles, parse_voters
+from pyspark_kafka.broker.cluster.combined import parse_voters
 from pyspark_kafka.broker.cluster.coordinators import ClusterCoordinators
 from pyspark_kafka.broker.cluster.leader_epoch import batched_writes
 from pyspark_kafka.broker.cluster.partition import Partition, mono_ms
@@ -46,16 +46,6 @@ from pyspark_kafka.broker.coordinator.internal_topics import INTERNAL_TOPICS
 log = get_logger("pyspark_kafka.broker")
 #: Raft mode: ``id@host:port,...`` of each controller's channel (set by ``pyspark_kafka.broker.cluster.node``).
 CHANNELS_ENV = "PYSPARK_KAFKA_CONTROLLER_CHANNELS"
-
-
-def is_cluster_broker(config) -> bool:
-    """Whether this process runs the cluster broker: ``process.roles=broker`` with ``controller.quorum.voters``
-    set (a broker of a split cluster), or ``process.roles=broker,controller`` (a combined node,
-    :mod:`~pyspark_kafka.broker.cluster.combined`). Otherwise (transitional: ``process.roles=broker`` without
-    voters) the single-node broker of earlier versions."""
-    if is_combined(config):
-        return True
-    return bool(config.get("controller.quorum.voters")) and node_roles(config) == {"broker"}
 
 
 def _dump_tasks() -> None:

@@ -45,10 +45,6 @@ async def describe_quorum(ctx: RequestContext, request) -> dict:
     if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None, "topics": [], "nodes": []}
 
-    async def local(_controller) -> dict:
-        return _answer(ErrorCode.unknown_server_error, "this broker runs without a metadata quorum "
-                       "(process.roles=broker without controller.quorum.voters): start it as broker,controller")
-
     async def forwarded(manager) -> dict:
         try:
             quorum = await manager.call({"op": "describe_quorum"})
@@ -58,4 +54,4 @@ async def describe_quorum(ctx: RequestContext, request) -> dict:
             return _answer(quorum["error_code"], quorum.get("error_message"))
         return _answer(ErrorCode.none, None, quorum)
 
-    return await ctx.broker.forwarding.maybe_forward(local, forwarded)
+    return await forwarded(ctx.broker.forwarding)
