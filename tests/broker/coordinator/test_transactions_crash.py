@@ -26,6 +26,7 @@ from pyspark_kafka.broker.coordinator.partition_writer import LogPartitionWriter
 from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
 from pyspark_kafka.broker.replica_manager import ReplicaManager
 from support.coordinators import InMemoryMetadataCache
+from support.replicas import lead
 from support.broker_process import BrokerProcess
 from support.records import read_all, values
 from support.transactions import DEADLINE_S, describe, list_offset, produce_txn, txn_producer
@@ -52,6 +53,7 @@ class _Node:
         config = BrokerConfig({"transaction.state.log.replication.factor": "1"})
         self.replica_manager = ReplicaManager(data_dir, config, lambda *a: None)
         self.replica_manager.logs.load()
+        lead(self.replica_manager, "data", 2)  # as the broker lifecycle makes this broker their leader
         writer = LogPartitionWriter(self.replica_manager.logs)
         groups = GroupCoordinator(writer, InMemoryMetadataCache({"data": 2}), config)
         self.txn_coordinator = TransactionCoordinator(writer, config, data_dir, groups,
@@ -69,7 +71,6 @@ def _crash(broker: _Node) -> None:
 @pytest.mark.parametrize("commit", [True, False], ids=["PrepareCommit", "PrepareAbort"])
 def test_restart_completes_a_prepared_transaction(tmp_path, commit):
     broker = _Node(tmp_path)
-    broker.replica_manager.logs.create_topic("data", 2)
     txn = broker.txn_coordinator
     txn.load(NOW)
     pid, epoch = txn.init_producer_id("app", 60000, -1, -1, NOW)

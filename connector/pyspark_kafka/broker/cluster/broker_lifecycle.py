@@ -145,8 +145,6 @@ class BrokerLifecycle:
         return None if b is None else (b.host, b.port)
 
     async def start(self) -> None:
-        rm = self.replica_manager
-        rm.replicated = True
         self.producer_ids = ClusterProducerIdManager(self)
         coordinator = self.broker.txn_coordinator
         coordinator.producer_ids = self.producer_ids  # cluster-unique producer ids (KIP-730)
