@@ -25,8 +25,14 @@ def _store(data_dir: Path) -> O.OffsetStore:
     logs = LogManager(data_dir, BrokerConfig())
     logs.load()
     store = O.OffsetStore(LogPartitionWriter(logs), BrokerConfig())
+    store.on_append = lambda p: _leader_hw(logs, p)  # the partition's leader with an ISR of one
     store.load()
     return store
+
+
+def _leader_hw(logs: LogManager, partition: int) -> None:
+    plog = logs.get_log(O.OFFSETS_TOPIC, partition)
+    plog.update_high_watermark(plog.log_end_offset)
 
 
 def _history(store: O.OffsetStore) -> None:
@@ -117,6 +123,7 @@ def _store_many(data_dir: Path, partitions=None) -> O.OffsetStore:
     logs = LogManager(data_dir, MANY)
     logs.load()
     store = O.OffsetStore(LogPartitionWriter(logs), MANY)
+    store.on_append = lambda p: _leader_hw(logs, p)
     store.load(partitions)
     return store
 
@@ -193,7 +200,7 @@ def test_only_loaded_partitions_with_replicated_records_get_snapshots(tmp_path):
     writer.writer.logs.close()
     store = _store_many(tmp_path / "data", partitions=[1, 2])
     plog2 = store.writer.logs.get_log(O.OFFSETS_TOPIC, 2)
-    plog2.replicated, plog2.high_watermark = True, plog2.log_end_offset - 1
+    plog2.high_watermark = plog2.log_end_offset - 1
     store.write_snapshots()
     written = {p for p in range(10) if list((tmp_path / "data" / f"{O.OFFSETS_TOPIC}-{p}").glob(f"*{O.SNAPSHOT_SUFFIX}"))}
     assert written == {1}
