@@ -22,6 +22,7 @@ from pyspark_kafka.broker.coordinator.txn import TxnState
 from support.batches import make_batch
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.coordinator.group import GroupCoordinator
+from pyspark_kafka.broker.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from pyspark_kafka.broker.coordinator.partition_writer import LogPartitionWriter
 from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
 from pyspark_kafka.broker.replica_manager import ReplicaManager
@@ -59,6 +60,14 @@ class _Node:
         self.txn_coordinator = TransactionCoordinator(writer, config, data_dir, groups,
                                                       self.replica_manager.append_marker)
 
+    def load(self, now_ms: int) -> TransactionCoordinator:
+        """Lead and load every ``__transaction_state`` partition (created when missing), as on an election."""
+        txn = self.txn_coordinator.ensure_loaded(now_ms)
+        count = txn.writer.create_topic(TRANSACTION_STATE_TOPIC, 1, 1 << 20)
+        for partition in range(count):
+            txn.load_partition(partition, now_ms)
+        return txn
+
 
 def _crash(broker: _Node) -> None:
     """Drop a broker without closing its logs (no snapshot, no clean-shutdown marker), as SIGKILL would."""
@@ -71,8 +80,7 @@ def _crash(broker: _Node) -> None:
 @pytest.mark.parametrize("commit", [True, False], ids=["PrepareCommit", "PrepareAbort"])
 def test_restart_completes_a_prepared_transaction(tmp_path, commit):
     broker = _Node(tmp_path)
-    txn = broker.txn_coordinator
-    txn.load(NOW)
+    txn = broker.load(NOW)
     pid, epoch = txn.init_producer_id("app", 60000, -1, -1, NOW)
     txn.add_partitions("app", pid, epoch, [("data", 0), ("data", 1)], NOW)
     for partition in range(2):
@@ -87,8 +95,7 @@ def test_restart_completes_a_prepared_transaction(tmp_path, commit):
 
     restarted = _Node(tmp_path)
     assert not restarted.replica_manager.logs.clean_shutdown
-    txn = restarted.txn_coordinator
-    txn.load(NOW + 1)
+    txn = restarted.load(NOW + 1)
     assert txn.transactions["app"].state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
     for partition in range(2):
         plog = restarted.replica_manager.logs.get_log("data", partition)

@@ -296,9 +296,9 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         self._by_producer: dict[int, TransactionMetadata] = {}
         self.loaded = False
-        #: ``__transaction_state`` partitions this broker coordinates: None on the single node (all of them); in a
-        #: replicated cluster the partitions it leads (:meth:`load_partition` / :meth:`unload_partition`)
-        self.owned: set[int] | None = None
+        #: ``__transaction_state`` partitions this broker coordinates: the partitions it leads and has loaded
+        #: (:meth:`load_partition` / :meth:`unload_partition`, called by ``cluster/coordinators.py``)
+        self.owned: set[int] = set()
         #: replicated cluster: ``() -> int``, the partition count of the controller's ``__transaction_state``
         self.partition_count = None
         #: replicated cluster: ``async (meta, commit)`` writes the markers of a prepared transaction to each
@@ -317,15 +317,8 @@ class TransactionCoordinator:
 
     # -- loading ------------------------------------------------------------------------------
     def load(self, now_ms: int) -> None:
-        """Replay ``__transaction_state`` (if it exists) and complete transactions left in Prepare*.
-
-        In a replicated cluster (``owned`` not None) nothing is loaded here: :meth:`load_partition` loads each
-        partition this broker comes to lead."""
-        if self.owned is not None:
-            return
-        self.transactions.clear()
-        self._by_producer.clear()
-        self._load_partitions(range(self.writer.partition_count(TRANSACTION_STATE_TOPIC) or 0), now_ms)
+        """Nothing to replay at once: :meth:`load_partition` loads each ``__transaction_state`` partition this
+        broker comes to lead (and completes the transactions it finds in Prepare*)."""
 
     def partition_of(self, transactional_id: str) -> int:
         """The ``__transaction_state`` partition of ``transactional_id`` (Kafka's ``partitionFor``)."""
@@ -337,9 +330,9 @@ class TransactionCoordinator:
         return partition_for(transactional_id, count)
 
     def owns(self, transactional_id: str) -> bool:
-        """Whether this broker coordinates ``transactional_id`` (always on the single node; in a replicated cluster
-        when it leads and has loaded the id's ``__transaction_state`` partition)."""
-        return self.owned is None or self.partition_of(transactional_id) in self.owned
+        """Whether this broker coordinates ``transactional_id``: it leads and has loaded the id's
+        ``__transaction_state`` partition."""
+        return self.partition_of(transactional_id) in self.owned
 
     def load_partition(self, partition: int, now_ms: int) -> None:
         """This broker became the leader of ``__transaction_state`` partition ``partition`` (Kafka's
@@ -353,8 +346,6 @@ class TransactionCoordinator:
     def unload_partition(self, partition: int) -> None:
         """This broker no longer leads ``__transaction_state`` partition ``partition``: forget its transactions
         (requests for them are answered NOT_COORDINATOR)."""
-        if self.owned is None:
-            return
         self.owned.discard(partition)
         for txn_id in [t for t in self.transactions if self.partition_of(t) == partition]:
             meta = self.transactions.pop(txn_id)
@@ -379,9 +370,8 @@ class TransactionCoordinator:
                     loaded[txn_id] = meta
         self.transactions.update(loaded)
         self._by_producer.update({m.producer_id: m for m in loaded.values()})
-        if self.owned is None:
-            for meta in loaded.values():
-                self.producer_ids.at_least(meta.producer_id)
+        for meta in loaded.values():  # never hand out an id a loaded transaction holds
+            self.producer_ids.at_least(meta.producer_id)
         for meta in list(loaded.values()):
             if meta.state in PREPARE:
                 log.info("completing transaction of %r (%s) interrupted by a restart or a coordinator move",
@@ -397,13 +387,8 @@ class TransactionCoordinator:
 
     # -- persistence --------------------------------------------------------------------------
     def _state_partition(self, transactional_id: str) -> int:
-        """The id's partition, ``__transaction_state`` created first on the single node."""
-        if self.owned is not None:  # replicated: the controller created the topic; only its leader writes here
-            return self.partition_of(transactional_id)
-        count = self.writer.create_topic(TRANSACTION_STATE_TOPIC,
-                                         self.config.get_int("transaction.state.log.num.partitions"),
-                                         STATE_SEGMENT_BYTES)
-        return partition_for(transactional_id, count)
+        """The id's partition (the controller created the topic; only its leader writes here)."""
+        return self.partition_of(transactional_id)
 
     def _persist(self, meta: TransactionMetadata, now_ms: int) -> None:
         """Append ``meta`` to ``__transaction_state``, then make it the current state."""
@@ -556,8 +541,8 @@ class TransactionCoordinator:
         InvalidTxnStateError.
         """
         meta = self._by_producer.get(producer_id)
-        if meta is None and self.owned is not None:
-            # replicated cluster: the producer's coordinator may be another broker; the partition's log still
+        if meta is None:
+            # the producer's coordinator may be another broker; the partition's log still
             # fences stale epochs (docs/replication.md: KIP-890 verification only on the coordinator's broker)
             return
         if meta is not None and meta.producer_epoch != epoch:

@@ -4,8 +4,7 @@
 Kafka's broker forwards DescribeQuorum to the active controller (``KafkaApis.handleDescribeQuorumRequest``) after
 checking DESCRIBE on the CLUSTER resource; here the broker asks its controller over the controller channel
 (``describe_quorum``; a combined node asks its own controller in process) and answers with the
-``__cluster_metadata``-0 partition. A broker with no controller (the transitional single node) answers
-UNKNOWN_SERVER_ERROR naming the cause.
+``__cluster_metadata``-0 partition.
 """
 
 from __future__ import annotations
