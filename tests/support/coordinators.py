@@ -98,19 +98,32 @@ def replayed_by_load(writer: InMemoryPartitionWriter, **overrides: str) -> int:
 
 
 class MarkerLog:
-    """The data-partition markers a transaction coordinator wrote: ``[(topic, partition, pid, epoch, commit)]``;
-    ``fail`` set to an exception makes the next writes raise it."""
+    """The transaction coordinator's marker writer for unit tests: records the data-partition markers of each
+    prepared transaction as ``written`` (``[(topic, partition, pid, epoch, commit)]``), completes staged offsets
+    on a ``__consumer_offsets`` partition, then reports the markers written (as the broker's WriteTxnMarkers do).
+    ``fail`` set to an exception makes the next writes fail before any marker (the transaction stays prepared).
+    :func:`transactions` gives it its coordinator (``txn``)."""
 
     def __init__(self) -> None:
         self.written: list[tuple[str, int, int, int, bool]] = []
         self.fail: Exception | None = None
+        self.txn: TransactionCoordinator | None = None
 
-    def __call__(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                 now_ms: int) -> bool:
+    async def __call__(self, meta, commit: bool) -> None:
         if self.fail is not None:
             raise self.fail
-        self.written.append((topic, partition, producer_id, producer_epoch, commit))
-        return True
+        now = meta.last_update_ms
+        for topic, partition in sorted(meta.partitions):
+            if topic == OFFSETS_TOPIC:
+                self.txn.groups.offsets.complete_txn(meta.producer_id, commit, now)
+            else:
+                self.written.append((topic, partition, meta.producer_id, meta.producer_epoch, commit))
+        self.txn.markers_written(meta, commit, now)
+
+
+async def markers_settled(txn: TransactionCoordinator) -> None:
+    """Wait until every marker writer ``txn`` started has ended (at most 5 s)."""
+    await asyncio.wait_for(asyncio.gather(*txn.pending_markers, return_exceptions=True), 5)
 
 
 def transactions(data_dir, group_coordinator: GroupCoordinator, markers: MarkerLog, now_ms: int = 0,
@@ -119,6 +132,7 @@ def transactions(data_dir, group_coordinator: GroupCoordinator, markers: MarkerL
     ``__transaction_state`` partition (created in the writer when missing)."""
     writer = group_coordinator.offsets.writer
     txn = TransactionCoordinator(writer, config(**overrides), data_dir, group_coordinator, markers)
+    markers.txn = txn
     txn.ensure_loaded(now_ms)
     count = writer.create_topic(TRANSACTION_STATE_TOPIC, txn.config.get_int("transaction.state.log.num.partitions"),
                                 1 << 20)

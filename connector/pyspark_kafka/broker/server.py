@@ -97,8 +97,9 @@ class Broker:
         writer = LogPartitionWriter(self.replica_manager.logs)  # the coordinators' only way to their partitions
         self.group_coordinator = GroupCoordinator(writer, self.metadata_cache, self.config)
         self.group_coordinator.consumer.group_configs = self.dynamic_configs
-        self.txn_coordinator = TransactionCoordinator(writer, self.config, self.data_dir, self.group_coordinator,
-                                                      self.replica_manager.append_marker)
+        self.txn_coordinator = TransactionCoordinator(  # markers: WriteTxnMarkers to each partition's leader
+            writer, self.config, self.data_dir, self.group_coordinator,
+            lambda meta, commit: self.coordinators.write_markers(meta, commit))
         self.security = sec.Security(self.config, self.data_dir)
         self.authorizer = authorizer_from_config(self.config, self.data_dir)  # None: authorization off
         self.host = host

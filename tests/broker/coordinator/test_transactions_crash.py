@@ -4,6 +4,7 @@ visible, lost or duplicated for a read_committed reader."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import queue
 import signal
@@ -26,7 +27,7 @@ from pyspark_kafka.broker.coordinator.internal_topics import TRANSACTION_STATE_T
 from pyspark_kafka.broker.coordinator.partition_writer import LogPartitionWriter
 from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
 from pyspark_kafka.broker.replica_manager import ReplicaManager
-from support.coordinators import InMemoryMetadataCache
+from support.coordinators import InMemoryMetadataCache, markers_settled
 from support.replicas import lead
 from support.broker_process import BrokerProcess
 from support.records import read_all, values
@@ -57,8 +58,14 @@ class _Node:
         lead(self.replica_manager, "data", 2)  # as the broker lifecycle makes this broker their leader
         writer = LogPartitionWriter(self.replica_manager.logs)
         groups = GroupCoordinator(writer, InMemoryMetadataCache({"data": 2}), config)
-        self.txn_coordinator = TransactionCoordinator(writer, config, data_dir, groups,
-                                                      self.replica_manager.append_marker)
+        self.txn_coordinator = TransactionCoordinator(writer, config, data_dir, groups, self._write_markers)
+
+    async def _write_markers(self, meta, commit: bool) -> None:
+        """The markers of prepared ``meta`` into this broker's partitions (it leads them all), then completed."""
+        for topic, partition in sorted(meta.partitions):
+            self.replica_manager.append_marker(topic, partition, meta.producer_id, meta.producer_epoch, commit,
+                                               meta.last_update_ms)
+        self.txn_coordinator.markers_written(meta, commit, meta.last_update_ms)
 
     def load(self, now_ms: int) -> TransactionCoordinator:
         """Lead and load every ``__transaction_state`` partition (created when missing), as on an election."""
@@ -79,32 +86,37 @@ def _crash(broker: _Node) -> None:
 
 @pytest.mark.parametrize("commit", [True, False], ids=["PrepareCommit", "PrepareAbort"])
 def test_restart_completes_a_prepared_transaction(tmp_path, commit):
-    broker = _Node(tmp_path)
-    txn = broker.load(NOW)
-    pid, epoch = txn.init_producer_id("app", 60000, -1, -1, NOW)
-    txn.add_partitions("app", pid, epoch, [("data", 0), ("data", 1)], NOW)
-    for partition in range(2):
-        broker.replica_manager.logs.get_log("data", partition).append(_transactional_batch([b"a", b"b"], pid, epoch, 0))
-    # crash after PrepareX is durable and the first partition got its marker, before the second did
-    meta = txn.transactions["app"]
-    prepared = dataclasses.replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
-    txn._persist(prepared, NOW)
-    broker.replica_manager.logs.get_log("data", 0).append_marker(pid, epoch, commit)
-    assert broker.replica_manager.logs.get_log("data", 1).last_stable_offset == 0
-    _crash(broker)
+    async def scenario():
+        broker = _Node(tmp_path)
+        txn = broker.load(NOW)
+        pid, epoch = txn.init_producer_id("app", 60000, -1, -1, NOW)
+        txn.add_partitions("app", pid, epoch, [("data", 0), ("data", 1)], NOW)
+        for partition in range(2):
+            broker.replica_manager.logs.get_log("data", partition).append(
+                _transactional_batch([b"a", b"b"], pid, epoch, 0))
+        # crash after PrepareX is durable and the first partition got its marker, before the second did
+        meta = txn.transactions["app"]
+        prepared = dataclasses.replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+        txn._persist(prepared, NOW)
+        broker.replica_manager.logs.get_log("data", 0).append_marker(pid, epoch, commit)
+        assert broker.replica_manager.logs.get_log("data", 1).last_stable_offset == 0
+        _crash(broker)
 
-    restarted = _Node(tmp_path)
-    assert not restarted.replica_manager.logs.clean_shutdown
-    txn = restarted.load(NOW + 1)
-    assert txn.transactions["app"].state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
-    for partition in range(2):
-        plog = restarted.replica_manager.logs.get_log("data", partition)
-        assert plog.last_stable_offset == plog.high_watermark  # nothing left open
-        aborted = plog.aborted_transactions(0, plog.high_watermark)
-        assert [(a.producer_id, a.first_offset) for a in aborted] == ([] if commit else [(pid, 0)])
-    # the producer id is not handed out again after the restart
-    assert txn.init_producer_id(None, 0, -1, -1, NOW)[0] > pid
-    restarted.replica_manager.logs.close()
+        restarted = _Node(tmp_path)
+        assert not restarted.replica_manager.logs.clean_shutdown
+        txn = restarted.load(NOW + 1)
+        await markers_settled(txn)  # the load completed the prepared transaction: its markers follow
+        assert txn.transactions["app"].state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
+        for partition in range(2):
+            plog = restarted.replica_manager.logs.get_log("data", partition)
+            assert plog.last_stable_offset == plog.high_watermark  # nothing left open
+            aborted = plog.aborted_transactions(0, plog.high_watermark)
+            assert [(a.producer_id, a.first_offset) for a in aborted] == ([] if commit else [(pid, 0)])
+        # the producer id is not handed out again after the restart
+        assert txn.init_producer_id(None, 0, -1, -1, NOW)[0] > pid
+        restarted.replica_manager.logs.close()
+
+    asyncio.run(scenario())
 
 
 # --- SIGKILL of the broker process ------------------------------------------------------------------------

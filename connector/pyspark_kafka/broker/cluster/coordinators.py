@@ -70,7 +70,6 @@ class ClusterCoordinators:
         self.groups.offsets.on_append = lambda p: self._appended(OFFSETS_TOPIC, p)
         self.txn.partition_count = lambda: self.partition_count(TRANSACTION_STATE_TOPIC)
         self.txn.on_append = lambda p: self._appended(TRANSACTION_STATE_TOPIC, p)
-        self.txn.marker_writer = self.write_markers
 
     def close(self) -> None:
         for client, _ in self._peers.values():

@@ -19,9 +19,11 @@ State machine (Kafka's ``TransactionState``)::
                                            └──EndTxn(abort) / timeout / fence──▶ PrepareAbort ──markers──▶ CompleteAbort
     Complete* ──AddPartitions──▶ Ongoing;   Empty/Complete* ──InitProducerId──▶ Empty (epoch + 1)
 
-Markers are control batches written to every data partition of the transaction (through the
-``write_marker`` callable: the replica manager's ``append_marker`` on the broker); offsets staged by TxnOffsetCommit are completed through the
-``__consumer_offsets`` store (:meth:`OffsetStore.complete_txn`), which writes its own markers.
+Markers are control batches written to every partition of the transaction by the ``marker_writer``
+(the broker's: WriteTxnMarkers to each partition's leader, ``cluster/coordinators.py``, Kafka's
+``TransactionMarkerChannelManager``), after EndTxn is answered; a ``__consumer_offsets`` partition completes
+the offsets staged by TxnOffsetCommit (:meth:`OffsetStore.complete_txn`). Once every marker is written the
+writer calls :meth:`TransactionCoordinator.markers_written`, which records CompleteCommit / CompleteAbort.
 
 Record format in ``__transaction_state`` (Kafka's ``TransactionLogKey`` v0 / ``TransactionLogValue`` v0,
 big-endian, strings int16-length UTF-8)::
@@ -41,7 +43,7 @@ import asyncio
 import enum
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Awaitable, Callable, Iterable, Iterator
 
 from kio.serial.errors import DecodeError
 from kio.serial.readers import read_int8, read_int16, read_int32, read_int64, read_legacy_string
@@ -276,20 +278,21 @@ class TransactionCoordinator:
     """Serves InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and
     ListTransactions for one broker (see the module docstring).
 
-    ``TransactionCoordinator(writer, config, data_dir, groups, write_marker)``: ``writer`` the
+    ``TransactionCoordinator(writer, config, data_dir, groups, marker_writer)``: ``writer`` the
     :class:`PartitionWriter` of ``__transaction_state``, ``groups`` the group coordinator (whose offsets a
-    transaction may commit), ``write_marker(topic, partition, producer_id, producer_epoch, commit, now_ms)``
-    writes a marker into a data partition and returns False when the partition no longer exists (the replica
-    manager's ``append_marker``). :meth:`ensure_loaded` loads it once,
-    after the logs are loaded. Methods raise
+    transaction may commit), ``async marker_writer(meta, commit)`` writes the markers of a prepared transaction
+    and then calls :meth:`markers_written` (run as a task of the event loop; :attr:`pending_markers` holds the
+    tasks). Partitions are loaded as this broker comes to lead them (:meth:`load_partition`). Methods raise
     :class:`KafkaError` subclasses whose ``error_code`` goes into the response. Used from the
     broker's event loop thread only.
     """
 
     def __init__(self, writer: PartitionWriter, config: BrokerConfig, data_dir: Path, groups,
-                 write_marker: Callable[[str, int, int, int, bool, int], bool]) -> None:
+                 marker_writer: Callable[[TransactionMetadata, bool], Awaitable[None]]) -> None:
         self.writer = writer
-        self.write_marker = write_marker
+        self.marker_writer = marker_writer
+        #: the marker writers running (a task each, kept so none is collected before it ends)
+        self.pending_markers: set[asyncio.Task] = set()
         self.config = config
         self.groups = groups
         self.producer_ids = ProducerIdManager(data_dir)
@@ -301,9 +304,6 @@ class TransactionCoordinator:
         self.owned: set[int] = set()
         #: replicated cluster: ``() -> int``, the partition count of the controller's ``__transaction_state``
         self.partition_count = None
-        #: replicated cluster: ``async (meta, commit)`` writes the markers of a prepared transaction to each
-        #: partition's leader (WriteTxnMarkers); None: written in-process before EndTxn returns (single node)
-        self.marker_writer = None
         #: replicated cluster: ``(partition)`` called after each append to ``__transaction_state``
         self.on_append = None
 
@@ -488,26 +488,20 @@ class TransactionCoordinator:
         self._complete(prepared, False, now_ms)
 
     def _complete(self, meta: TransactionMetadata, commit: bool, now_ms: int) -> None:
-        """Write the markers of a prepared transaction, then record CompleteCommit/CompleteAbort.
+        """Start writing the markers of prepared ``meta`` (a task running ``marker_writer``; Kafka's
+        ``TransactionMarkerChannelManager``); :meth:`markers_written` records CompleteCommit / CompleteAbort."""
+        task = asyncio.get_running_loop().create_task(self.marker_writer(meta, commit))
+        self.pending_markers.add(task)
+        task.add_done_callback(self._marker_task_done)
 
-        Replicated cluster: the markers go to each partition's leader through ``marker_writer`` (asynchronously,
-        Kafka's ``TransactionMarkerChannelManager``); :meth:`markers_written` records the completion."""
-        if self.marker_writer is not None:
-            asyncio.get_running_loop().create_task(self.marker_writer(meta, commit))
-            return
-        for topic, partition in sorted(meta.partitions):
-            if topic == OFFSETS_TOPIC:
-                continue
-            if not self.write_marker(topic, partition, meta.producer_id, meta.producer_epoch, commit, now_ms):
-                log.warning("transaction of %r: partition %s-%d no longer exists, no marker written",
-                            meta.transactional_id, topic, partition)
-        if any(topic == OFFSETS_TOPIC for topic, _ in meta.partitions):
-            self.groups.ensure_loaded().offsets.complete_txn(meta.producer_id, commit, now_ms)
-        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        self._persist(replace(meta, state=done, partitions=set(), start_ms=-1), now_ms)
+    def _marker_task_done(self, task: asyncio.Task) -> None:
+        self.pending_markers.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("writing transaction markers failed: %s (the transaction stays prepared until its "
+                      "partition's next leader completes it)", task.exception())
 
     def markers_written(self, meta: TransactionMetadata, commit: bool, now_ms: int) -> bool:
-        """Replicated cluster: every marker of prepared ``meta`` is written; record CompleteCommit/CompleteAbort
+        """Every marker of prepared ``meta`` is written; record CompleteCommit/CompleteAbort
         unless the transaction moved on meanwhile (another coordinator, a fence). True when recorded."""
         current = self.transactions.get(meta.transactional_id)
         if current is not meta or not self.owns(meta.transactional_id):
