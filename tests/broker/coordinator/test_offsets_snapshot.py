@@ -25,9 +25,16 @@ def _store(data_dir: Path) -> O.OffsetStore:
     logs = LogManager(data_dir, BrokerConfig())
     logs.load()
     store = O.OffsetStore(LogPartitionWriter(logs), BrokerConfig())
+    _create_offsets_topic(store)
     store.on_append = lambda p: _leader_hw(logs, p)  # the partition's leader with an ISR of one
-    store.load()
+    store.load(range(store.partition_count()))  # every partition, as their leader
     return store
+
+
+def _create_offsets_topic(store: O.OffsetStore) -> None:
+    """``__consumer_offsets`` with the configured partitions, as the controller creates it (kept when it exists)."""
+    store.writer.create_topic(O.OFFSETS_TOPIC, store.config.get_int("offsets.topic.num.partitions"),
+                              store.config.get_int("offsets.topic.segment.bytes"))
 
 
 def _leader_hw(logs: LogManager, partition: int) -> None:
@@ -123,8 +130,9 @@ def _store_many(data_dir: Path, partitions=None) -> O.OffsetStore:
     logs = LogManager(data_dir, MANY)
     logs.load()
     store = O.OffsetStore(LogPartitionWriter(logs), MANY)
+    _create_offsets_topic(store)
     store.on_append = lambda p: _leader_hw(logs, p)
-    store.load(partitions)
+    store.load(range(store.partition_count()) if partitions is None else partitions)
     return store
 
 
@@ -167,7 +175,7 @@ def test_a_crash_replays_a_bounded_tail_however_commits_spread_over_partitions(t
     assert reloaded.replayed_records <= 2 * O.SNAPSHOT_EVERY_RECORDS
     full = _store_many(tmp_path / "data")
     full.snapshots = False
-    full.load()
+    full.load(range(full.partition_count()))
     assert _full_state(full) == expected and full.replayed_records > 4_000
 
 

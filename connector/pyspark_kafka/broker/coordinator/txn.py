@@ -302,10 +302,16 @@ class TransactionCoordinator:
         #: ``__transaction_state`` partitions this broker coordinates: the partitions it leads and has loaded
         #: (:meth:`load_partition` / :meth:`unload_partition`, called by ``cluster/coordinators.py``)
         self.owned: set[int] = set()
-        #: replicated cluster: ``() -> int``, the partition count of the controller's ``__transaction_state``
-        self.partition_count = None
-        #: replicated cluster: ``(partition)`` called after each append to ``__transaction_state``
-        self.on_append = None
+        #: ``() -> int``, the partition count of ``__transaction_state``: the controller's (set by
+        #: ``cluster/coordinators.py``); by default the local log's, else ``transaction.state.log.num.partitions``
+        self.partition_count = self._local_partition_count
+        #: ``(partition)`` called after each append to ``__transaction_state`` (set by ``cluster/coordinators.py``:
+        #: the leader's high watermark moves; by default nothing)
+        self.on_append = lambda partition: None
+
+    def _local_partition_count(self) -> int:
+        count = self.writer.partition_count(TRANSACTION_STATE_TOPIC)
+        return count if count is not None else self.config.get_int("transaction.state.log.num.partitions")
 
     def ensure_loaded(self, now_ms: int) -> "TransactionCoordinator":
         """This coordinator, loaded (:meth:`load`) on the first call: the server calls it at start,
@@ -322,12 +328,7 @@ class TransactionCoordinator:
 
     def partition_of(self, transactional_id: str) -> int:
         """The ``__transaction_state`` partition of ``transactional_id`` (Kafka's ``partitionFor``)."""
-        if self.partition_count is not None:
-            return partition_for(transactional_id, self.partition_count())
-        count = self.writer.partition_count(TRANSACTION_STATE_TOPIC)
-        if count is None:
-            count = self.config.get_int("transaction.state.log.num.partitions")
-        return partition_for(transactional_id, count)
+        return partition_for(transactional_id, self.partition_count())
 
     def owns(self, transactional_id: str) -> bool:
         """Whether this broker coordinates ``transactional_id``: it leads and has loaded the id's
@@ -395,8 +396,7 @@ class TransactionCoordinator:
         meta.last_update_ms = now_ms
         batch = encode_batch([(encode_key(meta.transactional_id), encode_value(meta))], now_ms)
         self.writer.append(TRANSACTION_STATE_TOPIC, self._state_partition(meta.transactional_id), batch, now_ms)
-        if self.on_append is not None:
-            self.on_append(self.partition_of(meta.transactional_id))
+        self.on_append(self.partition_of(meta.transactional_id))
         old = self.transactions.get(meta.transactional_id)
         if old is not None and old.producer_id != meta.producer_id:
             self._by_producer.pop(old.producer_id, None)
