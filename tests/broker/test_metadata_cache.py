@@ -1,42 +1,17 @@
-"""The two MetadataCache implementations answer the same questions with the same shapes (issue 29):
-the single node's (its topic catalogue: this broker leads everything) and a cluster broker's (the
-metadata image: leaders, epochs, replicas, ISR, offline replicas, live brokers). No broker, no socket."""
+"""The broker's MetadataCache answers from the metadata image (leaders, epochs, replicas, ISR, offline replicas,
+live brokers) with plain values (issue 29). No broker, no socket."""
 
 from __future__ import annotations
 
 import uuid
 
-from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.controller.image import ClusterImage
-from pyspark_kafka.broker.log.manager import LogManager
 from pyspark_kafka.broker.metadata_cache import (
     BrokerEndpoint,
     KRaftMetadataCache,
-    LocalMetadataCache,
     PartitionMetadata,
     Reassignment,
 )
-
-
-def test_the_single_node_leads_every_partition(tmp_path):
-    logs = LogManager(tmp_path, BrokerConfig({"node.id": "7"}))
-    logs.load()
-    try:
-        info = logs.create_topic("t", 2, {"retention.ms": "1000"})
-        cache = LocalMetadataCache(logs, 7, lambda listener: ("h-" + str(listener), 9092))
-        topic = cache.topic("t")
-        assert topic.topic_id == info.topic_id and topic.configs == {"retention.ms": "1000"}
-        assert topic.partitions == (PartitionMetadata(0, 7, 0, (7,), (7,)), PartitionMetadata(1, 7, 0, (7,), (7,)))
-        assert cache.topic_names() == ["t"] and cache.partition_counts() == {"t": 2}
-        assert cache.topic_name(info.topic_id) == "t" and cache.topic_name(uuid.uuid4()) is None
-        assert cache.topic_id("t") == info.topic_id and cache.topic_id("nope") is None
-        assert cache.num_partitions("t") == 2 and cache.num_partitions("nope") is None
-        assert cache.contains_partition("t", 1) and not cache.contains_partition("t", 2)
-        assert cache.topic("nope") is None and cache.topic_configs("nope") is None
-        assert cache.alive_brokers("SSL") == [BrokerEndpoint(7, "h-SSL", 9092)]  # advertised on that listener
-        assert cache.ongoing_reassignments(None) == {}
-    finally:
-        logs.close()
 
 
 def test_a_cluster_broker_answers_from_the_metadata_image():

@@ -1,4 +1,5 @@
-"""The storage seam (:class:`ReplicaManager`) without the server: appends, reads, offsets, notifications."""
+"""The storage seam (:class:`ReplicaManager`) without the server: appends, reads, offsets, notifications, on
+partitions this broker leads with an ISR of one (the high watermark moves at the append)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pyspark_kafka.broker.log.offset_targets import LATEST_TIMESTAMP as LATEST
 from pyspark_kafka.broker.log.offset_targets import MAX_TIMESTAMP
 from pyspark_kafka.broker.replica_manager import ReplicaManager
 from support.batches import transactional
+from support.replicas import lead
 
 T0 = 1_700_000_000_000
 
@@ -38,13 +40,14 @@ def rm(tmp_path):
 
     manager = ReplicaManager(tmp_path, BrokerConfig({"num.partitions": "2"}), verify)
     manager.logs.load()
+    lead(manager, "t", 2)  # this broker the leader and only in-sync replica of t-0 and t-1
     manager.verified = verified
     yield manager
     manager.logs.close()
 
 
 def test_append_then_read_and_list_offsets(rm):
-    first = rm.append_records("t", 0, make_batch([b"a", b"b"]), 1, T0)  # auto-created with num.partitions
+    first = rm.append_records("t", 0, make_batch([b"a", b"b"]), 1, T0)
     second = rm.append_records("t", 0, make_batch([b"c"], timestamp_ms=T0 + 10), -1, T0)
     assert (first.base_offset, second.base_offset, rm.logs.topic("t").num_partitions) == (0, 2, 2)
 

@@ -13,6 +13,7 @@ import uuid
 
 from pyspark_kafka.broker.config import BrokerConfig
 from pyspark_kafka.broker.coordinator.group import GroupCoordinator
+from pyspark_kafka.broker.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from pyspark_kafka.broker.coordinator.partition_writer import InMemoryPartitionWriter
 from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
 from pyspark_kafka.broker.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata, TopicMetadata
@@ -73,35 +74,71 @@ class InMemoryMetadataCache(MetadataCache):
 
 def groups(writer: InMemoryPartitionWriter | None = None, topics: InMemoryMetadataCache | None = None,
            **overrides: str) -> GroupCoordinator:
-    """A loaded :class:`GroupCoordinator` over ``writer`` (a new one when None) and ``topics`` (``t`` with 3
-    partitions when None)."""
+    """A :class:`GroupCoordinator` over ``writer`` (a new one when None) and ``topics`` (``t`` with 3
+    partitions when None), leading and loaded with every ``__consumer_offsets`` partition (created in the writer
+    when missing), as a broker that leads them all."""
     writer = writer if writer is not None else InMemoryPartitionWriter()
     topics = topics if topics is not None else InMemoryMetadataCache({"t": 3})
-    return GroupCoordinator(writer, topics, config(**overrides)).ensure_loaded()
+    coordinator = GroupCoordinator(writer, topics, config(**overrides)).ensure_loaded()
+    count = writer.create_topic(OFFSETS_TOPIC, coordinator.config.get_int("offsets.topic.num.partitions"), 1 << 20)
+    for partition in range(count):  # this broker leads every partition: it loads each, as on its election
+        coordinator.load_partition(partition)
+    return coordinator
+
+
+def replayed_by_load(writer: InMemoryPartitionWriter, **overrides: str) -> int:
+    """How many ``__consumer_offsets`` records a new group coordinator over ``writer`` replays (after its
+    snapshots) when it loads every partition, summed over the partitions."""
+    coordinator = GroupCoordinator(writer, InMemoryMetadataCache({"t": 3}), config(**overrides)).ensure_loaded()
+    total = 0
+    for partition in range(writer.partition_count(OFFSETS_TOPIC) or 0):
+        coordinator.load_partition(partition)
+        total += coordinator.offsets.replayed_records
+    return total
 
 
 class MarkerLog:
-    """The data-partition markers a transaction coordinator wrote: ``[(topic, partition, pid, epoch, commit)]``;
-    ``fail`` set to an exception makes the next writes raise it."""
+    """The transaction coordinator's marker writer for unit tests: records the data-partition markers of each
+    prepared transaction as ``written`` (``[(topic, partition, pid, epoch, commit)]``), completes staged offsets
+    on a ``__consumer_offsets`` partition, then reports the markers written (as the broker's WriteTxnMarkers do).
+    ``fail`` set to an exception makes the next writes fail before any marker (the transaction stays prepared).
+    :func:`transactions` gives it its coordinator (``txn``)."""
 
     def __init__(self) -> None:
         self.written: list[tuple[str, int, int, int, bool]] = []
         self.fail: Exception | None = None
+        self.txn: TransactionCoordinator | None = None
 
-    def __call__(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                 now_ms: int) -> bool:
+    async def __call__(self, meta, commit: bool) -> None:
         if self.fail is not None:
             raise self.fail
-        self.written.append((topic, partition, producer_id, producer_epoch, commit))
-        return True
+        now = meta.last_update_ms
+        for topic, partition in sorted(meta.partitions):
+            if topic == OFFSETS_TOPIC:
+                self.txn.groups.offsets.complete_txn(meta.producer_id, commit, now)
+            else:
+                self.written.append((topic, partition, meta.producer_id, meta.producer_epoch, commit))
+        self.txn.markers_written(meta, commit, now)
+
+
+async def markers_settled(txn: TransactionCoordinator) -> None:
+    """Wait until every marker writer ``txn`` started has ended (at most 5 s)."""
+    await asyncio.wait_for(asyncio.gather(*txn.pending_markers, return_exceptions=True), 5)
 
 
 def transactions(data_dir, group_coordinator: GroupCoordinator, markers: MarkerLog, now_ms: int = 0,
                  **overrides: str) -> TransactionCoordinator:
-    """A loaded :class:`TransactionCoordinator` over ``group_coordinator``'s writer."""
-    txn = TransactionCoordinator(group_coordinator.offsets.writer, config(**overrides), data_dir,
-                                 group_coordinator, markers)
-    return txn.ensure_loaded(now_ms)
+    """A :class:`TransactionCoordinator` over ``group_coordinator``'s writer, leading and loaded with every
+    ``__transaction_state`` partition (created in the writer when missing)."""
+    writer = group_coordinator.offsets.writer
+    txn = TransactionCoordinator(writer, config(**overrides), data_dir, group_coordinator, markers)
+    markers.txn = txn
+    txn.ensure_loaded(now_ms)
+    count = writer.create_topic(TRANSACTION_STATE_TOPIC, txn.config.get_int("transaction.state.log.num.partitions"),
+                                1 << 20)
+    for partition in range(count):  # this broker leads every partition: it loads each, as on its election
+        txn.load_partition(partition, now_ms)
+    return txn
 
 
 async def settle(*awaitables, timeout_s: float = 5.0):

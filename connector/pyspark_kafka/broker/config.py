@@ -136,7 +136,7 @@ BROKER_DEFAULTS: dict[str, str | None] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transactional.id.expiration.ms": "604800000",
     "producer.id.expiration.ms": "86400000",
-    # KRaft roles and the replicated cluster (docs/replication.md): unset voters = the single-node broker
+    # KRaft roles (docs/replication.md): broker,controller with no voters = a one-node cluster (combined node)
     "process.roles": "broker,controller",
     "controller.quorum.voters": "",
     "controller.quorum.bootstrap.servers": "",

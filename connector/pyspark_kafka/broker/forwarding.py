@@ -1,50 +1,27 @@
-"""Requests the controller owns: handled here on the single node, forwarded to the active controller in a
-replicated cluster (Kafka's ``ForwardingManager`` and ``KafkaApis.maybeForwardToController``, KIP-590).
+"""Requests the controller owns, forwarded to the active controller (Kafka's ``ForwardingManager`` and
+``KafkaApis.maybeForwardToController``, KIP-590; a Kafka KRaft broker forwards them too).
 
 A handler of a controller-owned request (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, CreateAcls, DeleteAcls, and the
-topic auto-creation of Metadata) writes its two halves, ``local(controller)`` (what the single node does with its own topic
-catalogue, ``controller.catalog``) and ``forwarded(manager)`` (what a broker of a cluster asks the
-controller), and calls
-``await broker.forwarding.maybe_forward(local, forwarded)``; which one runs is decided here, once,
-by the kind of seam the broker was given, never by the handler:
-
-- :class:`LocalController` (the single node: it is its own controller, like a ZooKeeper-era broker
-  whose ``forwardingManager`` is empty and whose ``ZkAdminManager`` changes the metadata) runs
-  ``local(self)``;
-- :class:`ForwardingManager` (a broker of a replicated cluster) runs ``forwarded(self)``, whose
-  :meth:`~ForwardingManager.forward`, :meth:`~ForwardingManager.call` and
-  :meth:`~ForwardingManager.forward_by_topic` send the request to the active controller through the
-  :class:`~pyspark_kafka.broker.cluster.broker_lifecycle.BrokerLifecycle`'s channel.
+IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, CreateAcls, DeleteAcls, DescribeQuorum and
+the topic auto-creation of Metadata) sends it through ``broker.forwarding``, a :class:`ForwardingManager`
+built with the broker: :meth:`~ForwardingManager.forward`, :meth:`~ForwardingManager.call` and
+:meth:`~ForwardingManager.forward_by_topic` reach the active controller through the
+:class:`~pyspark_kafka.broker.cluster.broker_lifecycle.BrokerLifecycle`'s channel (a combined node's channel is
+in-process). There is one path: no handler asks which kind of node it runs in.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable, Iterable, TypeVar
+from typing import Iterable
 
 from pyspark_kafka.broker.errors import ErrorCode
 
-T = TypeVar("T")
 TOPIC_WAIT_S = 5.0  # how long a forwarded CreateTopics waits for the new topics in this broker's metadata
 
 
-class LocalController:
-    """``LocalController(catalog)``: the single node's controller seam; every controller-owned request is
-    handled locally, on ``catalog`` (the :class:`~pyspark_kafka.broker.log.manager.LogManager`'s topic
-    catalogue: create and delete topics, add partitions, alter and describe topic configs)."""
-
-    def __init__(self, catalog) -> None:
-        self.catalog = catalog
-
-    async def maybe_forward(self, local: Callable[["LocalController"], Awaitable[T]],
-                            forwarded: Callable[["ForwardingManager"], Awaitable[T]]) -> T:
-        """Run ``local(self)`` (the single node owns its metadata) and return its answer."""
-        return await local(self)
-
-
 class ForwardingManager:
-    """``ForwardingManager(lifecycle)``: a replicated cluster's broker forwards controller-owned requests.
+    """``ForwardingManager(lifecycle)``: a broker forwards controller-owned requests to the active controller.
 
     ``lifecycle`` is the broker's :class:`~pyspark_kafka.broker.cluster.broker_lifecycle.BrokerLifecycle`
     (its channel to the active controller and its metadata image). Requests are the controller channel's
@@ -53,11 +30,6 @@ class ForwardingManager:
 
     def __init__(self, lifecycle) -> None:
         self.lifecycle = lifecycle
-
-    async def maybe_forward(self, local: Callable[[LocalController], Awaitable[T]],
-                            forwarded: Callable[["ForwardingManager"], Awaitable[T]]) -> T:
-        """Run ``forwarded(self)`` (the controller owns the metadata) and return its answer."""
-        return await forwarded(self)
 
     async def call(self, request: dict, timeout_s: float = 10) -> dict:
         """Send ``request`` to the active controller and return its answer (no wait for the metadata);

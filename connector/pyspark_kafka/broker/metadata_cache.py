@@ -1,24 +1,20 @@
 """What the broker knows of the cluster: topics, partitions, leaders, replicas, ISR, live brokers
-(Kafka's ``MetadataCache`` trait, with its ZooKeeper-era and KRaft implementations).
+(Kafka's ``MetadataCache`` trait and its ``KRaftMetadataCache``).
 
 Handlers and the group coordinator ask one :class:`MetadataCache`, the broker's, and never which mode
 the broker runs in. It is the only place a topic id is resolved (:meth:`MetadataCache.topic_id`,
 :meth:`MetadataCache.topic_name`), as in Kafka, whose ``KafkaApis`` and group coordinator read the
 same metadata (``MetadataCache.getTopicId`` / ``getTopicName``; the coordinator through its
-``MetadataImage``). The broker builds its cache at construction and hands it to its coordinators:
+``MetadataImage``). The broker builds its cache at construction and hands it to its coordinators.
 
-- :class:`LocalMetadataCache` (the single node, like Kafka's ``ZkMetadataCache`` on a one-broker
-  cluster): the topic catalogue of this broker's
-  :class:`~pyspark_kafka.broker.log.manager.LogManager`; this broker leads every partition and is its
-  only replica and in-sync replica, at leader epoch 0, and is the only live broker (advertised on the
-  listener the request came in on).
-- :class:`KRaftMetadataCache` (a broker of a replicated cluster): the broker's
-  :class:`~pyspark_kafka.broker.controller.image.ClusterImage`, built from the metadata log; leaders,
-  leader epochs, replicas and ISR as the controller decided them, the unfenced brokers as live, and the
-  replicas on other brokers as offline replicas.
+That cache is a :class:`KRaftMetadataCache` over the broker's
+:class:`~pyspark_kafka.broker.controller.image.ClusterImage`, built from the metadata log (a one-node
+combined cluster's too): leaders, leader epochs, replicas and ISR as the controller decided them, the unfenced
+brokers as live, and the replicas on other brokers as offline replicas. :class:`MetadataCache` is the interface
+(the coordinators' unit tests give an in-memory one).
 
-Both answer with the same plain values (:class:`TopicMetadata`, :class:`PartitionMetadata`,
-:class:`BrokerEndpoint`); neither raises for an unknown topic (None or empty answers).
+It answers with plain values (:class:`TopicMetadata`, :class:`PartitionMetadata`,
+:class:`BrokerEndpoint`); it never raises for an unknown topic (None or empty answers).
 """
 
 from __future__ import annotations
@@ -138,61 +134,8 @@ class MetadataCache:
         return {}
 
 
-class LocalMetadataCache(MetadataCache):
-    """The single node's metadata: ``LocalMetadataCache(logs, node_id, advertised)``.
-
-    ``logs`` is the broker's :class:`~pyspark_kafka.broker.log.manager.LogManager` (its topic
-    catalogue), ``node_id`` this broker's ``node.id``, ``advertised(listener) -> (host, port)`` the
-    broker's advertised address on a listener.
-    """
-
-    def __init__(self, logs, node_id: int, advertised: Callable[[str | None], tuple[str, int]]) -> None:
-        self.logs = logs
-        self.node_id = node_id
-        self.advertised = advertised
-
-    def topic_names(self) -> list[str]:
-        return sorted(self.logs.topics())
-
-    def topic(self, name: str) -> TopicMetadata | None:
-        info = self.logs.topic(name)
-        if info is None:
-            return None
-        me = (self.node_id,)
-        return TopicMetadata(name, info.topic_id, tuple(PartitionMetadata(p, self.node_id, 0, me, me)
-                                                        for p in range(info.num_partitions)), info.configs)
-
-    def contains_topic(self, name: str) -> bool:
-        return self.logs.topic(name) is not None
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        info = self.logs.topic_by_id(topic_id)
-        return None if info is None else info.name
-
-    def topic_id(self, name: str) -> uuid.UUID | None:
-        info = self.logs.topic(name)
-        return None if info is None else info.topic_id
-
-    def num_partitions(self, name: str) -> int | None:
-        info = self.logs.topic(name)
-        return None if info is None else info.num_partitions
-
-    def contains_partition(self, topic: str, partition: int) -> bool:
-        return self.logs.get_log(topic, partition) is not None
-
-    def partition_counts(self) -> dict[str, int]:
-        return {n: t.num_partitions for n, t in self.logs.topics().items()}
-
-    def topic_configs(self, name: str) -> dict[str, str] | None:
-        info = self.logs.topic(name)
-        return None if info is None else info.configs
-
-    def alive_brokers(self, listener: str | None) -> list[BrokerEndpoint]:
-        return [BrokerEndpoint(self.node_id, *self.advertised(listener))]
-
-
 class KRaftMetadataCache(MetadataCache):
-    """A replicated cluster's metadata: ``KRaftMetadataCache(image_of)``, ``image_of()`` returning the
+    """A broker's metadata: ``KRaftMetadataCache(image_of)``, ``image_of()`` returning the
     broker's current :class:`~pyspark_kafka.broker.controller.image.ClusterImage` (the broker
     lifecycle's, which the metadata log keeps up to date).
 

@@ -98,14 +98,13 @@ class ReplicaManager:
     checks transactional batches before they are appended (the transaction coordinator).
     Used from the broker's event loop thread only.
 
-    Two modes, one class. On the single node this broker leads every partition and is its only
-    replica: the high watermark equals the log end offset (HW = LEO) as soon as an append returns,
-    and acks=1 and acks=-1 (all) are the same. In a replicated cluster (``replicated`` True, set by
-    the broker lifecycle) ``partitions`` holds the :class:`~pyspark_kafka.broker.cluster.partition.Partition`
-    of every replica this broker hosts: appends and reads go to the leader only (NOT_LEADER_OR_FOLLOWER
-    elsewhere, leader epochs checked, KIP-320), follower fetches advance the followers' offsets and the
-    high watermark, and acks=all appends wait (:meth:`wait_for_replication`, Kafka's ``DelayedProduce``)
-    until the ISR has them (docs/replication.md).
+    ``partitions`` holds the :class:`~pyspark_kafka.broker.cluster.partition.Partition` of every replica this
+    broker hosts (made by the broker lifecycle from the metadata image, also on a one-node combined cluster):
+    appends and reads go to the leader only (NOT_LEADER_OR_FOLLOWER elsewhere, leader epochs checked, KIP-320),
+    follower fetches advance the followers' offsets and the high watermark, and acks=all appends wait
+    (:meth:`wait_for_replication`, Kafka's ``DelayedProduce``) until the ISR has them (docs/replication.md). With
+    an ISR of one the high watermark moves at the append (``Partition.maybe_increment_hw``) and acks=all finds it
+    there at once.
     """
 
     def __init__(self, data_dir: Path, config: BrokerConfig, verify_transaction: TransactionVerifier) -> None:
@@ -114,21 +113,19 @@ class ReplicaManager:
         self.verify_transaction = verify_transaction
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
         self.node_id = config.get_int("node.id")
-        # Replicated cluster (docs/replication.md): set by the broker lifecycle; False = the single node
-        self.replicated = False
         self.shutting_down = False  # set by the broker lifecycle's controlled shutdown
         self.partitions: dict[tuple[str, int], "Partition"] = {}
         #: (topic, partition) -> an event set once this broker's election as its leader is applied (the broker
         #: lifecycle writes the new leader epoch's checkpoint first, off the event loop); see wait_for_elections
         self.electing: dict[tuple[str, int], asyncio.Event] = {}
-        # The broker's MetadataCache (set by the Broker): in a replicated cluster it tells a partition that exists
+        # The broker's MetadataCache (set by the Broker): it tells a partition that exists
         # on other brokers (NOT_LEADER_OR_FOLLOWER) from one that does not exist (UNKNOWN_TOPIC_OR_PARTITION)
         self.metadata_cache: "MetadataCache | None" = None
 
-    # --- replication (a replicated cluster only) -------------------------------------------------
+    # --- replication -----------------------------------------------------------------------------
 
-    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> "Partition | None":
-        """The replicated partition this broker leads (None on a single node).
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> "Partition":
+        """The partition this broker leads.
 
         Raises FencedLeaderEpochError / UnknownLeaderEpochError when ``current_leader_epoch`` (-1: not given) is
         older / newer than the partition's current leader epoch (KIP-320), checked first, on a follower too (Kafka's
@@ -136,8 +133,6 @@ class ReplicaManager:
         NotLeaderOrFollowerError when this broker does not lead it (the client refreshes its metadata).
         A partition with no replica here raises :meth:`not_hosted`'s error.
         """
-        if not self.replicated:
-            return None
         part = self.partitions.get((topic, partition))
         if part is None:
             raise self.not_hosted(topic, partition)
@@ -174,7 +169,7 @@ class ReplicaManager:
         topic id), Produce and ListOffsets this way on a broker with no replica of the partition.
         """
         cache = self.metadata_cache
-        if self.replicated and cache is not None and cache.contains_partition(topic, partition):
+        if cache is not None and cache.contains_partition(topic, partition):
             return NotLeaderOrFollowerError(f"broker {self.node_id} holds no replica of {topic}-{partition}: "
                                             "refresh metadata")
         return UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")
@@ -210,11 +205,10 @@ class ReplicaManager:
         """After appends to the ``(topic, partition)`` keys of ``appended``: wait as ``acks`` asks (Kafka's
         ``DelayedProduce``) and return the error of each partition that did not get there.
 
-        Nothing to wait for with acks 0 or 1, nor on the single node (HW = LEO at once). In a replicated
-        cluster with acks=all (-1) each partition waits (:meth:`wait_for_replication`, at most ``timeout_ms``
+        Nothing to wait for with acks 0 or 1. With acks=all (-1) each partition waits (:meth:`wait_for_replication`, at most ``timeout_ms``
         ms) until its high watermark reaches its log end offset as it is when the wait starts.
         """
-        if acks != -1 or not self.replicated:
+        if acks != -1:
             return {}
         errors: dict[tuple[str, int], KafkaError] = {}
 
@@ -256,37 +250,20 @@ class ReplicaManager:
                     f"the request timeout of {timeout_ms} ms (high watermark {part.log.high_watermark})")
             await self.wait_for_append([(topic, partition)], left)
 
-    # --- topics -----------------------------------------------------------------------------
-
-    def auto_create(self, name: str) -> bool:
-        """Create ``name`` with ``num.partitions`` when ``auto.create.topics.enable``; True if it exists now.
-
-        Raises InvalidTopicError for an illegal name (only when auto-creation is on).
-        """
-        if self.logs.topic(name) is not None:
-            return True
-        if not self.config.get_bool("auto.create.topics.enable"):
-            return False
-        self.logs.create_topic(name, self.config.get_int("num.partitions"))
-        log.info("auto-created topic %s", name)
-        return True
-
     # --- produce ------------------------------------------------------------------------------
 
-    def append_records(self, topic: str | None, partition: int, records, acks: int, now_ms: int,
-                       auto_create: bool = True) -> AppendResult:
+    def append_records(self, topic: str | None, partition: int, records, acks: int, now_ms: int) -> AppendResult:
         """Append a client's record set (bytes or memoryview of whole batches) to ``topic``/``partition``.
 
         Kafka's ``ReplicaManager.appendRecords`` for one partition, in its order of checks: ``acks``
         must be 0, 1 or -1 (InvalidRequiredAcksError); ``topic`` None (an unknown topic id) raises
         UnknownTopicIdError; ``records`` None raises CorruptRecordError; internal topics are refused
-        (InvalidTopicError, "Cannot append to internal topic"); an unknown topic is auto-created
-        when ``auto_create`` and ``auto.create.topics.enable``, else UnknownTopicOrPartitionError
-        (the Produce handler passes ``auto_create=False``: Kafka creates topics only from a
-        Metadata request, never from Produce); a transactional batch goes through
+        (InvalidTopicError, "Cannot append to internal topic"); a partition this broker does not lead raises
+        :meth:`leader_partition`'s error (UnknownTopicOrPartitionError, NotLeaderOrFollowerError; Kafka creates
+        topics only from a Metadata request, never from Produce); a transactional batch goes through
         ``verify_transaction``; then the log validates and appends (idempotence, flush policy).
         Waiting fetches of the partition are woken. Returns the AppendResult (base offset, log
-        append time in ms or -1, log start offset). Single node: acks=1 and acks=-1 return at once.
+        append time in ms or -1, log start offset); acks=all waits in :meth:`wait_for_acks`.
         """
         if acks not in (0, 1, -1):
             raise InvalidRequiredAcksError(f"acks={acks} is not 0, 1 or -1")
@@ -297,21 +274,16 @@ class ReplicaManager:
         if topic in INTERNAL_TOPICS:
             raise InvalidTopicError(f"cannot append to internal topic {topic}: only the broker's coordinators write it")
         validate_topic_name(topic)
-        if auto_create and not self.replicated:
-            self.auto_create(topic)
         part = self.leader_partition(topic, partition)
-        plog = self.logs.get_log(topic, partition)
-        if plog is None:
-            raise UnknownTopicOrPartitionError(f"this broker has no partition {topic}-{partition}")
-        if part is not None and acks == -1:
+        plog = part.log
+        if acks == -1:
             self.check_min_isr(part, topic, partition)
         if len(records) >= BATCH_HEADER_SIZE:  # a shorter one: the log's validation reports it
             header = parse_header(records)
             if header.is_transactional and not header.is_control:
                 self.verify_transaction(header.producer_id, header.producer_epoch, topic, partition)
         result = plog.append(records, now_ms=now_ms, from_client=True)
-        if part is not None:
-            part.maybe_increment_hw()
+        part.maybe_increment_hw()
         self.notify_append(topic, partition)
         return result
 
@@ -320,16 +292,15 @@ class ReplicaManager:
         """Write a transaction marker (COMMIT or ABORT control batch) and wake the partition's fetches.
 
         Returns False when the partition no longer exists (nothing written). Raises KafkaError
-        from the log (e.g. InvalidProducerEpochError for a stale epoch), NotLeaderOrFollowerError in a
-        replicated cluster when this broker does not lead the partition.
+        from the log (e.g. InvalidProducerEpochError for a stale epoch), NotLeaderOrFollowerError when this
+        broker does not lead the partition.
         """
         plog = self.logs.get_log(topic, partition)
         if plog is None:
             return False
         part = self.leader_partition(topic, partition)  # never into a follower's copy (it would diverge)
         plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms=now_ms)
-        if part is not None:
-            part.maybe_increment_hw()
+        part.maybe_increment_hw()
         self.notify_append(topic, partition)
         return True
 
@@ -351,20 +322,19 @@ class ReplicaManager:
         Damaged batches are otherwise served as stored (see :meth:`LogSegment.read`).
         """
         plog = self.logs.get_log(topic, partition) if topic is not None else None
-        if plog is None and not (self.replicated and topic is not None and (topic, partition) in self.partitions):
+        if plog is None:
             code = ErrorCode.unknown_topic_id if topic is None else self.not_hosted(topic, partition).error_code
             return LogReadResult(code, -1, -1, -1)
         upper = plog.last_stable_offset if read_committed else plog.high_watermark
-        if self.replicated:
-            try:
-                part = self.leader_partition(topic, partition, current_leader_epoch)
-            except KafkaError as exc:
-                return LogReadResult(exc.error_code, -1, -1, -1)
-            if replica_id >= 0:  # a follower's fetch: its fetch offset is its LEO; it reads up to ours
-                from pyspark_kafka.broker.cluster.partition import mono_ms
-                if part.update_follower(replica_id, fetch_offset, mono_ms()):
-                    self.notify_append(topic, partition)
-                upper = plog.log_end_offset
+        try:
+            part = self.leader_partition(topic, partition, current_leader_epoch)
+        except KafkaError as exc:
+            return LogReadResult(exc.error_code, -1, -1, -1)
+        if replica_id >= 0:  # a follower's fetch: its fetch offset is its LEO; it reads up to ours
+            from pyspark_kafka.broker.cluster.partition import mono_ms
+            if part.update_follower(replica_id, fetch_offset, mono_ms()):
+                self.notify_append(topic, partition)
+            upper = plog.log_end_offset
         try:
             fetched = plog.read(fetch_offset, max_bytes, max_offset=upper, min_one_message=min_one_message)
         except KafkaError as exc:
@@ -379,8 +349,8 @@ class ReplicaManager:
     # --- list offsets -----------------------------------------------------------------------
 
     def leader_epoch(self, topic: str, partition: int) -> int:
-        """The partition's current leader epoch (0 on a single node, which never changes leader)."""
-        part = self.partitions.get((topic, partition)) if self.replicated else None
+        """The partition's current leader epoch (0 when this broker hosts no replica of it)."""
+        part = self.partitions.get((topic, partition))
         return 0 if part is None else part.state.leader_epoch
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, read_committed: bool,
@@ -396,7 +366,7 @@ class ReplicaManager:
         """
         plog = self._partition_log(topic, partition)
         part = self.leader_partition(topic, partition, current_leader_epoch)
-        if part is not None and timestamp == LATEST_TIMESTAMP:
+        if timestamp == LATEST_TIMESTAMP:
             epoch_start = part.epochs.end_offset_for(part.state.leader_epoch - 1, plog.log_end_offset)[1]
             if plog.high_watermark < epoch_start:
                 # Kafka's Partition.fetchOffsetForTimestamp: a new leader whose high watermark has not yet
@@ -480,31 +450,16 @@ class ReplicaManager:
 
     def end_offset_for_epoch(self, topic: str, partition: int, current_leader_epoch: int,
                              leader_epoch: int) -> tuple[int, int]:
-        """``(leader epoch, end offset)`` answering OffsetForLeaderEpoch for one partition.
+        """``(leader epoch, end offset)`` answering OffsetForLeaderEpoch for one partition this broker leads.
 
-        Kafka's ``Partition.lastOffsetForLeaderEpoch`` with this broker's one leader epoch (0,
-        starting at the log start offset): UnknownTopicOrPartitionError first; then a
-        ``current_leader_epoch`` other than -1 (not given) is checked against 0: lower raises
-        FencedLeaderEpochError, higher UnknownLeaderEpochError. ``leader_epoch`` 0 gives ``(0, log
-        end offset)``; below -1 ``(leader_epoch, log start offset)`` (the start of the first
-        epoch above it); -1 or above 0 ``(-1, -1)`` (undefined, without an error).
+        Kafka's ``Partition.lastOffsetForLeaderEpoch``: UnknownTopicOrPartitionError first; then
+        :meth:`leader_partition`'s checks of ``current_leader_epoch`` (-1: not given; lower raises
+        FencedLeaderEpochError, higher UnknownLeaderEpochError) and of the leadership; then the partition's
+        leader-epoch cache answers (KIP-101/279; ``(-1, -1)`` for an epoch newer than every known one).
         """
         plog = self._partition_log(topic, partition)
-        part = self.partitions.get((topic, partition)) if self.replicated else None
-        if part is not None:  # the leader-epoch cache (KIP-101/279)
-            self.leader_partition(topic, partition, current_leader_epoch)
-            return part.epochs.end_offset_for(leader_epoch, plog.log_end_offset)
-        if current_leader_epoch != -1 and current_leader_epoch < plog.leader_epoch:
-            raise FencedLeaderEpochError(f"the current leader epoch of {topic}-{partition} is {plog.leader_epoch}, "
-                                         f"newer than the request's {current_leader_epoch}: refresh metadata")
-        if current_leader_epoch > plog.leader_epoch:
-            raise UnknownLeaderEpochError(f"the current leader epoch of {topic}-{partition} is {plog.leader_epoch}, "
-                                          f"older than the request's {current_leader_epoch}")
-        if leader_epoch == plog.leader_epoch:
-            return leader_epoch, plog.log_end_offset
-        if leader_epoch < -1:
-            return leader_epoch, plog.log_start_offset
-        return -1, -1
+        part = self.leader_partition(topic, partition, current_leader_epoch)
+        return part.epochs.end_offset_for(leader_epoch, plog.log_end_offset)
 
     # --- append notifications (Fetch long poll) -------------------------------------------
 

@@ -32,9 +32,8 @@ from pyspark_kafka.broker.dynamic_config import DynamicConfigs
 from pyspark_kafka.broker.handlers import REGISTRY, CloseConnection, RequestContext, load_handlers, now_ms
 from pyspark_kafka.broker.handlers.api_versions import api_versions_body
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
-from pyspark_kafka.broker.forwarding import ForwardingManager, LocalController
-from pyspark_kafka.broker.local_coordinators import LocalCoordinators
-from pyspark_kafka.broker.metadata_cache import KRaftMetadataCache, LocalMetadataCache, MetadataCache
+from pyspark_kafka.broker.forwarding import ForwardingManager
+from pyspark_kafka.broker.metadata_cache import KRaftMetadataCache, MetadataCache
 from pyspark_kafka.broker.replica_manager import ReplicaManager
 from pyspark_kafka.broker.security import session as sec
 from pyspark_kafka.broker.security.authorizer import authorizer_from_config
@@ -55,8 +54,11 @@ class Broker:
     ``authorizer.class.name`` is empty). ``replica_manager`` owns the logs (the
     handlers' only way to them); ``metadata_cache`` is the one
     :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache` the handlers and the group coordinator
-    ask (chosen here by the config); ``group_coordinator`` and ``txn_coordinator`` are created here
-    and loaded by :func:`serve` (or on first use). Raises ConfigError for a bad config;
+    ask (over the metadata image of ``lifecycle``, the broker's life in its cluster, built here too with
+    ``forwarding`` and ``coordinators``: the mode is fixed at construction); ``group_coordinator`` and
+    ``txn_coordinator`` are created here and load the internal partitions this broker comes to lead. Raises
+    ConfigError for a bad config (also a ``process.roles`` that is neither a combined node nor a broker with
+    ``controller.quorum.voters``, :func:`~pyspark_kafka.broker.cluster.combined.node_kind`);
     :class:`~pyspark_kafka.broker.meta_properties.MetaPropertiesError` when a combined node's data directory holds
     another node's ``meta.properties`` (written at the first start, checked at every start, as Kafka's).
     """
@@ -64,9 +66,9 @@ class Broker:
     def __init__(self, data_dir: str | Path, config: dict[str, str] | None = None, host: str = "127.0.0.1"):
         self.data_dir = Path(data_dir)
         self.config = BrokerConfig(config)
-        from pyspark_kafka.broker.cluster.combined import COMBINED_DEFAULTS, CombinedController, is_combined
+        from pyspark_kafka.broker.cluster.combined import COMBINED_DEFAULTS, CombinedController, node_kind
 
-        combined = is_combined(self.config)  # the mode is fixed here, by the config; nothing asks it again
+        combined = node_kind(self.config) == "combined"  # the mode is fixed here, by the config; nothing asks it again
         if combined:
             self.config = BrokerConfig({**COMBINED_DEFAULTS, **(config or {})})
         # A stable cluster id per data directory: derived from its path at the first start; a combined node keeps it
@@ -80,70 +82,44 @@ class Broker:
 
             prepare_data_dir(self.data_dir)  # a clear KafkaStorageError for a file or an unwritable path
             cluster_id = meta_properties.ensure(self.data_dir, self.config.get_int("node.id"), cluster_id).cluster_id
-        else:
-            from pyspark_kafka.broker.cluster.broker_lifecycle import is_cluster_broker
+        else:  # a split cluster's broker: written once the controller names the cluster id (registration)
+            from pyspark_kafka.broker import meta_properties
 
-            if is_cluster_broker(self.config):  # a split cluster's broker: written once the controller names the
-                from pyspark_kafka.broker import meta_properties  # cluster id (registration); node id checked now
-
-                meta_properties.check_node_id(self.data_dir, self.config.get_int("node.id"))
+            meta_properties.check_node_id(self.data_dir, self.config.get_int("node.id"))  # node id checked now
         self.dynamic_configs = DynamicConfigs(self.data_dir, self.config)  # AlterConfigs on BROKER / GROUP resources
         self.dynamic_configs.load()
         self.replica_manager = ReplicaManager(self.data_dir, self.config, self._verify_transaction)
         self.dynamic_configs.listeners.append(self.replica_manager.logs.refresh_log_configs)
         self.node_id = self.config.get_int("node.id")
-        self.lifecycle = None  # the BrokerLifecycle in a replicated cluster (docs/replication.md)
-        # The seams handlers and coordinators ask instead of the broker's mode. The metadata cache is fixed here, by
-        # the config (the coordinators get it now); use_cluster_seams swaps the other seams for a cluster's
-        self.metadata_cache: MetadataCache = self._metadata_cache()
+        # The metadata cache reads the broker lifecycle's image (built below; the coordinators get the cache now)
+        self.metadata_cache: MetadataCache = KRaftMetadataCache(self._cluster_image)
         self.replica_manager.metadata_cache = self.metadata_cache  # NOT_LEADER_OR_FOLLOWER vs UNKNOWN_TOPIC_OR_PARTITION
         writer = LogPartitionWriter(self.replica_manager.logs)  # the coordinators' only way to their partitions
         self.group_coordinator = GroupCoordinator(writer, self.metadata_cache, self.config)
         self.group_coordinator.consumer.group_configs = self.dynamic_configs
-        self.txn_coordinator = TransactionCoordinator(writer, self.config, self.data_dir, self.group_coordinator,
-                                                      self.replica_manager.append_marker)
-        from pyspark_kafka.broker.cluster.broker_lifecycle import is_cluster_broker
-
-        # SCRAM credentials: the metadata image's on a cluster broker and a combined node, else the single node's file
-        self.security = sec.Security(self.config, self.data_dir, in_metadata=is_cluster_broker(self.config))
+        self.txn_coordinator = TransactionCoordinator(  # markers: WriteTxnMarkers to each partition's leader
+            writer, self.config, self.data_dir, self.group_coordinator,
+            lambda meta, commit: self.coordinators.write_markers(meta, commit))
+        self.security = sec.Security(self.config, self.data_dir)
         self.authorizer = authorizer_from_config(self.config, self.data_dir)  # None: authorization off
         self.host = host
         self.port = 0
-        self.forwarding: LocalController | ForwardingManager = LocalController(self.replica_manager.logs)
-        self.coordinators = LocalCoordinators(self)  # or the lifecycle's ClusterCoordinators
         self.cluster_id = cluster_id
         #: the controller role of a combined node (process.roles=broker,controller), None on a broker of a split
         #: cluster; :func:`serve` starts it before the broker lifecycle
         self.controller_role = (CombinedController(self.node_id, self.data_dir, self.config, self.cluster_id)
                                 if combined else None)
+        from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle
 
-    def _metadata_cache(self) -> MetadataCache:
-        """The broker's one :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache`, chosen by the config:
-        a :class:`~pyspark_kafka.broker.metadata_cache.KRaftMetadataCache` over the broker lifecycle's metadata
-        image for a broker of a replicated cluster (``process.roles=broker`` with ``controller.quorum.voters``),
-        else the single node's :class:`~pyspark_kafka.broker.metadata_cache.LocalMetadataCache`."""
-        from pyspark_kafka.broker.cluster.broker_lifecycle import is_cluster_broker
-
-        if is_cluster_broker(self.config):
-            return KRaftMetadataCache(self._cluster_image)
-        return LocalMetadataCache(self.replica_manager.logs, self.node_id, self.advertised)
+        #: the broker's life in its cluster (registration, metadata image, replicas, the coordinators' placement);
+        #: :func:`serve` starts it once the listeners are bound
+        self.lifecycle = BrokerLifecycle(self, self.controller_role)
+        self.forwarding = ForwardingManager(self.lifecycle)  # controller-owned requests go to the active controller
+        self.coordinators = self.lifecycle.coordinators  # FindCoordinator, the coordinators' writes, markers
 
     def _cluster_image(self):
-        """The metadata image of this cluster broker's lifecycle (read at each question: the lifecycle may
-        replace it). Raises RuntimeError before :meth:`use_cluster_seams` gave the lifecycle."""
-        if self.lifecycle is None:
-            raise RuntimeError(f"broker {self.node_id}: the cluster's metadata was asked for before the broker "
-                               "lifecycle was set (use_cluster_seams): a start-up ordering bug")
+        """The metadata image of this broker's lifecycle (read at each question: the lifecycle may replace it)."""
         return self.lifecycle.image
-
-    def use_cluster_seams(self, lifecycle) -> None:
-        """Become a broker of a replicated cluster: ``lifecycle`` (its
-        :class:`~pyspark_kafka.broker.cluster.broker_lifecycle.BrokerLifecycle`) gives the metadata image
-        (the metadata cache, built at construction, reads it from now on), the forwarding to the active
-        controller and the coordinators' placement."""
-        self.lifecycle = lifecycle
-        self.forwarding = ForwardingManager(lifecycle)
-        self.coordinators = lifecycle.coordinators
 
     def advertised(self, listener: str | None = None) -> tuple[str, int]:
         """``(host, port)`` advertised on ``listener`` (name; None or unknown: the first listener)."""
@@ -490,11 +466,9 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         timers.append(asyncio.create_task(
             _every(broker.config.get_int("log.cleaner.backoff.ms"), lambda: logs.run_cleaner(now_ms()), "log cleaner")
         ))
-    from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle, is_cluster_broker
-    # the coordinators then load only the internal partitions they lead; handlers see the lifecycle once started
     if broker.controller_role is not None:  # a combined node: its controller first, on the same event loop
         await broker.controller_role.start()
-    lifecycle = BrokerLifecycle(broker, broker.controller_role) if is_cluster_broker(broker.config) else None
+    # the coordinators load only the internal partitions this broker leads, as the lifecycle elects it
     try:
         broker.group_coordinator.ensure_loaded()  # replays __consumer_offsets: groups and committed offsets
     except KafkaError:
@@ -505,12 +479,8 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
         lambda: txn.abort_timed_out(now_ms()), "transaction timeout check",
     )))
-    if lifecycle is not None:
-        broker.use_cluster_seams(lifecycle)
-        await lifecycle.start()
-        timers.append(asyncio.create_task(_serve_when(lifecycle.unfenced, serving)))
-    else:
-        serving.set()
+    await broker.lifecycle.start()
+    timers.append(asyncio.create_task(_serve_when(broker.lifecycle.unfenced, serving)))
     bootstrap = f"{broker.host}:{broker.port}"
     log.info("pyspark-kafka broker listening on %s (data dir %s)", bootstrap, broker.data_dir)
     for lst in security.listeners:
@@ -524,18 +494,15 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
             if not serving.is_set():
                 await _first_of(serving, stop)
             ready(bootstrap)
-        if lifecycle is None:
-            await stop.wait()
-        else:  # or until the broker must shut down (not registered in time: Kafka's RegistrationTimeoutEvent)
-            waits = [asyncio.create_task(stop.wait()), asyncio.create_task(lifecycle.failed.wait())]
-            try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for w in waits:
-                    w.cancel()
+        # until stopped, or until the broker must shut down (not registered in time: Kafka's RegistrationTimeoutEvent)
+        waits = [asyncio.create_task(stop.wait()), asyncio.create_task(broker.lifecycle.failed.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
     finally:
-        if broker.lifecycle is not None:
-            await broker.lifecycle.stop()  # controlled shutdown: leaderships move before the sockets close
+        await broker.lifecycle.stop()  # controlled shutdown: leaderships move before the sockets close
         for server in servers:
             server.close()
         for task in [*timers, *connections]:
@@ -549,8 +516,8 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
         if broker.controller_role is not None:
             await broker.controller_role.stop()
         log.info("pyspark-kafka broker on %s stopped; logs closed", bootstrap)
-    if lifecycle is not None and lifecycle.failure is not None:
-        raise lifecycle.failure
+    if broker.lifecycle.failure is not None:
+        raise broker.lifecycle.failure
 
 
 def run_broker(

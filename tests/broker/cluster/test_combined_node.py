@@ -1,9 +1,10 @@
 """The combined node (``process.roles=broker,controller``, the default): one process running the controller on a
 one-voter metadata log and the cluster broker, as Apache Kafka's combined mode.
 
-- A data directory written by the single-node broker (``process.roles=broker`` without voters, the layout of
-  earlier versions) is migrated on the combined node's first start: topics keep their ids and records, dynamic
-  broker configs and ACLs become metadata records; a second start migrates nothing again.
+- A data directory written by the single-node broker of earlier versions (built here from its files) is migrated
+  on the combined node's first start: topics keep their ids and records, dynamic broker configs and ACLs become
+  metadata records; a second start migrates nothing again. ``process.roles=broker`` without voters (that old
+  single node) is refused naming the fix.
 - ``meta.properties`` (Apache Kafka's storage identity: version 1, cluster.id, node.id, directory.id) is written at
   the first start and checked at every start: a moved data directory keeps its cluster id, another node's data
   directory is refused naming the fix, an older data directory without the file gets one.
@@ -15,33 +16,54 @@ one-voter metadata log and the cluster broker, as Apache Kafka's combined mode.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import time
+import uuid
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import AdminClient
 
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.cluster.combined import METADATA_DIR
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.errors import ConfigError
+from pyspark_kafka.broker.log.manager import LogManager
 from pyspark_kafka.broker.meta_properties import MetaPropertiesError
+from support.batches import make_batch
+from support.records import read_all
 from support.client_records import RECORDS, consume, expected, as_tuples, produce
 from support.topics import create_topic
 from support.waiting import wait_until
 
 
+def _single_node_data_dir(data) -> uuid.UUID:
+    """A data directory as the single-node broker of earlier versions left it: topic ``kept`` (2 partitions, a
+    retention override, 20 records) in ``__topics.json`` and its partition directories (the log manager's
+    layout, which the combined node keeps), one ACL in ``acls.json`` and a dynamic broker config in
+    ``__dynamic_configs.json`` (both files as the single node wrote them: a JSON list of Kafka's 7 ACL fields,
+    and ``{"broker", "default", "groups"}``). Returns the topic's id."""
+    logs = LogManager(data, BrokerConfig({}))
+    logs.load()
+    try:
+        info = logs.create_topic("kept", 2, {"retention.ms": "123456789"})
+        for partition in range(2):
+            logs.get_log("kept", partition).append(make_batch([b"v-%d-%d" % (partition, i) for i in range(10)],
+                                                          timestamp_ms=int(time.time() * 1000)))  # within retention
+    finally:
+        logs.close()
+    # resource TOPIC (2) "kept", LITERAL (3), principal, host, READ (3), ALLOW (3)
+    (data / "acls.json").write_text(json.dumps([[2, "kept", 3, "User:alice", "*", 3, 3]]))
+    (data / "__dynamic_configs.json").write_text(json.dumps(
+        {"broker": {"log.cleaner.backoff.ms": "4321"}, "default": {}, "groups": {}}, indent=1, sort_keys=True))
+    return info.topic_id
+
+
 def test_single_node_data_dir_is_migrated_once(tmp_path, caplog):
     data = tmp_path / "data"
-    with EmbeddedBroker(data_dir=data, config={"process.roles": "broker"}) as old:  # the single-node layout
-        create_topic(old.bootstrap_servers, "kept", partitions=2, config={"retention.ms": "123456789"})
-        produce(old.bootstrap_servers, "kept", RECORDS[:20])
-        admin = AdminClient({"bootstrap.servers": old.bootstrap_servers})
-        res = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
-            ConfigEntry("log.cleaner.backoff.ms", "4321", incremental_operation=AlterConfigOpType.SET)])
-        admin.incremental_alter_configs([res])[res].result(10)
-        old_id = old.broker.metadata_cache.topic_id("kept")
-    assert not (data / METADATA_DIR).exists()
-    assert (data / "__dynamic_configs.json").exists()
-    assert not (data / "meta.properties").exists()  # the single node writes none; the combined node's start does
+    old_id = _single_node_data_dir(data)
+    assert not (data / METADATA_DIR).exists() and not (data / "meta.properties").exists()
     caplog.set_level(logging.INFO, logger="pyspark_kafka.controller")
     for start in range(2):
         with EmbeddedBroker(data_dir=data) as node:
@@ -50,13 +72,30 @@ def test_single_node_data_dir_is_migrated_once(tmp_path, caplog):
             assert cache.topic_id("kept") == old_id
             assert cache.topic_configs("kept")["retention.ms"] == "123456789"
             assert node.broker.config.get("log.cleaner.backoff.ms") == "4321"
-            got = consume(node.bootstrap_servers, "kept", 20)
-            assert sorted(as_tuples(got)) == sorted(expected(RECORDS[:20]))
-    assert not (data / "__dynamic_configs.json").exists()  # read by no later start: the records are the truth
-    assert (data / "__dynamic_configs.json.migrated").exists()
+            acls = list(node.broker.lifecycle.image.acls.values())
+            assert [(a.resource_name, a.principal) for a in acls] == [("kept", "User:alice")]
+            got = read_all(node.bootstrap_servers, "kept", partitions=2)
+            assert [(p, o, v) for p, o, _, v in got] == [(p, i, b"v-%d-%d" % (p, i)) for p in range(2) for i in range(10)]
+    for name in ("__dynamic_configs.json", "acls.json"):  # read by no later start: the records are the truth
+        assert not (data / name).exists() and (data / f"{name}.migrated").exists()
     assert _meta(data)[1]["node.id"] == "0"
     migrated = [r for r in caplog.records if "migrated to the metadata log" in r.getMessage()]
     assert len(migrated) == 1, [r.getMessage() for r in migrated]  # the first start only
+    assert "1 acl records" in migrated[0].getMessage() and "2 partition records" in migrated[0].getMessage()
+
+
+@pytest.mark.parametrize("config, says", [
+    ({"process.roles": "broker"}, "use the default process.roles=broker,controller"),
+    ({"process.roles": "controller"}, "process.roles=controller runs no broker"),
+    ({"process.roles": "broker,controller", "controller.quorum.voters": "1@127.0.0.1:9093"},
+     "the node id 0 must be included in the set of voters"),
+], ids=["broker-without-voters", "controller-only", "combined-not-a-voter"])
+def test_a_node_of_no_kind_is_refused_naming_the_fix(tmp_path, config, says):
+    """The old single node (process.roles=broker without voters) is gone: such a config is refused at
+    construction, before anything is written, as Kafka's KafkaConfig refuses it."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        EmbeddedBroker(data_dir=tmp_path / "data", config=config).start()
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
 
 
 def test_describe_quorum_one_voter():

@@ -26,6 +26,8 @@ def _store(data_dir) -> O.OffsetStore:
     logs = LogManager(data_dir, CONFIG)
     logs.load()
     store = O.OffsetStore(LogPartitionWriter(logs), CONFIG)
+    store.writer.create_topic(O.OFFSETS_TOPIC, CONFIG.get_int("offsets.topic.num.partitions"),
+                              CONFIG.get_int("offsets.topic.segment.bytes"))  # as the controller creates it
     store.snapshots = False  # as in the cluster
     return store
 
@@ -39,7 +41,7 @@ def _write_history(store: O.OffsetStore) -> None:
 
 def test_each_partition_loads_and_unloads_exactly_its_groups(tmp_path):
     writer = _store(tmp_path / "data")
-    writer.load()
+    writer.load(range(writer.partition_count()))  # every partition, as their leader
     _write_history(writer)
     by_partition = {p: {g for g in GROUPS if partition_for(g, 3) == p} for p in range(3)}
     assert all(by_partition.values())  # the 12 ids spread over the 3 partitions
@@ -60,7 +62,7 @@ def test_each_partition_loads_and_unloads_exactly_its_groups(tmp_path):
 
 def test_staged_transactional_offsets_complete_partition_by_partition(tmp_path):
     store = _store(tmp_path / "data")
-    store.load()
+    store.load(range(store.partition_count()))  # every partition, as their leader
     g1 = next(g for g in GROUPS if partition_for(g, 3) == 0)
     g2 = next(g for g in GROUPS if partition_for(g, 3) == 2)
     for g in (g1, g2):
@@ -79,7 +81,7 @@ def test_staged_transactional_offsets_complete_partition_by_partition(tmp_path):
 
 def test_replaying_one_partitions_marker_leaves_the_other_partitions_offsets_pending(tmp_path):
     store = _store(tmp_path / "data")
-    store.load()
+    store.load(range(store.partition_count()))  # every partition, as their leader
     g0 = next(g for g in GROUPS if partition_for(g, 3) == 0)
     g2 = next(g for g in GROUPS if partition_for(g, 3) == 2)
     for g in (g0, g2):

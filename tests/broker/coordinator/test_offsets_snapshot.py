@@ -25,8 +25,21 @@ def _store(data_dir: Path) -> O.OffsetStore:
     logs = LogManager(data_dir, BrokerConfig())
     logs.load()
     store = O.OffsetStore(LogPartitionWriter(logs), BrokerConfig())
-    store.load()
+    _create_offsets_topic(store)
+    store.on_append = lambda p: _leader_hw(logs, p)  # the partition's leader with an ISR of one
+    store.load(range(store.partition_count()))  # every partition, as their leader
     return store
+
+
+def _create_offsets_topic(store: O.OffsetStore) -> None:
+    """``__consumer_offsets`` with the configured partitions, as the controller creates it (kept when it exists)."""
+    store.writer.create_topic(O.OFFSETS_TOPIC, store.config.get_int("offsets.topic.num.partitions"),
+                              store.config.get_int("offsets.topic.segment.bytes"))
+
+
+def _leader_hw(logs: LogManager, partition: int) -> None:
+    plog = logs.get_log(O.OFFSETS_TOPIC, partition)
+    plog.update_high_watermark(plog.log_end_offset)
 
 
 def _history(store: O.OffsetStore) -> None:
@@ -117,7 +130,9 @@ def _store_many(data_dir: Path, partitions=None) -> O.OffsetStore:
     logs = LogManager(data_dir, MANY)
     logs.load()
     store = O.OffsetStore(LogPartitionWriter(logs), MANY)
-    store.load(partitions)
+    _create_offsets_topic(store)
+    store.on_append = lambda p: _leader_hw(logs, p)
+    store.load(range(store.partition_count()) if partitions is None else partitions)
     return store
 
 
@@ -160,7 +175,7 @@ def test_a_crash_replays_a_bounded_tail_however_commits_spread_over_partitions(t
     assert reloaded.replayed_records <= 2 * O.SNAPSHOT_EVERY_RECORDS
     full = _store_many(tmp_path / "data")
     full.snapshots = False
-    full.load()
+    full.load(range(full.partition_count()))
     assert _full_state(full) == expected and full.replayed_records > 4_000
 
 
@@ -193,7 +208,7 @@ def test_only_loaded_partitions_with_replicated_records_get_snapshots(tmp_path):
     writer.writer.logs.close()
     store = _store_many(tmp_path / "data", partitions=[1, 2])
     plog2 = store.writer.logs.get_log(O.OFFSETS_TOPIC, 2)
-    plog2.replicated, plog2.high_watermark = True, plog2.log_end_offset - 1
+    plog2.high_watermark = plog2.log_end_offset - 1
     store.write_snapshots()
     written = {p for p in range(10) if list((tmp_path / "data" / f"{O.OFFSETS_TOPIC}-{p}").glob(f"*{O.SNAPSHOT_SUFFIX}"))}
     assert written == {1}

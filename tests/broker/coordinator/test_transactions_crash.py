@@ -4,6 +4,7 @@ visible, lost or duplicated for a read_committed reader."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import queue
 import signal
@@ -20,7 +21,14 @@ from confluent_kafka import Producer
 from support.topics import create_topic
 from pyspark_kafka.broker.coordinator.txn import TxnState
 from support.batches import make_batch
-from pyspark_kafka.broker.server import Broker
+from pyspark_kafka.broker.config import BrokerConfig
+from pyspark_kafka.broker.coordinator.group import GroupCoordinator
+from pyspark_kafka.broker.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
+from pyspark_kafka.broker.coordinator.partition_writer import LogPartitionWriter
+from pyspark_kafka.broker.coordinator.txn import TransactionCoordinator
+from pyspark_kafka.broker.replica_manager import ReplicaManager
+from support.coordinators import InMemoryMetadataCache, markers_settled
+from support.replicas import lead
 from support.broker_process import BrokerProcess
 from support.records import read_all, values
 from support.transactions import DEADLINE_S, describe, list_offset, produce_txn, txn_producer
@@ -39,7 +47,36 @@ def _transactional_batch(values_: list[bytes], producer_id: int, epoch: int, seq
                                                base_sequence=seq)))
 
 
-def _crash(broker: Broker) -> None:
+class _Node:
+    """A broker's storage and transaction coordinator, without a server (the coordinator owns every
+    ``__transaction_state`` partition and loads them all, as a leader of each does): ``replica_manager``, ``txn``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        config = BrokerConfig({"transaction.state.log.replication.factor": "1"})
+        self.replica_manager = ReplicaManager(data_dir, config, lambda *a: None)
+        self.replica_manager.logs.load()
+        lead(self.replica_manager, "data", 2)  # as the broker lifecycle makes this broker their leader
+        writer = LogPartitionWriter(self.replica_manager.logs)
+        groups = GroupCoordinator(writer, InMemoryMetadataCache({"data": 2}), config)
+        self.txn_coordinator = TransactionCoordinator(writer, config, data_dir, groups, self._write_markers)
+
+    async def _write_markers(self, meta, commit: bool) -> None:
+        """The markers of prepared ``meta`` into this broker's partitions (it leads them all), then completed."""
+        for topic, partition in sorted(meta.partitions):
+            self.replica_manager.append_marker(topic, partition, meta.producer_id, meta.producer_epoch, commit,
+                                               meta.last_update_ms)
+        self.txn_coordinator.markers_written(meta, commit, meta.last_update_ms)
+
+    def load(self, now_ms: int) -> TransactionCoordinator:
+        """Lead and load every ``__transaction_state`` partition (created when missing), as on an election."""
+        txn = self.txn_coordinator.ensure_loaded(now_ms)
+        count = txn.writer.create_topic(TRANSACTION_STATE_TOPIC, 1, 1 << 20)
+        for partition in range(count):
+            txn.load_partition(partition, now_ms)
+        return txn
+
+
+def _crash(broker: _Node) -> None:
     """Drop a broker without closing its logs (no snapshot, no clean-shutdown marker), as SIGKILL would."""
     for key in list(broker.replica_manager.logs.topics()):
         for partition in range(broker.replica_manager.logs.topic(key).num_partitions):
@@ -49,37 +86,37 @@ def _crash(broker: Broker) -> None:
 
 @pytest.mark.parametrize("commit", [True, False], ids=["PrepareCommit", "PrepareAbort"])
 def test_restart_completes_a_prepared_transaction(tmp_path, commit):
-    broker = Broker(tmp_path)
-    broker.replica_manager.logs.load()
-    broker.replica_manager.logs.create_topic("data", 2)
-    txn = broker.txn_coordinator
-    txn.load(NOW)
-    pid, epoch = txn.init_producer_id("app", 60000, -1, -1, NOW)
-    txn.add_partitions("app", pid, epoch, [("data", 0), ("data", 1)], NOW)
-    for partition in range(2):
-        broker.replica_manager.logs.get_log("data", partition).append(_transactional_batch([b"a", b"b"], pid, epoch, 0))
-    # crash after PrepareX is durable and the first partition got its marker, before the second did
-    meta = txn.transactions["app"]
-    prepared = dataclasses.replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
-    txn._persist(prepared, NOW)
-    broker.replica_manager.logs.get_log("data", 0).append_marker(pid, epoch, commit)
-    assert broker.replica_manager.logs.get_log("data", 1).last_stable_offset == 0
-    _crash(broker)
+    async def scenario():
+        broker = _Node(tmp_path)
+        txn = broker.load(NOW)
+        pid, epoch = txn.init_producer_id("app", 60000, -1, -1, NOW)
+        txn.add_partitions("app", pid, epoch, [("data", 0), ("data", 1)], NOW)
+        for partition in range(2):
+            broker.replica_manager.logs.get_log("data", partition).append(
+                _transactional_batch([b"a", b"b"], pid, epoch, 0))
+        # crash after PrepareX is durable and the first partition got its marker, before the second did
+        meta = txn.transactions["app"]
+        prepared = dataclasses.replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+        txn._persist(prepared, NOW)
+        broker.replica_manager.logs.get_log("data", 0).append_marker(pid, epoch, commit)
+        assert broker.replica_manager.logs.get_log("data", 1).last_stable_offset == 0
+        _crash(broker)
 
-    restarted = Broker(tmp_path)
-    restarted.replica_manager.logs.load()
-    assert not restarted.replica_manager.logs.clean_shutdown
-    txn = restarted.txn_coordinator
-    txn.load(NOW + 1)
-    assert txn.transactions["app"].state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
-    for partition in range(2):
-        plog = restarted.replica_manager.logs.get_log("data", partition)
-        assert plog.last_stable_offset == plog.high_watermark  # nothing left open
-        aborted = plog.aborted_transactions(0, plog.high_watermark)
-        assert [(a.producer_id, a.first_offset) for a in aborted] == ([] if commit else [(pid, 0)])
-    # the producer id is not handed out again after the restart
-    assert txn.init_producer_id(None, 0, -1, -1, NOW)[0] > pid
-    restarted.replica_manager.logs.close()
+        restarted = _Node(tmp_path)
+        assert not restarted.replica_manager.logs.clean_shutdown
+        txn = restarted.load(NOW + 1)
+        await markers_settled(txn)  # the load completed the prepared transaction: its markers follow
+        assert txn.transactions["app"].state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
+        for partition in range(2):
+            plog = restarted.replica_manager.logs.get_log("data", partition)
+            assert plog.last_stable_offset == plog.high_watermark  # nothing left open
+            aborted = plog.aborted_transactions(0, plog.high_watermark)
+            assert [(a.producer_id, a.first_offset) for a in aborted] == ([] if commit else [(pid, 0)])
+        # the producer id is not handed out again after the restart
+        assert txn.init_producer_id(None, 0, -1, -1, NOW)[0] > pid
+        restarted.replica_manager.logs.close()
+
+    asyncio.run(scenario())
 
 
 # --- SIGKILL of the broker process ------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pyspark_kafka.broker.errors import (
     ProducerFencedError,
 )
 from pyspark_kafka.broker.log.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from support.coordinators import MarkerLog, groups, transactions
+from support.coordinators import MarkerLog, groups, markers_settled, transactions
 
 T0 = 1_700_000_000_000
 
@@ -38,6 +38,8 @@ def test_commit_goes_through_prepare_to_complete_with_its_markers(tmp_path):
         txn.add_partitions("tx", pid, epoch, [("t", 0), ("t", 2)], T0)
         assert txn.describe("tx").state is TxnState.ONGOING and txn.describe("tx").start_ms == T0
         txn.end_txn("tx", pid, epoch, True, T0 + 1)
+        assert txn.describe("tx").state is TxnState.PREPARE_COMMIT  # answered; the markers follow
+        await markers_settled(txn)
         assert txn.describe("tx").state is TxnState.COMPLETE_COMMIT and txn.describe("tx").partitions == set()
         assert markers.written == [("t", 0, pid, 0, True), ("t", 2, pid, 0, True)]
         txn.end_txn("tx", pid, epoch, True, T0 + 2)  # a retry of a finished commit succeeds
@@ -55,6 +57,7 @@ def test_a_new_instance_fences_the_old_one_and_aborts_its_open_transaction(tmp_p
         txn.add_partitions("tx", pid, epoch, [("t", 1)], T0)
         with pytest.raises(ConcurrentTransactionsError):
             init(txn)  # aborts the open transaction, the client retries
+        await markers_settled(txn)
         assert markers.written == [("t", 1, pid, 1, False)] and txn.describe("tx").state is TxnState.COMPLETE_ABORT
         assert init(txn) == (pid, 2)
         with pytest.raises(ProducerFencedError):
@@ -70,6 +73,7 @@ def test_a_transaction_open_longer_than_its_timeout_is_aborted(tmp_path):
         txn.add_partitions("tx", pid, epoch, [("t", 0)], T0)
         assert txn.abort_timed_out(T0 + 1_000) == []
         assert txn.abort_timed_out(T0 + 1_001) == ["tx"]
+        await markers_settled(txn)
         assert txn.describe("tx").state is TxnState.COMPLETE_ABORT and txn.describe("tx").producer_epoch == epoch + 1
 
     asyncio.run(scenario())
@@ -84,6 +88,7 @@ def test_offsets_committed_in_a_transaction_become_visible_at_commit(tmp_path):
         group_coordinator.offsets.stage_txn_offsets(pid, epoch, "g", {("t", 0): OffsetAndMetadata(8)}, T0)
         assert group_coordinator.offsets.committed("g") == {}
         txn.end_txn("tx", pid, epoch, True, T0 + 1)
+        await markers_settled(txn)
         assert group_coordinator.offsets.committed("g")[("t", 0)].offset == 8
 
     asyncio.run(scenario())
@@ -97,11 +102,12 @@ def test_a_load_completes_a_transaction_left_in_prepare_commit(tmp_path):
         pid, epoch = init(txn)
         txn.add_partitions("tx", pid, epoch, [("t", 0), (OFFSETS_TOPIC, 0)], T0)
         markers.fail = CoordinatorNotAvailableError("the broker dies before the markers")
-        with pytest.raises(CoordinatorNotAvailableError):
-            txn.end_txn("tx", pid, epoch, True, T0 + 1)
+        txn.end_txn("tx", pid, epoch, True, T0 + 1)
+        await markers_settled(txn)
         assert txn.describe("tx").state is TxnState.PREPARE_COMMIT
         after_crash = MarkerLog()
         restarted = transactions(tmp_path, groups(writer), after_crash, now_ms=T0 + 2)
+        await markers_settled(restarted)
         assert restarted.describe("tx").state is TxnState.COMPLETE_COMMIT
         assert after_crash.written == [("t", 0, pid, epoch, True)]
         assert init(restarted, now_ms=T0 + 3) == (pid, epoch + 1)  # the producer id survived the restart

@@ -38,7 +38,10 @@ def records_of(plog: PartitionLog) -> list[tuple[int, bytes | None, bool]]:
 
 
 def append(plog: PartitionLog, pairs: list[tuple[bytes, bytes | None]], ts: int) -> int:
-    return plog.append(encode_batch(pairs, ts), now_ms=ts).base_offset
+    """Append one batch of ``pairs`` and move the high watermark to the log end (an ISR of one); the first offset."""
+    base = plog.append(encode_batch(pairs, ts), now_ms=ts).base_offset
+    plog.update_high_watermark(plog.log_end_offset)
+    return base
 
 
 def test_cleaner_keeps_the_latest_record_per_key_at_its_offset(tmp_path):
@@ -259,6 +262,7 @@ def test_never_past_the_active_segment_or_the_last_stable_offset(tmp_path):
     # an open transaction bounds the range: nothing from its first offset on is cleanable
     txn = encode_batch([(b"t", b"1")], T0, producer_id=7, producer_epoch=0, attributes=TRANSACTIONAL_BIT)
     plog.append(txn, now_ms=T0)
+    plog.update_high_watermark(plog.log_end_offset)
     plog.roll()
     _segments_of(plog, [[b"t", b"t"]], T0)
     span = cleanable_range(plog, None, T0)
@@ -276,6 +280,7 @@ def test_compression_codec_is_kept_when_a_batch_is_rewritten(tmp_path):
                        max_timestamp=T0, attributes=4)
     plog = PartitionLog("z", 0, tmp_path / "z-0", compact_config(segment_bytes=1 << 20))
     plog.append(zstd, now_ms=T0)
+    plog.update_high_watermark(plog.log_end_offset)
     plog.roll()
     assert header.record_count == 3 and LogCleaner().clean(plog, T0).records_removed == 1
     (_, kept), = list(plog.segments[0].iter_headers())
@@ -382,6 +387,7 @@ def test_committed_transactions_are_compacted_and_aborted_ones_removed(tmp_path)
     plog.append_marker(7, 0, commit=True, now_ms=T0)                          # 3
     plog.append(_txn_batch([(b"b", b"aborted")], 8, 0, T0), now_ms=T0)       # 4
     plog.append_marker(8, 0, commit=False, now_ms=T0)                         # 5
+    plog.update_high_watermark(plog.log_end_offset)
     plog.roll()
     stats = LogCleaner().clean(plog, T0)
     assert stats.records_removed == 2  # plain "a" (superseded by the committed one) and the aborted "b"

@@ -43,7 +43,9 @@ def test_offsets_assigned_consecutively_across_batches(tmp_path):
     log = open_log(tmp_path)
     results = [log.append(make_batch(n)) for n in (3, 1, 5)]
     assert [(r.base_offset, r.last_offset, r.record_count) for r in results] == [(0, 2, 3), (3, 3, 1), (4, 8, 5)]
-    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (0, 9, 9)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (0, 9, 0)  # the partition moves it
+    log.update_high_watermark(log.log_end_offset)
+    assert log.high_watermark == 9
     multi = log.append(make_batch(2) + make_batch(2))  # one request, two batches
     assert (multi.base_offset, multi.last_offset, multi.record_count, multi.log_append_time_ms) == (9, 12, 4, -1)
     stored = decode(log.read(0, 1 << 20).read_bytes())
@@ -219,6 +221,7 @@ def test_retention_by_time_deletes_closed_segments_only(tmp_path):
     log = open_log(tmp_path, segment_bytes=500, retention_ms=1000)
     for i in range(20):
         log.append(make_batch(2, timestamp_ms=T0 + i * 100))
+    log.update_high_watermark(log.log_end_offset)  # retention deletes only below the high watermark
     segments = len(log.segments)
     assert segments > 3
     assert log.delete_old_segments(now_ms=T0) == 0
@@ -241,6 +244,7 @@ def test_retention_by_bytes_keeps_the_newest(tmp_path):
     log = open_log(tmp_path, segment_bytes=500, retention_bytes=1000, retention_ms=-1)
     for i in range(30):
         log.append(make_batch(2))
+    log.update_high_watermark(log.log_end_offset)
     assert log.size_in_bytes() > 1000
     deleted = log.delete_old_segments(now_ms=T0)
     assert deleted > 0
@@ -281,6 +285,7 @@ def test_truncate_to_removes_batches_at_and_after_offset(tmp_path):
     log = open_log(tmp_path, segment_bytes=400, index_interval_bytes=100)
     for i in range(12):
         log.append(make_batch(2, timestamp_ms=T0 + i))
+    log.update_high_watermark(log.log_end_offset)
     assert len(log.segments) > 2
     log.truncate_to(9)  # offset 9 is in the batch 8..9: the log ends at 8
     assert log.log_end_offset == log.high_watermark == 8
@@ -316,6 +321,7 @@ def test_timestamp_search_commits_to_the_first_segment_that_reaches_the_target(t
     log.append(make_batch(2, timestamps=[T0 + 5000, T0 + 1000]))  # offsets 0, 1
     log.roll()
     log.append(make_batch(1, timestamp_ms=T0 + 6000))  # offset 2, in segment 2
+    log.update_high_watermark(log.log_end_offset)
     assert log.offset_for_timestamp(T0 + 4000) == (0, T0 + 5000)
     assert log.increment_log_start_offset(1)
     assert log.offset_for_timestamp(T0 + 4000) is None  # not (2, T0 + 6000), nor offset 1 at T0 + 5000
@@ -329,5 +335,6 @@ def test_timestamp_search_scans_past_a_batch_with_no_record_at_or_after_the_log_
     log = open_log(tmp_path)
     log.append(make_batch(2, timestamps=[T0 + 5000, T0 + 1000]))  # offsets 0, 1
     log.append(make_batch(1, timestamp_ms=T0 + 4500))  # offset 2, same segment
+    log.update_high_watermark(log.log_end_offset)
     assert log.increment_log_start_offset(1)
     assert log.offset_for_timestamp(T0 + 4000) == (2, T0 + 4500)

@@ -27,6 +27,7 @@ from pyspark_kafka.broker.errors import CorruptRecordError, ErrorCode
 from pyspark_kafka.broker.log.partition_log import PartitionLog
 from pyspark_kafka.broker.log.record_batch import CRC_START, validate_batches
 from pyspark_kafka.broker.replica_manager import ReplicaManager
+from support.replicas import lead
 from pyspark_kafka.broker.topic_config import LogConfig
 from support.batches import make_batch
 
@@ -269,6 +270,7 @@ def test_fetch_meeting_a_length_below_the_minimum_answers_corrupt_message(tmp_pa
 def test_replica_manager_answers_corrupt_message_and_logs_an_error(tmp_path, caplog):
     rm = ReplicaManager(tmp_path, BrokerConfig({"num.partitions": "1"}), lambda *a: None)
     rm.logs.load()
+    lead(rm, "t", 1)
     for i in range(BATCHES):
         rm.append_records("t", 0, make_batch([b"value-%d-%d" % (i, j) for j in range(RECORDS)]), 1, 0)
     segment = rm.logs.get_log("t", 0).segments[0]

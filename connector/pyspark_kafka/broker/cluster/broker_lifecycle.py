@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 
-from pyspark_kafka.broker.cluster.combined import is_combined, node_roles, parse_voters
+from pyspark_kafka.broker.cluster.combined import parse_voters
 from pyspark_kafka.broker.cluster.coordinators import ClusterCoordinators
 from pyspark_kafka.broker.cluster.leader_epoch import LeaderEpochCache, batched_writes, write_durably
 from pyspark_kafka.broker.cluster.partition import Partition, mono_ms
@@ -56,16 +56,6 @@ class BrokerRegistrationError(RuntimeError):
     """The broker did not register with the controller quorum within ``initial.broker.registration.timeout.ms``
     (Kafka's ``BrokerLifecycleManager``: it shuts down). The message names the controller's last refusal, e.g.
     INCONSISTENT_CLUSTER_ID for a data directory of another cluster, and the fix."""
-
-
-def is_cluster_broker(config) -> bool:
-    """Whether this process runs the cluster broker: ``process.roles=broker`` with ``controller.quorum.voters``
-    set (a broker of a split cluster), or ``process.roles=broker,controller`` (a combined node,
-    :mod:`~pyspark_kafka.broker.cluster.combined`). Otherwise (transitional: ``process.roles=broker`` without
-    voters) the single-node broker of earlier versions."""
-    if is_combined(config):
-        return True
-    return bool(config.get("controller.quorum.voters")) and node_roles(config) == {"broker"}
 
 
 def _dump_tasks() -> None:
@@ -230,8 +220,6 @@ class BrokerLifecycle:
         return None if b is None else (b.host, b.port)
 
     async def start(self) -> None:
-        rm = self.replica_manager
-        rm.replicated = True
         self.producer_ids = ClusterProducerIdManager(self)
         coordinator = self.broker.txn_coordinator
         coordinator.producer_ids = self.producer_ids  # cluster-unique producer ids (KIP-730)

@@ -73,15 +73,49 @@ def node_roles(config: BrokerConfig) -> frozenset[str]:
     return roles
 
 
-def is_combined(config: BrokerConfig) -> bool:
-    """Whether ``config`` describes a combined node: ``process.roles`` names both roles and
-    ``controller.quorum.voters`` names at most this node."""
-    if node_roles(config) != {"broker", "controller"}:
-        return False
-    voters = (config.get("controller.quorum.voters") or "").strip(", ")
-    if not voters:
-        return True
-    return set(parse_voters(voters)) == {config.get_int("node.id")}
+def node_kind(config: BrokerConfig) -> str:
+    """What a :class:`~pyspark_kafka.broker.server.Broker` with ``config`` runs, decided once at its construction:
+    ``"combined"`` (``process.roles=broker,controller`` and ``controller.quorum.voters`` empty or naming only this
+    node: a one-node cluster, :class:`CombinedController`) or ``"broker"`` (``process.roles=broker`` with
+    ``controller.quorum.voters``: a broker of a split cluster).
+
+    Raises ConfigError, naming the fix, for every other combination (Kafka's ``KafkaConfig`` validation):
+    ``process.roles=broker`` without voters (a broker needs its controllers; one node uses the default roles
+    ``broker,controller``), ``process.roles=controller`` (no broker; the controller runs from the node command),
+    and a combined node whose voters name other nodes or not this one.
+    """
+    from pyspark_kafka.broker.errors import ConfigError
+
+    roles = node_roles(config)
+    node_id = config.get_int("node.id")
+    text = (config.get("controller.quorum.voters") or "").strip(", ")
+    voters = parse_voters(text) if text else {}
+    if roles == {"broker"}:
+        if not voters:
+            raise ConfigError(
+                "process.roles=broker needs controller.quorum.voters: a broker-only node is a broker of a cluster "
+                "whose controllers it must know (Kafka: \"either controller.quorum.bootstrap.servers must contain "
+                "the set of bootstrap controllers or controller.quorum.voters must contain a parseable set of "
+                "controllers\"). For one node, use the default process.roles=broker,controller; for a broker of a "
+                "split cluster, give controller.quorum.voters=id@host:port,...")
+        if node_id in voters:
+            raise ConfigError(f"If process.roles contains just the 'broker' role, the node id {node_id} must not be "
+                              f"included in the set of voters controller.quorum.voters={text}: give the broker "
+                              "another node.id")
+        return "broker"
+    if roles == {"controller"}:
+        raise ConfigError("process.roles=controller runs no broker: start a controller with "
+                          "'python -m pyspark_kafka.broker.cluster.node --roles controller', or use "
+                          "process.roles=broker,controller for one node")
+    if not voters or set(voters) == {node_id}:
+        return "combined"
+    if node_id not in voters:
+        raise ConfigError(f"If process.roles contains the 'controller' role, the node id {node_id} must be included "
+                          f"in the set of voters controller.quorum.voters={text}: give this node's id@host:port, "
+                          "or leave controller.quorum.voters empty for one node")
+    raise ConfigError(f"controller.quorum.voters={text} names other voters: a combined node runs only as a "
+                      "one-node cluster here; run a quorum of several controllers as process.roles=controller "
+                      "nodes with process.roles=broker nodes (the cluster command)")
 
 
 class InProcessChannel:
@@ -206,7 +240,9 @@ class CombinedController:
         snapshots = metadata_snapshots(self.data_dir / METADATA_DIR, config.get)
         self.metadata_log = SingleVoterMetadataLog(node_id, self.data_dir, node_id, snapshots=snapshots)
         self.controller = None
-        self.channel = None
+        #: the broker's channel to this controller (built now, so the broker lifecycle is built with the node;
+        #: answers once :meth:`start` started the controller)
+        self.channel = InProcessChannel(self._handle)
 
     async def start(self) -> None:
         """Load the metadata log, migrate a single-node data directory once, start the controller."""
@@ -231,7 +267,13 @@ class CombinedController:
             retire_migrated_files(self.data_dir, only_credentials=not first_start)
         self.controller = QuorumController(self.metadata_log, self.config, self.cluster_id)
         await self.controller.start()
-        self.channel = InProcessChannel(self.controller.handle)
+
+    async def _handle(self, request: dict) -> dict:
+        """The controller's answer to a channel ``request``; RuntimeError before :meth:`start`."""
+        if self.controller is None:
+            raise RuntimeError(f"node {self.node_id}: a controller request ({request.get('op')}) before the "
+                               "controller started: a start-up ordering bug")
+        return await self.controller.handle(request)
 
     async def stop(self) -> None:
         """Stop the controller's timers and close the metadata log."""

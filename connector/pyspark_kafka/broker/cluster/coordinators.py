@@ -66,13 +66,10 @@ class ClusterCoordinators:
 
     def install(self) -> None:
         """Switch both coordinators to owning only the internal partitions this broker leads."""
-        self.groups.owned = set()
         self.groups.offsets.partition_count = lambda: self.partition_count(OFFSETS_TOPIC)
         self.groups.offsets.on_append = lambda p: self._appended(OFFSETS_TOPIC, p)
-        self.txn.owned = set()
         self.txn.partition_count = lambda: self.partition_count(TRANSACTION_STATE_TOPIC)
         self.txn.on_append = lambda p: self._appended(TRANSACTION_STATE_TOPIC, p)
-        self.txn.marker_writer = self.write_markers
 
     def close(self) -> None:
         for client, _ in self._peers.values():

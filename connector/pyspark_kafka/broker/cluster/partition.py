@@ -58,7 +58,6 @@ class Partition:
     def __post_init__(self) -> None:
         if self.epochs is None:
             self.epochs = LeaderEpochCache(self.log.dir)
-        self.log.replicated = True
         # Kafka reads the HW from replication-offset-checkpoint; not kept here, so after a load it is the log
         # start offset until the leader's fetch answers (follower) or the ISR's LEOs move it (leader)
         self.log.high_watermark = self.log.log_start_offset

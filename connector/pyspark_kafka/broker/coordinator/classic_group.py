@@ -2,8 +2,8 @@
 classic half of ``GroupMetadataManager``; KIP-62/345/394).
 
 One :class:`ClassicGroupCoordinator` (``GroupCoordinator.classic``) holds the classic groups of the
-``__consumer_offsets`` partitions this broker coordinates (all of them on the single node, those it leads
-in the replicated cluster; ``coordinator/group.py`` loads and unloads them). It runs on the broker's event
+``__consumer_offsets`` partitions this broker coordinates (those it leads; ``coordinator/group.py`` loads and
+unloads them). It runs on the broker's event
 loop thread; JoinGroup and SyncGroup handlers await futures that the state machine completes, and timers
 (session timeout, rebalance timeout, initial rebalance delay) are ``loop.call_later`` handles.
 

@@ -12,9 +12,8 @@ coordinates, loads and unloads their state, and composes the parts that serve th
   ``__consumer_offsets``, written and loaded through a
   :class:`~pyspark_kafka.broker.coordinator.partition_writer.PartitionWriter`.
 
-**Ownership.** On the single node (``owned`` None) this broker coordinates every partition:
-:meth:`GroupCoordinator.load` replays the whole topic once. In the replicated cluster
-(``cluster/coordinators.py`` sets ``owned`` to a set) it coordinates the partitions it leads:
+**Ownership.** A broker coordinates the ``__consumer_offsets`` partitions it leads (``owned``; on a one-node
+cluster every partition, once its leadership is applied):
 :meth:`~GroupCoordinator.load_partition` on election replays one partition and takes over its groups,
 :meth:`~GroupCoordinator.unload_partition` on resignation forgets them (Kafka's ``onElection`` /
 ``onResignation``); a request for a group of another partition is answered NOT_COORDINATOR by the handlers
@@ -70,9 +69,9 @@ class GroupCoordinator:
         self.offsets = OffsetStore(writer, config)
         self.loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: ``__consumer_offsets`` partitions this broker coordinates: None on the single node (all of them); in a
-        #: replicated cluster the partitions it leads (:meth:`load_partition` / :meth:`unload_partition`)
-        self.owned: set[int] | None = None
+        #: ``__consumer_offsets`` partitions this broker coordinates: the partitions it leads and has loaded
+        #: (:meth:`load_partition` / :meth:`unload_partition`, called by ``cluster/coordinators.py``)
+        self.owned: set[int] = set()
         consumer_groups: dict = {}
         self.classic = ClassicGroupCoordinator(config, self.offsets, consumer_groups)
         #: the classic groups by id
@@ -105,19 +104,15 @@ class GroupCoordinator:
 
     # -- loading -----------------------------------------------------------------------------
     def load(self) -> None:
-        """Replay ``__consumer_offsets``: groups with metadata come back with their generation and
-        members (Stable when they had members, each on a fresh session timer), groups with only
-        offsets come back Empty. Raises KafkaError when the topic cannot be read."""
+        """Bind the coordinator to the running event loop and start the offsets-retention timer; the partitions
+        are replayed one by one as this broker comes to lead them (:meth:`load_partition`)."""
         self._loop = self.classic.loop = self.consumer.loop = asyncio.get_running_loop()
-        if self.owned is None:
-            self.offsets.load()
-            self._build_groups(None)
         self._schedule_retention()
 
     def owns(self, group_id: str) -> bool:
-        """Whether this broker coordinates ``group_id`` (always on the single node; in a replicated cluster when it
-        leads the group's ``__consumer_offsets`` partition and has loaded it)."""
-        return self.owned is None or self.offsets.partition_of(group_id) in self.owned
+        """Whether this broker coordinates ``group_id``: it leads the group's ``__consumer_offsets`` partition and
+        has loaded it."""
+        return self.offsets.partition_of(group_id) in self.owned
 
     def load_partition(self, partition: int) -> None:
         """This broker became the leader of ``__consumer_offsets`` partition ``partition``: replay it and take over
@@ -130,8 +125,6 @@ class GroupCoordinator:
     def unload_partition(self, partition: int) -> None:
         """This broker no longer leads ``__consumer_offsets`` partition ``partition``: forget its groups; members
         waiting in a JoinGroup / SyncGroup are answered NOT_COORDINATOR (Kafka's ``onResignation``)."""
-        if self.owned is None:
-            return
         self.owned.discard(partition)
         for group_id in [g for g in self.groups if self.offsets.partition_of(g) == partition]:
             self.classic.forget(group_id)
@@ -143,17 +136,16 @@ class GroupCoordinator:
                         timer.cancel()
         self.offsets.unload(partition)
 
-    def _build_groups(self, partition: int | None) -> None:
-        """Groups from the replayed records: all of them (``partition`` None) or those of one partition."""
+    def _build_groups(self, partition: int) -> None:
+        """The groups of ``__consumer_offsets`` partition ``partition`` from its replayed records."""
         def mine(group_id: str) -> bool:
-            return partition is None or self.offsets.partition_of(group_id) == partition
+            return self.offsets.partition_of(group_id) == partition
 
         now = now_ms()
         for group_id, record in self.offsets.loaded_groups.items():
             if mine(group_id):
                 self.classic.restore(group_id, record)
-        self.consumer.load({g: v for g, v in self.offsets.consumer_groups.items() if mine(g)},
-                           clear=partition is None)
+        self.consumer.load({g: v for g, v in self.offsets.consumer_groups.items() if mine(g)}, clear=False)
         for group_id in set(self.consumer.groups) & set(self.groups):  # the later record type wins
             del self.groups[group_id]
         for group_id in self.offsets.group_ids() - set(self.groups) - set(self.consumer.groups):

@@ -131,37 +131,30 @@ class OffsetStore:
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._pending: dict[int, _PendingTxn] = {}
         self._since_snapshot: dict[int, int] = {}  # partition -> records appended since its last snapshot
-        self._loaded: set[int] | None = set()  # partitions loaded (load(partitions)); None: all (load())
+        self._loaded: set[int] = set()  # partitions loaded (load(partitions))
         self.replayed_records = 0  # records the last load() replayed from the log (after its snapshots)
         #: False: never write nor read snapshots (every load replays the whole log)
         self.snapshots = True
-        #: replicated cluster: ``() -> int``, the partition count of the controller's ``__consumer_offsets``
-        self.partition_count = None
-        #: replicated cluster: ``(partition)`` called after each append, so the leader's high watermark moves and
-        #: followers waiting in a fetch are woken
-        self.on_append = None
+        #: ``() -> int``, the partition count of ``__consumer_offsets``: the controller's (set by
+        #: ``cluster/coordinators.py``); by default the local log's, else ``offsets.topic.num.partitions``
+        self.partition_count = self._local_partition_count
+        #: ``(partition)`` called after each append, so the leader's high watermark moves and followers waiting in
+        #: a fetch are woken (set by ``cluster/coordinators.py``; by default nothing)
+        self.on_append = lambda partition: None
+
+    def _local_partition_count(self) -> int:
+        count = self.writer.partition_count(OFFSETS_TOPIC)
+        return count if count is not None else self.config.get_int("offsets.topic.num.partitions")
 
     # -- loading ------------------------------------------------------------------------------
-    def load(self, partitions: Iterable[int] | None = None) -> None:
-        """Rebuild the cache from ``__consumer_offsets``: per partition the newest usable snapshot,
-        then the batches after it (groups into :attr:`loaded_groups`).
-
-        ``partitions`` None: every partition, the cache cleared first (the single node); else only those
-        partitions, after :meth:`unload` of each (a replicated cluster: the partitions this broker just became
-        the leader of, Kafka's ``GroupCoordinator.onElection``)."""
-        if partitions is None:
-            self._offsets.clear()
-            self._pending.clear()
-            self.loaded_groups.clear()
-            self.consumer_groups.clear()
-            self._since_snapshot.clear()
-            self._loaded = None
-            partitions = range(self.writer.partition_count(OFFSETS_TOPIC) or 0)
-        else:
-            partitions = list(partitions)
-            for partition in partitions:
-                self.unload(partition)
-            self._loaded = {*(self._loaded or ()), *partitions}
+    def load(self, partitions: Iterable[int]) -> None:
+        """Rebuild the cache of ``partitions`` of ``__consumer_offsets`` (the partitions this broker just became
+        the leader of, Kafka's ``GroupCoordinator.onElection``), each after :meth:`unload`: per partition the
+        newest usable snapshot, then the batches after it (groups into :attr:`loaded_groups`)."""
+        partitions = list(partitions)
+        for partition in partitions:
+            self.unload(partition)
+        self._loaded |= set(partitions)
         count = snapshots = 0
         for partition in partitions:
             if not self.writer.has_log(OFFSETS_TOPIC, partition):
@@ -193,8 +186,7 @@ class OffsetStore:
         def mine(group_id: str) -> bool:
             return self.partition_of(group_id) == partition
 
-        if self._loaded is not None:
-            self._loaded.discard(partition)
+        self._loaded.discard(partition)
         self._since_snapshot.pop(partition, None)
         for cache in (self._offsets, self.loaded_groups, self.consumer_groups):
             for group_id in [g for g in cache if mine(g)]:
@@ -247,14 +239,14 @@ class OffsetStore:
         local = self.writer.partition_count(OFFSETS_TOPIC)
         if local is None or not self.snapshots:
             return
-        count = self.partition_count() if self.partition_count is not None else local
+        count = self.partition_count()
         for p in range(count) if partition is None else (partition,):
             if self._write_snapshot(p, count):
                 self._since_snapshot.pop(p, None)
 
     def _write_snapshot(self, p: int, num_partitions: int) -> bool:
         bounds = self.writer.offsets(OFFSETS_TOPIC, p)
-        if (bounds is None or (self._loaded is not None and p not in self._loaded)
+        if (bounds is None or p not in self._loaded
                 or bounds.high_watermark < bounds.log_end_offset
                 or any(partition_for(g, num_partitions) == p for pending in self._pending.values()
                        for g in pending.offsets)):
@@ -344,16 +336,9 @@ class OffsetStore:
 
     # -- writing ------------------------------------------------------------------------------
     def partition_of(self, group_id: str) -> int:
-        """The ``__consumer_offsets`` partition holding ``group_id`` (the topic is created if missing).
-
-        Raises KafkaError when the topic cannot be created. In a replicated cluster (``partition_count`` set)
-        the topic is the controller's: its partition count comes from the metadata, nothing is created here.
-        """
-        if self.partition_count is not None:
-            return partition_for(group_id, self.partition_count())
-        count = self.writer.create_topic(OFFSETS_TOPIC, self.config.get_int("offsets.topic.num.partitions"),
-                                         self.config.get_int("offsets.topic.segment.bytes"))
-        return partition_for(group_id, count)
+        """The ``__consumer_offsets`` partition holding ``group_id`` (Kafka's ``partitionFor``); the topic is the
+        controller's (created through FindCoordinator or Metadata), nothing is created here."""
+        return partition_for(group_id, self.partition_count())
 
     def _append(self, group_id: str, batch: bytes, now_ms: int) -> None:
         partition = self.partition_of(group_id)
@@ -370,8 +355,7 @@ class OffsetStore:
         except KafkaError as e:
             raise CoordinatorNotAvailableError(f"cannot write {OFFSETS_TOPIC} for group {group_id!r}: {e}") from e
         self._since_snapshot[partition] = self._since_snapshot.get(partition, 0) + appended
-        if self.on_append is not None:
-            self.on_append(partition)
+        self.on_append(partition)
 
     def commit(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata], now_ms: int) -> None:
         """Persist ``{(topic, partition): OffsetAndMetadata}`` for ``group_id`` in one batch, then cache it."""
@@ -476,7 +460,6 @@ class OffsetStore:
                                           coordinator_epoch, now_ms)
             except KafkaError as e:
                 raise CoordinatorNotAvailableError(f"cannot write a transaction marker to {OFFSETS_TOPIC}-{target}: {e}") from e
-            if self.on_append is not None:
-                self.on_append(target)
+            self.on_append(target)
         self._resolve(producer_id, commit, partition)
         return True

@@ -19,9 +19,11 @@ State machine (Kafka's ``TransactionState``)::
                                            └──EndTxn(abort) / timeout / fence──▶ PrepareAbort ──markers──▶ CompleteAbort
     Complete* ──AddPartitions──▶ Ongoing;   Empty/Complete* ──InitProducerId──▶ Empty (epoch + 1)
 
-Markers are control batches written to every data partition of the transaction (through the
-``write_marker`` callable: the replica manager's ``append_marker`` on the broker); offsets staged by TxnOffsetCommit are completed through the
-``__consumer_offsets`` store (:meth:`OffsetStore.complete_txn`), which writes its own markers.
+Markers are control batches written to every partition of the transaction by the ``marker_writer``
+(the broker's: WriteTxnMarkers to each partition's leader, ``cluster/coordinators.py``, Kafka's
+``TransactionMarkerChannelManager``), after EndTxn is answered; a ``__consumer_offsets`` partition completes
+the offsets staged by TxnOffsetCommit (:meth:`OffsetStore.complete_txn`). Once every marker is written the
+writer calls :meth:`TransactionCoordinator.markers_written`, which records CompleteCommit / CompleteAbort.
 
 Record format in ``__transaction_state`` (Kafka's ``TransactionLogKey`` v0 / ``TransactionLogValue`` v0,
 big-endian, strings int16-length UTF-8)::
@@ -41,7 +43,7 @@ import asyncio
 import enum
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Awaitable, Callable, Iterable, Iterator
 
 from kio.serial.errors import DecodeError
 from kio.serial.readers import read_int8, read_int16, read_int32, read_int64, read_legacy_string
@@ -276,36 +278,40 @@ class TransactionCoordinator:
     """Serves InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and
     ListTransactions for one broker (see the module docstring).
 
-    ``TransactionCoordinator(writer, config, data_dir, groups, write_marker)``: ``writer`` the
+    ``TransactionCoordinator(writer, config, data_dir, groups, marker_writer)``: ``writer`` the
     :class:`PartitionWriter` of ``__transaction_state``, ``groups`` the group coordinator (whose offsets a
-    transaction may commit), ``write_marker(topic, partition, producer_id, producer_epoch, commit, now_ms)``
-    writes a marker into a data partition and returns False when the partition no longer exists (the replica
-    manager's ``append_marker``). :meth:`ensure_loaded` loads it once,
-    after the logs are loaded. Methods raise
+    transaction may commit), ``async marker_writer(meta, commit)`` writes the markers of a prepared transaction
+    and then calls :meth:`markers_written` (run as a task of the event loop; :attr:`pending_markers` holds the
+    tasks). Partitions are loaded as this broker comes to lead them (:meth:`load_partition`). Methods raise
     :class:`KafkaError` subclasses whose ``error_code`` goes into the response. Used from the
     broker's event loop thread only.
     """
 
     def __init__(self, writer: PartitionWriter, config: BrokerConfig, data_dir: Path, groups,
-                 write_marker: Callable[[str, int, int, int, bool, int], bool]) -> None:
+                 marker_writer: Callable[[TransactionMetadata, bool], Awaitable[None]]) -> None:
         self.writer = writer
-        self.write_marker = write_marker
+        self.marker_writer = marker_writer
+        #: the marker writers running (a task each, kept so none is collected before it ends)
+        self.pending_markers: set[asyncio.Task] = set()
         self.config = config
         self.groups = groups
         self.producer_ids = ProducerIdManager(data_dir)
         self.transactions: dict[str, TransactionMetadata] = {}
         self._by_producer: dict[int, TransactionMetadata] = {}
         self.loaded = False
-        #: ``__transaction_state`` partitions this broker coordinates: None on the single node (all of them); in a
-        #: replicated cluster the partitions it leads (:meth:`load_partition` / :meth:`unload_partition`)
-        self.owned: set[int] | None = None
-        #: replicated cluster: ``() -> int``, the partition count of the controller's ``__transaction_state``
-        self.partition_count = None
-        #: replicated cluster: ``async (meta, commit)`` writes the markers of a prepared transaction to each
-        #: partition's leader (WriteTxnMarkers); None: written in-process before EndTxn returns (single node)
-        self.marker_writer = None
-        #: replicated cluster: ``(partition)`` called after each append to ``__transaction_state``
-        self.on_append = None
+        #: ``__transaction_state`` partitions this broker coordinates: the partitions it leads and has loaded
+        #: (:meth:`load_partition` / :meth:`unload_partition`, called by ``cluster/coordinators.py``)
+        self.owned: set[int] = set()
+        #: ``() -> int``, the partition count of ``__transaction_state``: the controller's (set by
+        #: ``cluster/coordinators.py``); by default the local log's, else ``transaction.state.log.num.partitions``
+        self.partition_count = self._local_partition_count
+        #: ``(partition)`` called after each append to ``__transaction_state`` (set by ``cluster/coordinators.py``:
+        #: the leader's high watermark moves; by default nothing)
+        self.on_append = lambda partition: None
+
+    def _local_partition_count(self) -> int:
+        count = self.writer.partition_count(TRANSACTION_STATE_TOPIC)
+        return count if count is not None else self.config.get_int("transaction.state.log.num.partitions")
 
     def ensure_loaded(self, now_ms: int) -> "TransactionCoordinator":
         """This coordinator, loaded (:meth:`load`) on the first call: the server calls it at start,
@@ -317,29 +323,17 @@ class TransactionCoordinator:
 
     # -- loading ------------------------------------------------------------------------------
     def load(self, now_ms: int) -> None:
-        """Replay ``__transaction_state`` (if it exists) and complete transactions left in Prepare*.
-
-        In a replicated cluster (``owned`` not None) nothing is loaded here: :meth:`load_partition` loads each
-        partition this broker comes to lead."""
-        if self.owned is not None:
-            return
-        self.transactions.clear()
-        self._by_producer.clear()
-        self._load_partitions(range(self.writer.partition_count(TRANSACTION_STATE_TOPIC) or 0), now_ms)
+        """Nothing to replay at once: :meth:`load_partition` loads each ``__transaction_state`` partition this
+        broker comes to lead (and completes the transactions it finds in Prepare*)."""
 
     def partition_of(self, transactional_id: str) -> int:
         """The ``__transaction_state`` partition of ``transactional_id`` (Kafka's ``partitionFor``)."""
-        if self.partition_count is not None:
-            return partition_for(transactional_id, self.partition_count())
-        count = self.writer.partition_count(TRANSACTION_STATE_TOPIC)
-        if count is None:
-            count = self.config.get_int("transaction.state.log.num.partitions")
-        return partition_for(transactional_id, count)
+        return partition_for(transactional_id, self.partition_count())
 
     def owns(self, transactional_id: str) -> bool:
-        """Whether this broker coordinates ``transactional_id`` (always on the single node; in a replicated cluster
-        when it leads and has loaded the id's ``__transaction_state`` partition)."""
-        return self.owned is None or self.partition_of(transactional_id) in self.owned
+        """Whether this broker coordinates ``transactional_id``: it leads and has loaded the id's
+        ``__transaction_state`` partition."""
+        return self.partition_of(transactional_id) in self.owned
 
     def load_partition(self, partition: int, now_ms: int) -> None:
         """This broker became the leader of ``__transaction_state`` partition ``partition`` (Kafka's
@@ -353,8 +347,6 @@ class TransactionCoordinator:
     def unload_partition(self, partition: int) -> None:
         """This broker no longer leads ``__transaction_state`` partition ``partition``: forget its transactions
         (requests for them are answered NOT_COORDINATOR)."""
-        if self.owned is None:
-            return
         self.owned.discard(partition)
         for txn_id in [t for t in self.transactions if self.partition_of(t) == partition]:
             meta = self.transactions.pop(txn_id)
@@ -379,9 +371,8 @@ class TransactionCoordinator:
                     loaded[txn_id] = meta
         self.transactions.update(loaded)
         self._by_producer.update({m.producer_id: m for m in loaded.values()})
-        if self.owned is None:
-            for meta in loaded.values():
-                self.producer_ids.at_least(meta.producer_id)
+        for meta in loaded.values():  # never hand out an id a loaded transaction holds
+            self.producer_ids.at_least(meta.producer_id)
         for meta in list(loaded.values()):
             if meta.state in PREPARE:
                 log.info("completing transaction of %r (%s) interrupted by a restart or a coordinator move",
@@ -397,21 +388,15 @@ class TransactionCoordinator:
 
     # -- persistence --------------------------------------------------------------------------
     def _state_partition(self, transactional_id: str) -> int:
-        """The id's partition, ``__transaction_state`` created first on the single node."""
-        if self.owned is not None:  # replicated: the controller created the topic; only its leader writes here
-            return self.partition_of(transactional_id)
-        count = self.writer.create_topic(TRANSACTION_STATE_TOPIC,
-                                         self.config.get_int("transaction.state.log.num.partitions"),
-                                         STATE_SEGMENT_BYTES)
-        return partition_for(transactional_id, count)
+        """The id's partition (the controller created the topic; only its leader writes here)."""
+        return self.partition_of(transactional_id)
 
     def _persist(self, meta: TransactionMetadata, now_ms: int) -> None:
         """Append ``meta`` to ``__transaction_state``, then make it the current state."""
         meta.last_update_ms = now_ms
         batch = encode_batch([(encode_key(meta.transactional_id), encode_value(meta))], now_ms)
         self.writer.append(TRANSACTION_STATE_TOPIC, self._state_partition(meta.transactional_id), batch, now_ms)
-        if self.on_append is not None:
-            self.on_append(self.partition_of(meta.transactional_id))
+        self.on_append(self.partition_of(meta.transactional_id))
         old = self.transactions.get(meta.transactional_id)
         if old is not None and old.producer_id != meta.producer_id:
             self._by_producer.pop(old.producer_id, None)
@@ -503,26 +488,20 @@ class TransactionCoordinator:
         self._complete(prepared, False, now_ms)
 
     def _complete(self, meta: TransactionMetadata, commit: bool, now_ms: int) -> None:
-        """Write the markers of a prepared transaction, then record CompleteCommit/CompleteAbort.
+        """Start writing the markers of prepared ``meta`` (a task running ``marker_writer``; Kafka's
+        ``TransactionMarkerChannelManager``); :meth:`markers_written` records CompleteCommit / CompleteAbort."""
+        task = asyncio.get_running_loop().create_task(self.marker_writer(meta, commit))
+        self.pending_markers.add(task)
+        task.add_done_callback(self._marker_task_done)
 
-        Replicated cluster: the markers go to each partition's leader through ``marker_writer`` (asynchronously,
-        Kafka's ``TransactionMarkerChannelManager``); :meth:`markers_written` records the completion."""
-        if self.marker_writer is not None:
-            asyncio.get_running_loop().create_task(self.marker_writer(meta, commit))
-            return
-        for topic, partition in sorted(meta.partitions):
-            if topic == OFFSETS_TOPIC:
-                continue
-            if not self.write_marker(topic, partition, meta.producer_id, meta.producer_epoch, commit, now_ms):
-                log.warning("transaction of %r: partition %s-%d no longer exists, no marker written",
-                            meta.transactional_id, topic, partition)
-        if any(topic == OFFSETS_TOPIC for topic, _ in meta.partitions):
-            self.groups.ensure_loaded().offsets.complete_txn(meta.producer_id, commit, now_ms)
-        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        self._persist(replace(meta, state=done, partitions=set(), start_ms=-1), now_ms)
+    def _marker_task_done(self, task: asyncio.Task) -> None:
+        self.pending_markers.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("writing transaction markers failed: %s (the transaction stays prepared until its "
+                      "partition's next leader completes it)", task.exception())
 
     def markers_written(self, meta: TransactionMetadata, commit: bool, now_ms: int) -> bool:
-        """Replicated cluster: every marker of prepared ``meta`` is written; record CompleteCommit/CompleteAbort
+        """Every marker of prepared ``meta`` is written; record CompleteCommit/CompleteAbort
         unless the transaction moved on meanwhile (another coordinator, a fence). True when recorded."""
         current = self.transactions.get(meta.transactional_id)
         if current is not meta or not self.owns(meta.transactional_id):
@@ -556,8 +535,8 @@ class TransactionCoordinator:
         InvalidTxnStateError.
         """
         meta = self._by_producer.get(producer_id)
-        if meta is None and self.owned is not None:
-            # replicated cluster: the producer's coordinator may be another broker; the partition's log still
+        if meta is None:
+            # the producer's coordinator may be another broker; the partition's log still
             # fences stale epochs (docs/replication.md: KIP-890 verification only on the coordinator's broker)
             return
         if meta is not None and meta.producer_epoch != epoch:

@@ -2,8 +2,7 @@
 removed v0).
 
 The ACLs live in the broker's :class:`~pyspark_kafka.broker.security.authorizer.StandardAuthorizer`:
-on the single node durable in ``acls.json``; on a broker of a replicated cluster they are its metadata
-image's, and CreateAcls / DeleteAcls are forwarded to the active controller (``broker.forwarding``, Kafka
+they are the broker's metadata image's (a one-node cluster's too), and CreateAcls / DeleteAcls are forwarded to the active controller (``broker.forwarding``, Kafka
 4's ``KafkaApis`` forwards both), which validates them with the same rules, writes ``acl`` / ``remove_acl``
 records (:mod:`~pyspark_kafka.broker.controller.acl_control`, Kafka's ``AclControlManager``) and answers;
 the receiving broker answers once its own image has the records (at most 5 s), every other broker applies
@@ -24,7 +23,7 @@ from __future__ import annotations
 from pyspark_kafka.broker.errors import ErrorCode, KafkaError
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.security.acls import (CLUSTER_NAME, AclBinding, AclFilter, AclOperation, ResourceType,
-                                                creation_results, deletion_results, validate_filter)
+                                                validate_filter)
 
 NO_AUTHORIZER = "No Authorizer is configured."
 CLUSTER_DENIED = "Cluster authorization failed."
@@ -57,26 +56,13 @@ async def create_acls(ctx: RequestContext, request) -> dict:
         return _answered(answer, [{"error_code": answer["error_code"], "error_message": answer.get("error_message")}
                                   for _ in bindings])
 
-    results = await ctx.broker.forwarding.maybe_forward(lambda _: _create_locally(ctx, bindings), forwarded)
+    results = await forwarded(ctx.broker.forwarding)
     return {"throttle_time": 0, "results": results}
 
 
 def _answered(answer: dict, failed: list[dict]) -> list[dict]:
     """The controller's per-item ``results``, or ``failed`` when it refused the whole request."""
     return answer["results"] if answer.get("error_code") == 0 else failed
-
-
-async def _create_locally(ctx: RequestContext, bindings: list[AclBinding]) -> list[dict]:
-    """The single node: validate each binding, then one durable write of the valid ones to ``acls.json``."""
-    results = creation_results(bindings)
-    valid = [b for b, r in zip(bindings, results) if r["error_code"] == 0]
-    if valid:
-        try:
-            ctx.broker.authorizer.create(valid)
-        except KafkaError as exc:
-            results = [r if r["error_code"] else {"error_code": exc.error_code, "error_message": str(exc)}
-                       for r in results]
-    return results
 
 
 def _described(bindings) -> list[dict]:
@@ -130,17 +116,5 @@ async def delete_acls(ctx: RequestContext, request) -> dict:
         return [{**r, "matching_acls": [_matching_acl(AclBinding.from_wire(*m)) for m in r["matching_acls"]]}
                 for r in _answered(answer, failed)]
 
-    results = await ctx.broker.forwarding.maybe_forward(lambda _: _delete_locally(ctx, filters), forwarded)
+    results = await forwarded(ctx.broker.forwarding)
     return {"throttle_time": 0, "filter_results": results}
-
-
-async def _delete_locally(ctx: RequestContext, filters: list[AclFilter]) -> list[dict]:
-    """The single node: per filter the matching bindings, then one durable write removing them all."""
-    results, doomed = deletion_results(filters, {b: b for b in ctx.broker.authorizer.bindings})
-    if doomed:
-        try:
-            ctx.broker.authorizer.delete(set(doomed))
-        except KafkaError as exc:
-            return [{"error_code": exc.error_code, "error_message": str(exc), "matching_acls": []} for _ in filters]
-    return [{"error_code": r["error_code"], "error_message": r["error_message"],
-             "matching_acls": [_matching_acl(b) for b in r["matching"]]} for r in results]

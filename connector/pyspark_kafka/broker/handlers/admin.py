@@ -7,14 +7,14 @@ the broker at most as many as its open-file limit allows (POLICY_VIOLATION namin
 :func:`~pyspark_kafka.broker.log.manager.partition_capacity`). DeleteTopics refuses the internal
 topics with POLICY_VIOLATION (Apache Kafka deletes them; a deliberate difference).
 
-In a replicated cluster CreateTopics, CreatePartitions and DeleteTopics are forwarded to the active controller
+CreateTopics, CreatePartitions and DeleteTopics are forwarded to the active controller
 (placement and Kafka's errors in :mod:`~pyspark_kafka.broker.controller.partition_admin`), answered once this
 broker's metadata image has the change; ``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED.
 
-Single broker rules: replication factor must be 1 or -1 (default) and manual assignments may
-only name this broker, else INVALID_REPLICATION_FACTOR (38) / INVALID_REPLICA_ASSIGNMENT (39).
-``num_partitions`` -1 means ``num.partitions``. ``validate_only`` checks everything and
-creates nothing. Errors are per topic, with Kafka's codes and a message naming the fix.
+The controller checks replication factors and manual assignments against the registered brokers
+(INVALID_REPLICATION_FACTOR (38) / INVALID_REPLICA_ASSIGNMENT (39)). ``num_partitions`` -1 means
+``num.partitions``. ``validate_only`` checks everything and creates nothing. Errors are per topic, with
+Kafka's codes and a message naming the fix.
 
 DescribeConfigs serves topic (2), broker (4; "" is the cluster-default level) and group (32: every group config,
 the group's own value or its default) resources; config sources follow Kafka:
@@ -25,12 +25,11 @@ GROUP_CONFIG (8) for a group's own config.
 AlterConfigs replaces all of a topic's overrides with those given; IncrementalAlterConfigs applies
 SET (0), DELETE (1), APPEND (2) and SUBTRACT (3, list configs: ``cleanup.policy``) per config.
 Both validate as CreateTopics does (INVALID_CONFIG naming the config), honour ``validate_only``,
-persist the overrides in ``__topics.json`` and apply them to the open partition logs at once. In a replicated
-cluster the change goes through the controller (one ``config`` record in the metadata log, Kafka's
+and go through the controller (one ``config`` record in the metadata log, Kafka's
 ``ConfigRecord``) and every broker applies it; DescribeConfigs of a topic answers from the metadata image there.
-Broker and group resources (single node): :mod:`~pyspark_kafka.broker.dynamic_config` validates, stores and
-applies them as Kafka's ``DynamicBrokerConfig`` / ``GroupConfig`` (in a replicated cluster through the controller: one
-``dynamic_config`` metadata record every broker concerned applies).
+Broker and group resources: :mod:`~pyspark_kafka.broker.dynamic_config` validates them and applies them as
+Kafka's ``DynamicBrokerConfig`` / ``GroupConfig``, through the controller (one ``dynamic_config`` metadata record
+every broker concerned applies).
 Errors per resource, as Kafka: INVALID_REQUEST for a null value (other than DELETE), a config
 named twice, a resource named twice, another broker's id or another resource type;
 UNKNOWN_TOPIC_OR_PARTITION; INVALID_TOPIC_EXCEPTION.
@@ -56,8 +55,6 @@ from pyspark_kafka.broker.errors import (
     ClusterAuthorizationError,
     ErrorCode,
     GroupAuthorizationError,
-    InvalidReplicaAssignmentError,
-    InvalidReplicationFactorError,
     InvalidRequestError,
     KafkaError,
     NotControllerError,
@@ -99,27 +96,6 @@ DEFAULT_CONFIG = 5
 GROUP_CONFIG = 8
 
 
-def _partition_count(broker, topic) -> int:
-    """Partition count of a CreatableTopic, checking replication factor and assignments."""
-    me = broker.node_id
-    if topic.replication_factor not in (-1, 1):
-        raise InvalidReplicationFactorError(
-            f"Replication factor {topic.replication_factor} is larger than the 1 available broker: use 1 or -1"
-        )
-    if topic.assignments:
-        for a in topic.assignments:
-            if list(a.broker_ids) != [me]:
-                raise InvalidReplicaAssignmentError(
-                    f"partition {a.partition_index} is assigned to brokers {list(a.broker_ids)}: only broker {me} exists"
-                )
-        if sorted(a.partition_index for a in topic.assignments) != list(range(len(topic.assignments))):
-            raise InvalidReplicaAssignmentError("replica assignment partitions must be 0..N-1, each once")
-        return len(topic.assignments)
-    if topic.num_partitions == -1:
-        return broker.config.get_int("num.partitions")
-    return topic.num_partitions
-
-
 async def _forward_create_topics(manager, request, validate_only: bool, may_create) -> dict:
     """CreateTopics in a replicated cluster: forwarded to the controller (replica assignment there); answered
     once this broker's metadata image has the new topics (at most 5 s), like Kafka's forwarding. Topics the
@@ -155,46 +131,7 @@ async def create_topics(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
     validate_only = getattr(request, "validate_only", False)
     may_create = _topic_check(ctx, AclOperation.CREATE)
-    return await broker.forwarding.maybe_forward(
-        lambda controller: _create_topics_locally(ctx, controller.catalog, request, validate_only, may_create),
-        lambda manager: _forward_create_topics(manager, request, validate_only, may_create))
-
-
-async def _create_topics_locally(ctx: RequestContext, catalog, request, validate_only: bool, may_create) -> dict:
-    """CreateTopics on the single node: each topic into this broker's topic catalogue (or only validated)."""
-    broker = ctx.broker
-    names = [t.name for t in request.topics]
-    asked = sum(max(t.num_partitions, len(t.assignments or ())) for t in request.topics)
-    too_many = asked > MAX_PARTITIONS_PER_REQUEST  # Kafka's controller refuses the whole request
-    results = []
-    for topic in request.topics:
-        result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
-                  "num_partitions": -1, "replication_factor": -1, "configs": []}
-        try:
-            if names.count(topic.name) > 1:
-                raise InvalidRequestError(f"topic {topic.name!r} appears more than once in the request")
-            if not may_create(topic.name):
-                raise TopicAuthorizationError(_DENIED)
-            validate_topic_name(topic.name)
-            if too_many:
-                raise PolicyViolationError("Excessively large number of partitions per request.")
-            count = _partition_count(broker, topic)
-            configs = {c.name: c.value for c in topic.configs}
-            info = catalog.create_topic(topic.name, count, configs, validate_only=validate_only)
-        except KafkaError as exc:
-            result.update(error_code=exc.error_code, error_message=str(exc))
-        else:
-            result.update(
-                topic_id=None if validate_only else info.topic_id,
-                num_partitions=count,
-                replication_factor=1,
-                configs=[] if validate_only else topic_configs(broker, topic.name, include_synonyms=False),
-            )
-            if not ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name):
-                # Kafka: created, but its configs are not shown to a principal that may not describe them
-                result.update(configs=[], topic_config_error_code=ErrorCode.topic_authorization_failed)
-        results.append(result)
-    return {"throttle_time": 0, "topics": results}
+    return await _forward_create_topics(broker.forwarding, request, validate_only, may_create)
 
 
 @register(api_key=20, min_version=1, max_version=6)
@@ -226,13 +163,6 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
         responses.append({"name": name, "topic_id": topic_id, "error_code": error_code, "error_message": message})
     accepted = [r for r in responses if r["error_code"] == ErrorCode.none]
 
-    async def local(controller) -> None:  # the topic and its logs go at once
-        for r in accepted:
-            try:
-                r["topic_id"] = controller.catalog.delete_topic(r["name"]).topic_id
-            except KafkaError as exc:
-                r.update(error_code=exc.error_code, error_message=str(exc))
-
     async def forwarded(manager) -> None:  # the controller writes RemoveTopic records; every broker deletes its logs
         if broker.config.get("delete.topic.enable") != "true":  # Kafka's ControllerApis.deleteTopics
             for r in accepted:
@@ -247,7 +177,7 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
                 if answer.get("topic_id"):
                     r["topic_id"] = uuid.UUID(answer["topic_id"])
 
-    await broker.forwarding.maybe_forward(local, forwarded)
+    await forwarded(broker.forwarding)
     return {"throttle_time": 0, "responses": responses}
 
 
@@ -268,17 +198,6 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
         results.append({"name": topic.name, "error_code": error_code, "error_message": message})
     accepted = [(t, r) for t, r in zip(request.topics, results) if r["error_code"] == ErrorCode.none]
 
-    async def local(controller) -> None:  # one broker: the new partitions are its own
-        for topic, r in accepted:
-            try:
-                for a in topic.assignments or ():
-                    if list(a.broker_ids) != [broker.node_id]:
-                        raise InvalidReplicaAssignmentError(
-                            f"new partitions may only be assigned to broker {broker.node_id}")
-                controller.catalog.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
-            except KafkaError as exc:
-                r.update(error_code=exc.error_code, error_message=str(exc))
-
     async def forwarded(manager) -> None:  # the controller places the new partitions (Kafka forwards them)
         asked = [{"name": t.name, "count": t.count,
                   "assignments": None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]}
@@ -292,7 +211,7 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
             if answer is not None:
                 r.update(error_code=ErrorCode(answer["error_code"]), error_message=answer.get("error_message"))
 
-    await broker.forwarding.maybe_forward(local, forwarded)
+    await forwarded(broker.forwarding)
     return {"throttle_time": 0, "results": results}
 
 
@@ -453,17 +372,6 @@ async def _forward_topic_configs(manager, broker, res, incremental: bool, valida
         raise error
 
 
-async def _alter_topic_configs_locally(catalog, res, incremental: bool, validate_only: bool) -> None:
-    """The single node's AlterConfigs / IncrementalAlterConfigs of a topic: its overrides in the topic catalogue
-    (persisted in ``__topics.json``, applied to its open logs at once)."""
-    if incremental:
-        catalog.incremental_alter_topic_configs(
-            res.resource_name, [(c.name, c.config_operation, c.value) for c in res.configs], validate_only=validate_only)
-    else:
-        catalog.alter_topic_configs(res.resource_name, {c.name: c.value for c in res.configs},
-                                    validate_only=validate_only)
-
-
 async def _alter_dynamic(ctx: RequestContext, res, incremental: bool, validate_only: bool) -> None:
     """AlterConfigs / IncrementalAlterConfigs of a broker resource (this broker's dynamic configs, or the cluster
     default for the name "") or of a group (its group configs): :class:`~pyspark_kafka.broker.dynamic_config.
@@ -482,9 +390,6 @@ async def _alter_dynamic(ctx: RequestContext, res, incremental: bool, validate_o
             return broker.dynamic_configs.alter_group(res.resource_name, ops, replace, only_validate)
         return broker.dynamic_configs.alter_broker(res.resource_name != "", ops, replace, only_validate)
 
-    async def local(controller) -> None:  # stored and applied here
-        alter(validate_only)
-
     async def forwarded(manager) -> None:  # validated here, then written by the controller as a metadata record
         configs = alter(True)
         if validate_only:
@@ -498,7 +403,7 @@ async def _alter_dynamic(ctx: RequestContext, res, incremental: bool, validate_o
         if answer["error_code"]:
             raise for_code(answer["error_code"])(answer.get("error_message"))
 
-    await broker.forwarding.maybe_forward(local, forwarded)
+    await forwarded(broker.forwarding)
 
 
 async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dict:
@@ -535,11 +440,8 @@ async def _alter_configs(ctx: RequestContext, request, incremental: bool) -> dic
                 raise InvalidRequestError(f"resource type {res.resource_type} is not supported: only topic (2), "
                                           "broker (4) and group (32) configs can be altered")
             validate_topic_name(res.resource_name)
-            await ctx.broker.forwarding.maybe_forward(  # in a cluster the controller writes it, every broker applies it
-                lambda controller, res=res: _alter_topic_configs_locally(controller.catalog, res, incremental,
-                                                                         request.validate_only),
-                lambda manager, res=res: _forward_topic_configs(manager, ctx.broker, res, incremental,
-                                                                request.validate_only))
+            # the controller writes it as a config record, every broker applies it
+            await _forward_topic_configs(ctx.broker.forwarding, ctx.broker, res, incremental, request.validate_only)
         except KafkaError as exc:
             error_code, message = exc.error_code, str(exc)
         responses.append({"error_code": error_code, "error_message": message, "resource_type": res.resource_type,

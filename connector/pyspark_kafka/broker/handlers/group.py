@@ -5,8 +5,8 @@ DescribeGroups (15), ListGroups (16), OffsetCommit (8), OffsetFetch (9), DeleteG
 OffsetDelete (47). This handler module only maps the versions' request and response fields;
 the rules (and their Kafka error codes) are in the coordinator.
 
-FindCoordinator answers this broker for groups (key type 0) and transactional ids (key type 1) on
-the single node; in a replicated cluster the leader of the key's internal partition, and group
+FindCoordinator answers the leader of the key's internal partition for groups (key type 0) and
+transactional ids (key type 1) (this broker on a one-node cluster), and group
 requests reaching a broker that does not lead the group's ``__consumer_offsets`` partition get
 NOT_COORDINATOR (``cluster/coordinators.py``).
 
@@ -52,8 +52,8 @@ def _coordinator(ctx: RequestContext) -> GroupCoordinator | None:
 
 
 def not_owner(ctx: RequestContext, group_id: str) -> ErrorCode:
-    """Replicated cluster: NOT_COORDINATOR when this broker does not lead ``group_id``'s ``__consumer_offsets``
-    partition (the client finds the coordinator again); NONE otherwise and on the single node."""
+    """NOT_COORDINATOR when this broker does not lead ``group_id``'s ``__consumer_offsets`` partition (the client
+    finds the coordinator again); NONE otherwise."""
     return ErrorCode.none if ctx.broker.group_coordinator.owns(group_id) else ErrorCode.not_coordinator
 
 
@@ -95,8 +95,8 @@ async def _entry(ctx: RequestContext, key: str, key_type: int) -> dict:
 
 @register(api_key=10, min_version=0, max_version=6)
 async def find_coordinator(ctx: RequestContext, request) -> dict:
-    """The coordinator of groups (key type 0) and transactional ids (1): this broker on the single node; in a
-    replicated cluster the leader of the key's ``__consumer_offsets`` / ``__transaction_state`` partition."""
+    """The coordinator of groups (key type 0) and transactional ids (1): the leader of the key's
+    ``__consumer_offsets`` / ``__transaction_state`` partition."""
     key_type = getattr(request, "key_type", GROUP_KEY)
     if ctx.api_version >= 4:
         return {"throttle_time": 0,

@@ -6,10 +6,10 @@ offset, -1 meaning the high watermark, through :meth:`ReplicaManager.delete_reco
 <pyspark_kafka.broker.replica_manager.ReplicaManager.delete_records>`. Per-partition errors as in
 Kafka: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (internal topics),
 POLICY_VIOLATION (``cleanup.policy`` without ``delete``), OFFSET_OUT_OF_RANGE (past the high
-watermark, or negative other than -1); ``low_watermark`` is -1 with an error. Single node: the
-answer does not wait for followers (``timeout`` is not used).
+watermark, or negative other than -1); ``low_watermark`` is -1 with an error. The answer does not
+wait for followers (``timeout`` is not used).
 
-OffsetForLeaderEpoch: this broker has one leader epoch, 0, starting at the log start offset (see
+OffsetForLeaderEpoch: answered by the leader's leader-epoch cache (KIP-101/279, see
 :meth:`ReplicaManager.end_offset_for_epoch
 <pyspark_kafka.broker.replica_manager.ReplicaManager.end_offset_for_epoch>`).
 
@@ -85,7 +85,7 @@ async def delete_records(ctx: RequestContext, request) -> dict:
 
 @register(api_key=23, min_version=2, max_version=4)
 async def offset_for_leader_epoch(ctx: RequestContext, request) -> dict:
-    """Per partition: the end offset of the requested leader epoch (single node: epoch 0)."""
+    """Per partition: the end offset of the requested leader epoch (the leader's leader-epoch cache)."""
     replica_manager = ctx.broker.replica_manager
 
     def answer(topic: str, p) -> dict:

@@ -1,12 +1,12 @@
 """Metadata (key 3), DescribeCluster (key 60) and DescribeTopicPartitions (key 75): the live brokers,
 the topics and their partitions, as the broker's :class:`~pyspark_kafka.broker.metadata_cache.MetadataCache`
-knows them (on the single node every partition is led by this broker, its only replica and in-sync
-replica; in a replicated cluster the metadata image's leaders, replicas and ISR).
+knows them (the metadata image's leaders, replicas and ISR; on a one-node cluster this broker leads every
+partition, its only replica and in-sync replica).
 
 Unknown topics are auto-created with ``num.partitions`` partitions when
 ``auto.create.topics.enable`` is true and the request allows it (``allow_auto_topic_creation``,
-v4+; always allowed before v4, as in Kafka): at once on the single node, through the controller in a
-cluster (answered LEADER_NOT_AVAILABLE until the metadata has them, clients retry; an internal topic with its own
+v4+; always allowed before v4, as in Kafka), through the controller
+(answered LEADER_NOT_AVAILABLE until the metadata has them, clients retry; an internal topic with its own
 partitions, replication factor and configs). Topic ids are served from v10 on.
 DescribeTopicPartitions (KIP-966) never creates topics and pages through partitions with a cursor.
 
@@ -105,19 +105,9 @@ def _lookup(ctx: RequestContext, name: str, allow_create: bool) -> dict | None:
 
 async def _auto_create(broker, names: list[str]) -> dict[str, int]:
     """Create the missing topics ``names`` (Kafka's ``AutoTopicCreationManager``); the error code answered for
-    each that has no entry yet. The single node creates them at once (with ``num.partitions``; errors from the
-    topic catalogue); a cluster's broker asks the controller and answers LEADER_NOT_AVAILABLE (clients retry
+    each that has no entry yet. The broker asks the controller and answers LEADER_NOT_AVAILABLE (clients retry
     until the metadata has them). An internal topic (``__consumer_offsets``, ``__transaction_state``) is created
     with its own partitions, replication factor and configs, as Kafka's ``AutoTopicCreationManager`` does."""
-    async def local(controller) -> dict[str, int]:
-        errors = {}
-        for name in names:
-            try:
-                broker.replica_manager.auto_create(name)
-            except KafkaError as exc:
-                errors[name] = exc.error_code
-        return errors
-
     async def forwarded(manager) -> dict[str, int]:
         for name in names:
             if name in INTERNAL_TOPICS:  # its own configs; the controller refuses it as a plain topic
@@ -130,7 +120,7 @@ async def _auto_create(broker, names: list[str]) -> dict[str, int]:
             pass
         return {n: ErrorCode.leader_not_available for n in names}
 
-    return await broker.forwarding.maybe_forward(local, forwarded)
+    return await forwarded(broker.forwarding)
 
 
 @register(api_key=3, min_version=0, max_version=12)

@@ -77,7 +77,7 @@ def _partition_result(index: int, error_code: int, message: str | None = None,
 def _append(replica_manager: ReplicaManager, topic: str | None, partition: int, records, acks: int, now: int) -> dict:
     try:
         # Kafka's Produce never creates a topic (Metadata does): an unknown one is UNKNOWN_TOPIC_OR_PARTITION
-        result = replica_manager.append_records(topic, partition, records, acks, now, auto_create=False)
+        result = replica_manager.append_records(topic, partition, records, acks, now)
     except KafkaError as exc:
         errors = exc.record_errors.errors if exc.record_errors else None
         log_start = -1 if isinstance(exc, _NO_LOG_START_OFFSET) else replica_manager.log_start_offset(topic, partition)

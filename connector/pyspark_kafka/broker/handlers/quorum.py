@@ -4,8 +4,7 @@
 Kafka's broker forwards DescribeQuorum to the active controller (``KafkaApis.handleDescribeQuorumRequest``) after
 checking DESCRIBE on the CLUSTER resource; here the broker asks its controller over the controller channel
 (``describe_quorum``; a combined node asks its own controller in process) and answers with the
-``__cluster_metadata``-0 partition. A broker with no controller (the transitional single node) answers
-UNKNOWN_SERVER_ERROR naming the cause.
+``__cluster_metadata``-0 partition.
 """
 
 from __future__ import annotations
@@ -45,10 +44,6 @@ async def describe_quorum(ctx: RequestContext, request) -> dict:
     if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None, "topics": [], "nodes": []}
 
-    async def local(_controller) -> dict:
-        return _answer(ErrorCode.unknown_server_error, "this broker runs without a metadata quorum "
-                       "(process.roles=broker without controller.quorum.voters): start it as broker,controller")
-
     async def forwarded(manager) -> dict:
         try:
             quorum = await manager.call({"op": "describe_quorum"})
@@ -58,4 +53,4 @@ async def describe_quorum(ctx: RequestContext, request) -> dict:
             return _answer(quorum["error_code"], quorum.get("error_message"))
         return _answer(ErrorCode.none, None, quorum)
 
-    return await ctx.broker.forwarding.maybe_forward(local, forwarded)
+    return await forwarded(ctx.broker.forwarding)

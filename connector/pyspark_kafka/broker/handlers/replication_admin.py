@@ -1,13 +1,12 @@
 """Replication admin APIs: ElectLeaders (43, KIP-460), AlterPartitionReassignments (45) and
 ListPartitionReassignments (46) (KIP-455).
 
-In a replicated cluster the broker forwards ElectLeaders and AlterPartitionReassignments to the active controller
+The broker forwards ElectLeaders and AlterPartitionReassignments to the active controller
 (:mod:`~pyspark_kafka.broker.controller.partition_admin` has the rules and error codes, Kafka's
 ``ReplicationControlManager``) and answers once its own metadata image has the change; ListPartitionReassignments
-answers from the broker's metadata image (Kafka asks the controller). On the single-node broker every partition
-already has its only replica as leader: ElectLeaders answers ELECTION_NOT_NEEDED (84), a reassignment to
-``[this broker]`` is done at once and one naming another broker is INVALID_REPLICA_ASSIGNMENT (39), as Kafka with
-one broker answers.
+answers from the broker's metadata image (Kafka asks the controller). On a one-node cluster every partition
+already has its only replica as leader: ElectLeaders answers ELECTION_NOT_NEEDED (84) and a reassignment naming
+another broker INVALID_REPLICA_ASSIGNMENT (39), as Kafka with one broker answers.
 
 Authorization as Kafka's ``ControllerApis``: ElectLeaders and AlterPartitionReassignments need ALTER on the
 cluster, ListPartitionReassignments DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED (31) for the whole
@@ -26,14 +25,6 @@ _DENIED = "Cluster authorization failed."
 
 def _cluster_denied(ctx: RequestContext, operation: AclOperation) -> bool:
     return not ctx.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME)
-
-
-def _local_partition_error(broker, topic: str, partition: int) -> tuple[int, str | None]:
-    """Single node: UNKNOWN_TOPIC_OR_PARTITION for a partition this broker lacks, else no error."""
-    count = broker.metadata_cache.partition_counts().get(topic)
-    if count is None or not 0 <= partition < count:
-        return int(ErrorCode.unknown_topic_or_partition), f"No such partition as {topic}-{partition}"
-    return 0, None
 
 
 @register(api_key=43, min_version=0, max_version=2)
@@ -62,22 +53,7 @@ async def elect_leaders(ctx: RequestContext, request) -> dict:
             return {n: [{"partition": p, "error_code": int(ErrorCode.not_controller), "error_message": str(exc)}
                         for p in ps] for n, ps in (asked or {}).items()}
 
-    async def local(controller) -> dict:  # the single node leads every partition already: no election is needed
-        wanted = asked if asked is not None else {
-            n: list(range(count)) for n, count in broker.metadata_cache.partition_counts().items()}
-        by_topic = {}
-        for n, ps in wanted.items():
-            out = by_topic.setdefault(n, [])
-            for p in ps:
-                code, message = _local_partition_error(broker, n, p)
-                if code == 0:
-                    if asked is None:
-                        continue
-                    code, message = int(ErrorCode.election_not_needed), "Leader election not needed for topic partition."
-                out.append({"partition": p, "error_code": code, "error_message": message})
-        return by_topic
-
-    by_topic = await broker.forwarding.maybe_forward(local, forwarded)
+    by_topic = await forwarded(broker.forwarding)
     results = [{"topic": n, "partition_result": [{"partition_id": r["partition"], "error_code": ErrorCode(r["error_code"]),
                                                   "error_message": r.get("error_message")} for r in rs]}
                for n, rs in by_topic.items()]
@@ -107,26 +83,7 @@ async def alter_partition_reassignments(ctx: RequestContext, request) -> dict:
                      int(ErrorCode.not_controller), "error_message": str(exc)} for p in t["partitions"]]}
                     for t in topics]
 
-    async def local(controller) -> list[dict]:  # one broker: the only assignment is [this broker], never reassigning
-        results = []
-        for t in topics:
-            out = []
-            for p in t["partitions"]:
-                code, message = _local_partition_error(broker, t["name"], p["partition"])
-                if code == 0 and p["replicas"] is None:
-                    code, message = (int(ErrorCode.no_reassignment_in_progress),
-                                     f"No ongoing reassignment for partition {t['name']}-{p['partition']}.")
-                elif code == 0 and p["replicas"] != [broker.node_id]:
-                    other = next((r for r in p["replicas"] if r != broker.node_id), broker.node_id)
-                    code, message = (int(ErrorCode.invalid_replica_assignment),
-                                     f"The manual partition assignment includes broker {other}, but no such broker "
-                                     "is registered." if p["replicas"] else
-                                     "The manual partition assignment includes an empty replica list.")
-                out.append({"partition": p["partition"], "error_code": code, "error_message": message})
-            results.append({"name": t["name"], "partitions": out})
-        return results
-
-    results = await broker.forwarding.maybe_forward(local, forwarded)
+    results = await forwarded(broker.forwarding)
     responses = [{"name": t["name"], "partitions": [{"partition_index": p["partition"],
                                                      "error_code": ErrorCode(p["error_code"]),
                                                      "error_message": p.get("error_message")} for p in t["partitions"]]}

@@ -1,12 +1,9 @@
 """DescribeUserScramCredentials (key 50) and AlterUserScramCredentials (key 51): KIP-554.
 
-Credentials (salt + StoredKey + ServerKey only) are the metadata image's on a cluster broker and the
-combined node: AlterUserScramCredentials is forwarded to the active controller, which validates it
+Credentials (salt + StoredKey + ServerKey only) are the metadata image's: AlterUserScramCredentials is forwarded to the active controller, which validates it
 once (:mod:`~pyspark_kafka.broker.controller.scram_control`, Kafka's ``ScramControlManager``) and
 writes ``scram_credential`` / ``remove_scram_credential`` records; the receiving broker answers once
-its own image has them (at most 5 s), every other broker as its metadata arrives. The transitional
-single node applies the same rules to its file store
-(:class:`~pyspark_kafka.broker.security.credentials.CredentialStore`). Mechanism ids on the wire:
+its own image has them (at most 5 s), every other broker as its metadata arrives. Mechanism ids on the wire:
 1 SCRAM-SHA-256, 2 SCRAM-SHA-512. Describe answers as Kafka's ``ScramImage.describe``:
 RESOURCE_NOT_FOUND for an unknown user, DUPLICATE_RESOURCE for a user named twice. Authorization
 (with an authorizer): Describe needs DESCRIBE, Alter needs ALTER on the cluster, else
@@ -21,7 +18,7 @@ from pyspark_kafka.broker.controller import scram_control
 from pyspark_kafka.broker.errors import ErrorCode
 from pyspark_kafka.broker.handlers import RequestContext, register
 from pyspark_kafka.broker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from pyspark_kafka.broker.security.scram import MECHANISM_BY_ID, MECHANISMS
+from pyspark_kafka.broker.security.scram import MECHANISMS
 
 
 @register(api_key=50, min_version=0, max_version=0)
@@ -58,8 +55,8 @@ async def describe_user_scram_credentials(ctx: RequestContext, request) -> dict:
 @register(api_key=51, min_version=0, max_version=0)
 async def alter_user_scram_credentials(ctx: RequestContext, request) -> dict:
     """Upsert (from salt + salted password, as the client sends) and delete credentials, validated once by
-    :func:`~pyspark_kafka.broker.controller.scram_control.alter_credentials`: in the controller (forwarded, its
-    records replicated to every broker) or, on the transitional single node, here with one durable write."""
+    :func:`~pyspark_kafka.broker.controller.scram_control.alter_credentials` in the controller (forwarded, its
+    records replicated to every broker)."""
     users_in_order = list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
     if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"throttle_time": 0, "results": [
@@ -78,23 +75,6 @@ async def alter_user_scram_credentials(ctx: RequestContext, request) -> dict:
                     for name in users_in_order]
         return answer["results"]
 
-    results = await ctx.broker.forwarding.maybe_forward(lambda _: _alter_locally(ctx, deletions, upsertions),
-                                                        forwarded)
+    results = await forwarded(ctx.broker.forwarding)
     return {"throttle_time": 0, "results": results}
 
-
-async def _alter_locally(ctx: RequestContext, deletions: list[dict], upsertions: list[dict]) -> list[dict]:
-    """The transitional single node: the controller's rules on its file store, then one durable write."""
-    store = ctx.broker.security.credentials
-    results, records = scram_control.alter_credentials(lambda user, mech: store.get(user, mech) is not None,
-                                                       deletions, upsertions)
-    upserts, deletes = {}, set()
-    for r in records:
-        if r["type"] == "remove_scram_credential":
-            deletes.add((r["name"], MECHANISM_BY_ID[r["mechanism"]]))
-        else:
-            user, mech, credential = scram_control.credential_of(r)
-            upserts[(user, mech)] = credential
-    if upserts or deletes:
-        store.apply(upserts, deletes)
-    return results

@@ -48,8 +48,8 @@ def _txn(ctx: RequestContext) -> TransactionCoordinator:
 
 
 def _not_owner(ctx: RequestContext, transactional_id: str) -> ErrorCode:
-    """Replicated cluster: NOT_COORDINATOR when this broker does not lead the id's ``__transaction_state``
-    partition; NONE otherwise and on the single node."""
+    """NOT_COORDINATOR when this broker does not lead the id's ``__transaction_state`` partition; NONE
+    otherwise."""
     return ErrorCode.none if ctx.broker.txn_coordinator.owns(transactional_id) else ErrorCode.not_coordinator
 
 

@@ -5,8 +5,9 @@ Kafka's ``UnifiedLog``/``LocalLog`` for one replica (loading and recovery, Kafka
 :mod:`~pyspark_kafka.broker.log.timestamp_search`):
 
 - **log end offset (LEO)**: the offset the next appended record gets;
-- **high watermark**: the offset up to which records are committed; with one replica it equals
-  the LEO after every append;
+- **high watermark**: the offset up to which records are committed; moved by the partition's leader
+  (:meth:`PartitionLog.update_high_watermark`; the smallest LEO over the ISR, so with an ISR of one the LEO
+  after every append), never by an append itself;
 - **log start offset**: the first offset still readable; advanced when retention deletes segments;
 - **recovery point**: every offset below it is fsynced; a restart after a crash re-validates only
   the segments at or after it (Kafka's ``recovery-point-offset-checkpoint``);
@@ -126,7 +127,6 @@ class PartitionLog:
         self.dir = Path(dir)
         self.config = config
         self.leader_epoch = leader_epoch
-        self.replicated = False  # True: the replica manager moves the high watermark (min LEO over the ISR)
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.log_start_offset = 0
@@ -403,9 +403,7 @@ class PartitionLog:
         if segment.should_roll(config.segment_bytes, config.max_segment_ms, total, max_timestamp, last_offset, now):
             segment = self.roll(now)
         segment.append(pieces, assigned)
-        self.log_end_offset = offset
-        if not self.replicated:
-            self.high_watermark = offset
+        self.log_end_offset = offset  # the high watermark is the partition's to move (update_high_watermark)
         self._track_producers(assigned, controls)
         self._maybe_flush(now)
         return AppendResult(first_offset, last_offset, append_time, self.log_start_offset, offset - first_offset)
@@ -600,6 +598,15 @@ class PartitionLog:
         del self.segments[:doomed]
         del self._bases[:doomed]
         return True
+
+    # -- high watermark ------------------------------------------------------------------------
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark to ``offset``, bounded below by the log start offset and above by the log end
+        offset (Kafka's ``UnifiedLog.updateHighWatermark``); returns the new value. An append never moves it:
+        the leader's :class:`~pyspark_kafka.broker.cluster.partition.Partition` does (the smallest LEO over the
+        ISR; with an ISR of one the LEO at once), as Kafka's ``Partition.maybeIncrementLeaderHW``."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
 
     # -- truncation (for future use: replication) ----------------------------------------------
     def truncate_to(self, offset: int) -> None:

@@ -25,10 +25,10 @@ import time
 
 from pyspark_kafka.broker.errors import ConfigError
 from pyspark_kafka.broker.security import jaas, tls
-from pyspark_kafka.broker.security.credentials import CredentialStore, MetadataCredentials
+from pyspark_kafka.broker.security.credentials import MetadataCredentials
 from pyspark_kafka.broker.security.listeners import Listener, parse_listeners
 from pyspark_kafka.broker.security.plain import PlainServer
-from pyspark_kafka.broker.security.scram import MECHANISMS, SaslFailure, ScramServer, new_credential
+from pyspark_kafka.broker.security.scram import SaslFailure, ScramServer
 
 ANONYMOUS = "User:ANONYMOUS"
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -39,25 +39,23 @@ HANDSHAKE, AUTHENTICATE, RAW, AUTHENTICATED = "HANDSHAKE", "AUTHENTICATE", "RAW"
 class Security:
     """The broker's listeners with their TLS contexts, enabled SASL mechanisms and credentials.
 
-    ``Security(config: BrokerConfig, data_dir, in_metadata=False)``. Raises ConfigError for a bad listener,
+    ``Security(config: BrokerConfig, data_dir)``. Raises ConfigError for a bad listener,
     TLS or SASL config (GSSAPI and OAUTHBEARER are not supported), KafkaStorageError for an
     unreadable credential store. SCRAM users in a listener's SCRAM JAAS config
     (``user_<name>="<password>"``, our extension) are :attr:`scram_seeds`.
 
-    ``in_metadata`` (a cluster broker or a combined node): the credentials are the metadata image's
-    (:class:`~pyspark_kafka.broker.security.credentials.MetadataCredentials`, set by the broker lifecycle with
-    :meth:`use_metadata`); the data dir's credentials file is neither read nor written here, and the seeds become
-    records through the controller at registration (the lifecycle). Otherwise (the transitional single node) the
-    credentials are the file store's and the seeds are salted into it at start.
+    The credentials are the metadata image's (:class:`~pyspark_kafka.broker.security.credentials.MetadataCredentials`,
+    set by the broker lifecycle with :meth:`use_metadata`; Kafka's ``ScramImage``); the data dir's old credentials
+    file is neither read nor written here (a combined node migrates it at its first start), and the seeds become
+    records through the controller at registration (the lifecycle).
     """
 
-    def __init__(self, config, data_dir, in_metadata: bool = False):
+    def __init__(self, config, data_dir):
         self.config = config
         self.listeners: list[Listener] = parse_listeners(config)
-        self.credentials = MetadataCredentials({}) if in_metadata else CredentialStore(data_dir)
-        #: (user, mechanism) -> password of the SCRAM JAAS users (our extension): the single node salts them into
-        #: its file at start; a cluster broker or combined node writes them as records at registration when its
-        #: image lacks them or holds another password
+        self.credentials = MetadataCredentials({})
+        #: (user, mechanism) -> password of the SCRAM JAAS users (our extension): the broker lifecycle writes them as
+        #: records at registration when its image lacks them or holds another password
         self.scram_seeds: dict[tuple[str, str], str] = {}
         self.ssl_contexts = {}
         self.mechanisms: dict[str, tuple[str, ...]] = {}
@@ -84,8 +82,6 @@ class Security:
                     for user, password in jaas.users(options).items():
                         seeds[(user, mech)] = password
         self.scram_seeds = seeds
-        if seeds and not in_metadata:
-            self.credentials.apply({k: new_credential(k[1], pw) for k, pw in seeds.items()}, set())
 
     def use_metadata(self, scram: dict) -> None:
         """Authenticate SASL/SCRAM clients and answer DescribeUserScramCredentials from ``scram``, a metadata
