@@ -30,6 +30,8 @@ from pyspark_kafka.broker.controller.image import decode
 from pyspark_kafka.broker.controller.scram_control import alter_credentials
 from pyspark_kafka.broker.controller.single_voter_log import _HEAD
 from pyspark_kafka.broker.errors import ErrorCode
+from pyspark_kafka.broker.security.credentials import CredentialStore
+from pyspark_kafka.broker.security.scram import new_credential
 from support.scram import logs_in
 
 PASSWORD = "scram-md-pw-Qe31"
@@ -114,11 +116,9 @@ def test_credentials_are_metadata_records_and_survive_a_restart(tmp_path):
 def test_single_node_credentials_file_is_migrated_once(tmp_path, caplog):
     data = tmp_path / "data"
     config = {k: v for k, v in CONFIG.items() if k != "sasl.jaas.config"}
-    with EmbeddedBroker(data_dir=data, config={**config, "process.roles": "broker"}) as old:  # the single node
-        admin = AdminClient({"bootstrap.servers": _ports(old)["PLAINTEXT"]})
-        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
-        admin.alter_user_scram_credentials(
-            [UserScramCredentialUpsertion("dora", info, PASSWORD.encode())])["dora"].result(10)
+    # the old single node's file, as it wrote it (its own store, salted credentials only)
+    data.mkdir()
+    CredentialStore(data).apply({("dora", "SCRAM-SHA-512"): new_credential("SCRAM-SHA-512", PASSWORD, 4096)}, set())
     assert (data / "scram-credentials.json").exists()
     caplog.set_level(logging.INFO, logger="pyspark_kafka.controller")
     for _ in range(2):
