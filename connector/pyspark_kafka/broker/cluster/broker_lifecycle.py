@@ -327,7 +327,11 @@ class BrokerLifecycle:
                                   "port": self.broker.port, "listeners": listeners,
                                   "cluster_id": "" if stored is None else stored.cluster_id,
                                   "capacity": partition_capacity(),
-                                  "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0]})
+                                  "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                                  # a combined node: whether its logs were closed cleanly at the last stop (the
+                                  # clean-shutdown marker; Kafka's previousBrokerEpoch from its .kafka_cleanshutdown)
+                                  **({"clean_shutdown": self.replica_manager.logs.clean_shutdown}
+                                     if self.broker.controller_role is not None else {})})
         if answer.get("error_code", 0) != 0:
             self._registration_refused(answer)
             return

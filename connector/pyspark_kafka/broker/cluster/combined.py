@@ -229,7 +229,7 @@ class CombinedController:
                 log.info("data directory %s migrated to the metadata log: %s", self.data_dir,
                          ", ".join(f"{n} {k} records" for k, n in sorted(kinds.items())))
             retire_migrated_files(self.data_dir, only_credentials=not first_start)
-        self.controller = QuorumController(self.metadata_log, self.config, self.cluster_id)
+        self.controller = QuorumController(self.metadata_log, self.config, self.cluster_id, combined_node=self.node_id)
         await self.controller.start()
         self.channel = InProcessChannel(self.controller.handle)
 
