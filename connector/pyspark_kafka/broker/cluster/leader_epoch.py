@@ -100,7 +100,15 @@ class LeaderEpochCache:
         self.path = Path(directory) / FILE_NAME
         self.entries: list[tuple[int, int]] = []
         try:
-            lines = self.path.read_text().split("\n")
+            # os calls, not Path.read_text (a text wrapper per file): a start reads one file per partition
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                chunks = []
+                while chunk := os.read(fd, 65536):
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+            lines = b"".join(chunks).decode().split("\n")
             count = int(lines[1])
             self.entries = [tuple(int(x) for x in line.split()) for line in lines[2:2 + count]]
         except (OSError, ValueError, IndexError):
