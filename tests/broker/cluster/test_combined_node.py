@@ -11,6 +11,8 @@ one-voter metadata log and the cluster broker, as Apache Kafka's combined mode.
 - Start-up as Kafka's ``BrokerServer.startup``: ``start()`` returns once the node is unfenced (a stop right after is
   a controlled shutdown); requests are answered while the unfence's elections write their leader-epoch
   checkpoints, and no produce is taken at a new leader epoch before its checkpoint is durable.
+- An acks=all produce whose partitions' high watermark already passed the records is answered at once, without an
+  event-loop turn per partition (Kafka's ``DelayedProduce`` completes before it watches).
 """
 
 from __future__ import annotations
@@ -364,3 +366,42 @@ def test_a_start_decodes_each_metadata_record_once(tmp_path, monkeypatch):
         wait_until(lambda: not node.broker.lifecycle.elections_pending(), "the unfence's elections", 10, 0.01)
     monkeypatch.undo()
     assert len(decoded) == _metadata_log_length(data)  # read back after the stop: every record, once
+
+
+def test_an_acks_all_produce_already_replicated_is_answered_without_waiting(tmp_path):
+    """acks=all on a partition whose ISR is this leader alone: the high watermark passed the records at the append,
+    so the wait completes at once, without an event-loop turn (Kafka's ``DelayedProduce``: ``tryCompleteElseWatch``
+    completes before watching). A partition whose high watermark is behind still waits, and its error is still
+    reported (NOT_LEADER_OR_FOLLOWER for a partition this broker does not lead)."""
+    import asyncio
+
+    from pyspark_kafka.broker.errors import NotLeaderOrFollowerError
+
+    with EmbeddedBroker(data_dir=tmp_path / "data") as b:
+        create_topic(b.bootstrap_servers, "acks", partitions=2)
+        produce(b.bootstrap_servers, "acks", RECORDS[:10])
+        rm = b.broker.replica_manager
+
+        def at_once(keys) -> tuple[bool, dict]:
+            """Run one wait_for_acks step on the loop: (finished without suspending, its errors)."""
+            coro = rm.wait_for_acks(keys, -1, 1000)
+            try:
+                coro.send(None)
+            except StopIteration as done:
+                return True, done.value
+            coro.close()
+            return False, {}
+
+        async def check():
+            done, errors = at_once([("acks", 0), ("acks", 1)])
+            assert done and errors == {}
+            part = rm.partitions[("acks", 1)]
+            hw, part.log.high_watermark = part.log.high_watermark, part.log.high_watermark - 1
+            try:
+                assert at_once([("acks", 0), ("acks", 1)])[0] is False  # behind: it waits
+            finally:
+                part.log.high_watermark = hw
+            done, errors = at_once([("acks", 0), ("nosuch", 0)])
+            assert done and isinstance(errors[("nosuch", 0)], NotLeaderOrFollowerError) and ("acks", 0) not in errors
+
+        asyncio.run_coroutine_threadsafe(check(), b._loop).result(10)
