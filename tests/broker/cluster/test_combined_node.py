@@ -405,3 +405,61 @@ def test_an_acks_all_produce_already_replicated_is_answered_without_waiting(tmp_
             assert done and isinstance(errors[("nosuch", 0)], NotLeaderOrFollowerError) and ("acks", 0) not in errors
 
         asyncio.run_coroutine_threadsafe(check(), b._loop).result(10)
+
+
+def test_the_broker_and_its_controller_share_one_image(tmp_path, monkeypatch):
+    """A combined node's broker and controller read one image, the metadata log's snapshot keeper's: each record is
+    applied to it once, at the start's replay and while the node runs, before the broker's listener hears of it; it
+    equals the image a fresh replay of the log builds (brokers, topics, partitions, offset)."""
+    from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle
+    from pyspark_kafka.broker.controller.image import ClusterImage
+
+    data = tmp_path / "data"
+    with EmbeddedBroker(data_dir=data) as node:
+        create_topic(node.bootstrap_servers, "s", partitions=3)
+    applied: dict[int, list[int]] = {}
+    real_apply = ClusterImage.apply
+
+    def counting_apply(self, offset, record):
+        applied.setdefault(id(self), []).append(offset)
+        return real_apply(self, offset, record)
+
+    heard: list[tuple[int, int]] = []  # (record offset, image offset) as the broker's listener is called
+    real_on_record = BrokerLifecycle._on_record
+
+    def on_record(self, offset, raw):
+        heard.append((offset, self.image.offset))
+        return real_on_record(self, offset, raw)
+
+    monkeypatch.setattr(ClusterImage, "apply", counting_apply)
+    monkeypatch.setattr(BrokerLifecycle, "_on_record", on_record)
+    with EmbeddedBroker(data_dir=data) as node:
+        started = len(heard)
+        create_topic(node.bootstrap_servers, "t", partitions=2)  # records appended while it runs
+        lifecycle = node.broker.lifecycle
+        controller = node.broker.controller_role.controller
+        assert lifecycle.image is controller.image is node.broker.controller_role.metadata_log.snapshots.state.image
+        assert len(heard) > started and all(offset == at for offset, at in heard[started:])  # applied before
+        mine = applied[id(controller.image)]
+        assert mine == sorted(set(mine)) and len(mine) == lifecycle.image.offset + 1  # each offset once
+        fresh = _replayed_image(data, upto=lifecycle.image.offset)
+        assert lifecycle.image.same_as(fresh)
+        assert lifecycle.image.partition("t", 1).leader == 0
+
+
+def _replayed_image(data, upto: int):
+    """The image a fresh replay of the metadata log file at ``data`` builds up to offset ``upto`` (read-only: the
+    node may be running)."""
+    import zlib
+
+    from pyspark_kafka.broker.controller.image import ClusterImage, decode
+    from pyspark_kafka.broker.controller.single_voter_log import _HEAD
+
+    image, raw, position, offset = ClusterImage(), (data / METADATA_DIR / "metadata.log").read_bytes(), 0, 0
+    while offset <= upto:
+        size, crc = _HEAD.unpack_from(raw, position)
+        body = raw[position + _HEAD.size: position + _HEAD.size + size]
+        assert zlib.crc32(body) == crc
+        image.apply(offset, decode(body))
+        position, offset = position + _HEAD.size + size, offset + 1
+    return image

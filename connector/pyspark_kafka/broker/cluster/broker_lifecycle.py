@@ -87,7 +87,13 @@ class BrokerLifecycle:
         self.broker = broker
         self.config = broker.config
         self.node_id = broker.node_id
-        self.image = ClusterImage()
+        #: a combined node: the broker's image is its controller's, applied once per record by the controller's
+        #: listener, which the metadata log calls before this broker's (it subscribed first). Kafka's combined node
+        #: replays each record twice (the controller's state, the broker's MetadataImage): the same state, so one
+        #: image serves both roles here. The broker only reads it.
+        controller = getattr(local_controller, "controller", None)
+        self._shared_image = controller is not None
+        self.image = controller.image if controller is not None else ClusterImage()
         #: a combined node: the metadata log is its controller's own (started and stopped by the controller)
         self._own_log = local_controller is None
         if local_controller is not None:
@@ -420,7 +426,8 @@ class BrokerLifecycle:
 
     def _on_record(self, offset: int, raw: bytes) -> None:
         record = decode(raw)
-        self.image.apply(offset, record)
+        if not self._shared_image:  # a combined node's controller applied it already (its listener runs first)
+            self.image.apply(offset, record)
         self._check_caught_up()
         kind = record["type"]
         if not self.coordinators.ready and offset >= self.registered_offset:

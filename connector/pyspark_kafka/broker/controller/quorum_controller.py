@@ -81,21 +81,25 @@ class QuorumController:
     """
 
     def __init__(self, metadata_log: MetadataLog, config: BrokerConfig, cluster_id: str = "",
-                 combined_node: int | None = None) -> None:
+                 combined_node: int | None = None, image: ClusterImage | None = None) -> None:
+        """``image``: an image the metadata log keeps current itself (a combined node's snapshot keeper's, applied
+        before the log's listeners are called): the controller reads it instead of replaying every record into an
+        image of its own. None: the controller's own image, fed by its subscription to ``metadata_log``."""
         self.log = metadata_log
         #: the node id of the combined node whose controller this is (``process.roles=broker,controller``, one
         #: voter); None for a controller of a split cluster. Only with it can :meth:`one_node_cluster` be true.
         self.combined_node = combined_node
         self.cluster_id = cluster_id  # every broker answers it (Kafka keeps it in each node's meta.properties)
         self.config = config
-        self.image = ClusterImage()
+        self.image = ClusterImage() if image is None else image
         self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
         self._last_heartbeat: dict[int, int] = {}
         self._lock = asyncio.Lock()
         self._timer: asyncio.Task | None = None
         self._rebalancer: asyncio.Task | None = None
         self._active_epoch: int | None = None  # the leader epoch in which this controller last became active
-        metadata_log.subscribe(lambda offset, raw: self.image.apply(offset, decode(raw)))
+        if image is None:
+            metadata_log.subscribe(lambda offset, raw: self.image.apply(offset, decode(raw)))
 
     async def start(self) -> None:
         """Start the session-timeout check (every ``broker.heartbeat.interval.ms`` / 4, at least 50 ms)."""
