@@ -48,6 +48,20 @@ def list_offset(bootstrap: str, topic: str, partition: int, isolation_level: int
     return p.offset
 
 
+#: the coordinator errors a Kafka client retries: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+COORDINATOR_RETRIABLE = (14, 15, 16)
+
+
 def describe(bootstrap: str, transactional_id: str):
+    """DescribeTransactions of ``transactional_id``; asked again (bounded, ``DEADLINE_S``) while the coordinator
+    answers a retriable coordinator error (it loads its partition after a restart's election, as Kafka's)."""
+    import time
+
+    deadline = time.monotonic() + DEADLINE_S
     with WireClient(bootstrap) as client:
-        return client.request(DescribeTransactionsRequest(transactional_ids=(transactional_id,))).transaction_states[0]
+        while True:
+            state = client.request(DescribeTransactionsRequest(transactional_ids=(transactional_id,))
+                                   ).transaction_states[0]
+            if int(state.error_code) not in COORDINATOR_RETRIABLE or time.monotonic() > deadline:
+                return state
+            time.sleep(0.05)

@@ -211,17 +211,42 @@ class ReplicaManager:
         if acks != -1:
             return {}
         errors: dict[tuple[str, int], KafkaError] = {}
-
-        async def one(topic: str, partition: int) -> None:
+        waiting: list[tuple[str, int, int]] = []
+        for topic, partition in appended:
+            # first without waiting (Kafka's DelayedProduce: tryCompleteElseWatch completes at once when it can): a
+            # partition whose ISR is only this leader has its high watermark at the log end already, and an await
+            # per partition would cost event loop turns
             plog = self.logs.get_log(topic, partition)
+            required = plog.log_end_offset if plog is not None else 0
             try:
-                await self.wait_for_replication(topic, partition, plog.log_end_offset if plog is not None else 0,
-                                                timeout_ms)
+                if not self._replicated_to(topic, partition, required):
+                    waiting.append((topic, partition, required))
             except KafkaError as exc:
                 errors[(topic, partition)] = exc
 
-        await asyncio.gather(*(one(t, p) for t, p in appended))
+        async def one(topic: str, partition: int, required: int) -> None:
+            try:
+                await self.wait_for_replication(topic, partition, required, timeout_ms)
+            except KafkaError as exc:
+                errors[(topic, partition)] = exc
+
+        if waiting:
+            await asyncio.gather(*(one(*w) for w in waiting))
         return errors
+
+    def _replicated_to(self, topic: str, partition: int, required_offset: int) -> bool:
+        """Whether the high watermark of ``topic``/``partition`` reached ``required_offset`` (then the ISR is checked
+        against ``min.insync.replicas``). Raises NotLeaderOrFollowerError when this broker does not lead it (or shuts
+        down), NotEnoughReplicasAfterAppendError when the ISR is too small once reached (Kafka's
+        ``Partition.checkEnoughReplicasReachOffset``)."""
+        part = self.partitions.get((topic, partition))
+        if part is None or not part.is_leader or self.shutting_down:
+            raise NotLeaderOrFollowerError(f"broker {self.node_id} lost the leadership of {topic}-{partition} "
+                                           "before the ISR had the records: retry on the new leader")
+        if part.log.high_watermark >= required_offset:
+            self.check_min_isr(part, topic, partition, after_append=True)
+            return True
+        return False
 
     async def wait_for_replication(self, topic: str, partition: int, required_offset: int, timeout_ms: int) -> None:
         """acks=all: wait until the high watermark reaches ``required_offset`` (the appended records' next
@@ -237,11 +262,7 @@ class ReplicaManager:
             task = asyncio.current_task()
             if task is not None and task.cancelling():  # Python 3.11's wait_for may have swallowed it
                 raise asyncio.CancelledError()
-            if part is None or not part.is_leader or self.shutting_down:
-                raise NotLeaderOrFollowerError(f"broker {self.node_id} lost the leadership of {topic}-{partition} "
-                                               "before the ISR had the records: retry on the new leader")
-            if part.log.high_watermark >= required_offset:
-                self.check_min_isr(part, topic, partition, after_append=True)
+            if self._replicated_to(topic, partition, required_offset):
                 return
             left = deadline - loop.time()
             if left <= 0:

@@ -12,6 +12,8 @@ one-voter metadata log and the cluster broker, as Apache Kafka's combined mode.
 - Start-up as Kafka's ``BrokerServer.startup``: ``start()`` returns once the node is unfenced (a stop right after is
   a controlled shutdown); requests are answered while the unfence's elections write their leader-epoch
   checkpoints, and no produce is taken at a new leader epoch before its checkpoint is durable.
+- An acks=all produce whose partitions' high watermark already passed the records is answered at once, without an
+  event-loop turn per partition (Kafka's ``DelayedProduce`` completes before it watches).
 """
 
 from __future__ import annotations
@@ -169,13 +171,14 @@ def test_a_data_dir_without_meta_properties_gets_one(tmp_path):
 
 def test_restart_applies_each_partition_once_after_the_replay(tmp_path, monkeypatch):
     """A start replays the whole metadata log; the replicas take only each partition's last state (Kafka's
-    MetadataLoader publishes one delta after its initial catch-up). Three stops and two starts leave six records
-    per partition (created, three fences, two unfences): a per-record apply made seven calls per partition on the
-    next start, where two are right (the replay's and the unfence's election). After the replay the state is the
-    log's last: leaders, leader epochs, the epoch checkpoint files (written together at the end of a metadata
-    batch), a topic deleted and created again under its name
-    (its records kept, the old topic's extra partition gone). A start after a stop without controlled shutdown
-    elects nothing: only the replay opens the partitions."""
+    MetadataLoader publishes one delta after its initial catch-up). Two starts after unclean stops (the clean-shutdown
+    marker removed: each takes the leaderships away at the registration and elects again at the unfence, as Kafka)
+    leave five records per partition: a per-record apply made five or more calls per partition on the next start,
+    where one is right (the replay's; that clean start elects nothing, a one-node cluster). After the replay the
+    state is the log's last: leaders, leader epochs, the epoch checkpoint files (written together at the end of a
+    metadata batch), a topic deleted and created again under its name (its records kept, the old topic's extra
+    partition gone). A start after a stop without controlled shutdown but with its logs closed cleanly elects
+    nothing either: only the replay opens the partitions."""
     from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle
     from pyspark_kafka.broker.cluster.leader_epoch import LeaderEpochCache
 
@@ -190,8 +193,11 @@ def test_restart_applies_each_partition_once_after_the_replay(tmp_path, monkeypa
         create_topic(node.bootstrap_servers, "b", partitions=1)
         produce(node.bootstrap_servers, "b", RECORDS[5:8])
         new_b = node.broker.metadata_cache.topic_id("b")
+    from pyspark_kafka.broker.log.manager import CLEAN_SHUTDOWN_FILE
+
     for _ in range(2):
-        with EmbeddedBroker(data_dir=data) as node:  # served: unfenced, so the stop fences it (a controlled shutdown)
+        (data / CLEAN_SHUTDOWN_FILE).unlink()  # as after a crash: the start gets new leader epochs (+2)
+        with EmbeddedBroker(data_dir=data) as node:
             AdminClient({"bootstrap.servers": node.bootstrap_servers}).list_topics(timeout=10)
 
     calls: dict[tuple[str, int], int] = {}
@@ -210,7 +216,7 @@ def test_restart_applies_each_partition_once_after_the_replay(tmp_path, monkeypa
         for key in [("a", 0), ("a", 1), ("a", 2), ("b", 0)]:
             state = lifecycle.image.partition(*key)
             part = lifecycle.replica_manager.partitions[key]
-            assert (state.leader, state.leader_epoch) == (0, 6), (key, state)  # +2 a restart, as Kafka 4.4
+            assert (state.leader, state.leader_epoch) == (0, 4), (key, state)  # +2 an unclean restart, as Kafka
             assert part.state == state
             assert part.epochs.latest_epoch() == state.leader_epoch
             assert LeaderEpochCache(part.log.dir).latest_epoch() == state.leader_epoch  # the file, read again
@@ -218,8 +224,8 @@ def test_restart_applies_each_partition_once_after_the_replay(tmp_path, monkeypa
         assert sorted(as_tuples(consume(node.bootstrap_servers, "a", 12))) == sorted(expected(RECORDS[:12]))
         assert sorted(as_tuples(consume(node.bootstrap_servers, "b", 3))) == sorted(expected(RECORDS[5:8]))
         lifecycle.broker_epoch = -1  # the stop sends no controlled shutdown (as a crash): nothing is fenced
-    # one apply from the replay, one from the election at the unfence
-    assert calls and max(calls.values()) <= 2, {k: v for k, v in calls.items() if v > 2}
+    # one apply, the replay's (a clean restart of a one-node cluster elects nothing)
+    assert calls and max(calls.values()) == 1, {k: v for k, v in calls.items() if v > 1}
     calls.clear()
     with EmbeddedBroker(data_dir=data) as node:  # leaders unchanged: only the replay applies the partitions
         AdminClient({"bootstrap.servers": node.bootstrap_servers}).list_topics(timeout=10)
@@ -242,11 +248,26 @@ def _stop_and_restart_epochs(data) -> dict[tuple[str, int], int]:
     return {(name, p): s.leader_epoch for name, t in image.topics.items() for p, s in t.partitions.items()}
 
 
+def _metadata_records(data) -> list[dict]:
+    """Every record of the metadata log of the stopped node at ``data``."""
+    import asyncio
+
+    from pyspark_kafka.broker.controller.image import decode
+    from pyspark_kafka.broker.controller.single_voter_log import SingleVoterMetadataLog
+
+    records, metadata_log = [], SingleVoterMetadataLog(0, data, 0)
+    asyncio.run(metadata_log.start())
+    metadata_log.subscribe(lambda offset, raw: records.append(decode(raw)))
+    asyncio.run(metadata_log.stop())
+    return records
+
+
 def test_start_returns_unfenced_so_a_stop_at_once_is_a_controlled_shutdown(tmp_path, monkeypatch):
     """Kafka's BrokerServer.startup returns once the broker is unfenced (it waits for
     BrokerLifecycleManager.setReadyToUnfence's future). start() does the same: right after it the node is unfenced,
-    and a stop at once is a controlled shutdown, so the start and the stop each moved every leader epoch by one.
-    The registration is held back 0.3 s so that a start() returning before the unfence is seen."""
+    and a stop at once is a controlled shutdown: the metadata log ends with the unfence and then the fence of that
+    registration (a fenced broker's stop fences nothing). Every leader epoch is kept (a one-node cluster's clean
+    restart). The registration is held back 0.3 s so that a start() returning before the unfence is seen."""
     import asyncio
 
     from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle
@@ -268,11 +289,15 @@ def test_start_returns_unfenced_so_a_stop_at_once_is_a_controlled_shutdown(tmp_p
     finally:
         node.stop()
     after = _stop_and_restart_epochs(data)
-    assert {k: after[k] - before[k] for k in before} == {("u", 0): 2, ("u", 1): 2}
+    assert after == before
+    fences = [r for r in _metadata_records(data) if r["type"] in ("broker", "unfence", "fence")]
+    assert [r["type"] for r in fences[-3:]] == ["broker", "unfence", "fence"]
+    assert len({r["epoch"] for r in fences[-3:]}) == 1  # the same registration
 
 
 def test_requests_are_answered_while_the_unfences_elections_write_their_checkpoints(tmp_path, monkeypatch):
-    """A restart elects this node again for every partition (a new leader epoch each); the new epoch's
+    """A restart after an unclean stop (logs not closed cleanly) elects this node again for every partition (a new
+    leader epoch each, as Kafka; a clean restart of a one-node cluster elects nothing); the new epoch's
     leader-epoch checkpoint is written and fsynced first (Kafka's Partition.makeLeader under the partition's lock).
     While those writes are held back: start() has returned, Metadata is answered and names this node the leader
     (Kafka's metadata cache is set before ReplicaManager.applyDelta), but a produce is not taken at the new epoch:
@@ -304,6 +329,9 @@ def test_requests_are_answered_while_the_unfences_elections_write_their_checkpoi
         return real_write(path, body, if_dir_exists)
 
     monkeypatch.setattr(leader_epoch, "_write_file", held_back)
+    from pyspark_kafka.broker.log.manager import CLEAN_SHUTDOWN_FILE
+
+    (data / CLEAN_SHUTDOWN_FILE).unlink()  # as after a crash: the start elects again
 
     def produce_request(timeout_ms: int):
         return produce11.ProduceRequest(
@@ -377,3 +405,100 @@ def test_a_start_decodes_each_metadata_record_once(tmp_path, monkeypatch):
         wait_until(lambda: not node.broker.lifecycle.elections_pending(), "the unfence's elections", 10, 0.01)
     monkeypatch.undo()
     assert len(decoded) == _metadata_log_length(data)  # read back after the stop: every record, once
+
+
+def test_an_acks_all_produce_already_replicated_is_answered_without_waiting(tmp_path):
+    """acks=all on a partition whose ISR is this leader alone: the high watermark passed the records at the append,
+    so the wait completes at once, without an event-loop turn (Kafka's ``DelayedProduce``: ``tryCompleteElseWatch``
+    completes before watching). A partition whose high watermark is behind still waits, and its error is still
+    reported (NOT_LEADER_OR_FOLLOWER for a partition this broker does not lead)."""
+    import asyncio
+
+    from pyspark_kafka.broker.errors import NotLeaderOrFollowerError
+
+    with EmbeddedBroker(data_dir=tmp_path / "data") as b:
+        create_topic(b.bootstrap_servers, "acks", partitions=2)
+        produce(b.bootstrap_servers, "acks", RECORDS[:10])
+        rm = b.broker.replica_manager
+
+        def at_once(keys) -> tuple[bool, dict]:
+            """Run one wait_for_acks step on the loop: (finished without suspending, its errors)."""
+            coro = rm.wait_for_acks(keys, -1, 1000)
+            try:
+                coro.send(None)
+            except StopIteration as done:
+                return True, done.value
+            coro.close()
+            return False, {}
+
+        async def check():
+            done, errors = at_once([("acks", 0), ("acks", 1)])
+            assert done and errors == {}
+            part = rm.partitions[("acks", 1)]
+            hw, part.log.high_watermark = part.log.high_watermark, part.log.high_watermark - 1
+            try:
+                assert at_once([("acks", 0), ("acks", 1)])[0] is False  # behind: it waits
+            finally:
+                part.log.high_watermark = hw
+            done, errors = at_once([("acks", 0), ("nosuch", 0)])
+            assert done and isinstance(errors[("nosuch", 0)], NotLeaderOrFollowerError) and ("acks", 0) not in errors
+
+        asyncio.run_coroutine_threadsafe(check(), b._loop).result(10)
+
+
+def test_the_broker_and_its_controller_share_one_image(tmp_path, monkeypatch):
+    """A combined node's broker and controller read one image, the metadata log's snapshot keeper's: each record is
+    applied to it once, at the start's replay and while the node runs, before the broker's listener hears of it; it
+    equals the image a fresh replay of the log builds (brokers, topics, partitions, offset)."""
+    from pyspark_kafka.broker.cluster.broker_lifecycle import BrokerLifecycle
+    from pyspark_kafka.broker.controller.image import ClusterImage
+
+    data = tmp_path / "data"
+    with EmbeddedBroker(data_dir=data) as node:
+        create_topic(node.bootstrap_servers, "s", partitions=3)
+    applied: dict[int, list[int]] = {}
+    real_apply = ClusterImage.apply
+
+    def counting_apply(self, offset, record):
+        applied.setdefault(id(self), []).append(offset)
+        return real_apply(self, offset, record)
+
+    heard: list[tuple[int, int]] = []  # (record offset, image offset) as the broker's listener is called
+    real_on_record = BrokerLifecycle._on_record
+
+    def on_record(self, offset, raw):
+        heard.append((offset, self.image.offset))
+        return real_on_record(self, offset, raw)
+
+    monkeypatch.setattr(ClusterImage, "apply", counting_apply)
+    monkeypatch.setattr(BrokerLifecycle, "_on_record", on_record)
+    with EmbeddedBroker(data_dir=data) as node:
+        started = len(heard)
+        create_topic(node.bootstrap_servers, "t", partitions=2)  # records appended while it runs
+        lifecycle = node.broker.lifecycle
+        controller = node.broker.controller_role.controller
+        assert lifecycle.image is controller.image is node.broker.controller_role.metadata_log.snapshots.state.image
+        assert len(heard) > started and all(offset == at for offset, at in heard[started:])  # applied before
+        mine = applied[id(controller.image)]
+        assert mine == sorted(set(mine)) and len(mine) == lifecycle.image.offset + 1  # each offset once
+        fresh = _replayed_image(data, upto=lifecycle.image.offset)
+        assert lifecycle.image.same_as(fresh)
+        assert lifecycle.image.partition("t", 1).leader == 0
+
+
+def _replayed_image(data, upto: int):
+    """The image a fresh replay of the metadata log file at ``data`` builds up to offset ``upto`` (read-only: the
+    node may be running)."""
+    import zlib
+
+    from pyspark_kafka.broker.controller.image import ClusterImage, decode
+    from pyspark_kafka.broker.controller.single_voter_log import _HEAD
+
+    image, raw, position, offset = ClusterImage(), (data / METADATA_DIR / "metadata.log").read_bytes(), 0, 0
+    while offset <= upto:
+        size, crc = _HEAD.unpack_from(raw, position)
+        body = raw[position + _HEAD.size: position + _HEAD.size + size]
+        assert zlib.crc32(body) == crc
+        image.apply(offset, decode(body))
+        position, offset = position + _HEAD.size + size, offset + 1
+    return image

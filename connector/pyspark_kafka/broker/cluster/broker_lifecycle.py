@@ -77,7 +77,13 @@ class BrokerLifecycle:
         self.broker = broker
         self.config = broker.config
         self.node_id = broker.node_id
-        self.image = ClusterImage()
+        #: a combined node: the broker's image is its controller's, applied once per record by the controller's
+        #: listener, which the metadata log calls before this broker's (it subscribed first). Kafka's combined node
+        #: replays each record twice (the controller's state, the broker's MetadataImage): the same state, so one
+        #: image serves both roles here. The broker only reads it.
+        controller = getattr(local_controller, "controller", None)
+        self._shared_image = controller is not None
+        self.image = controller.image if controller is not None else ClusterImage()
         #: a combined node: the metadata log is its controller's own (started and stopped by the controller)
         self._own_log = local_controller is None
         if local_controller is not None:
@@ -315,7 +321,11 @@ class BrokerLifecycle:
                                   "port": self.broker.port, "listeners": listeners,
                                   "cluster_id": "" if stored is None else stored.cluster_id,
                                   "capacity": partition_capacity(),
-                                  "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0]})
+                                  "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                                  # a combined node: whether its logs were closed cleanly at the last stop (the
+                                  # clean-shutdown marker; Kafka's previousBrokerEpoch from its .kafka_cleanshutdown)
+                                  **({"clean_shutdown": self.replica_manager.logs.clean_shutdown}
+                                     if self.broker.controller_role is not None else {})})
         if answer.get("error_code", 0) != 0:
             self._registration_refused(answer)
             return
@@ -404,7 +414,8 @@ class BrokerLifecycle:
 
     def _on_record(self, offset: int, raw: bytes) -> None:
         record = decode(raw)
-        self.image.apply(offset, record)
+        if not self._shared_image:  # a combined node's controller applied it already (its listener runs first)
+            self.image.apply(offset, record)
         self._check_caught_up()
         kind = record["type"]
         if not self.coordinators.ready and offset >= self.registered_offset:

@@ -265,7 +265,9 @@ class CombinedController:
                 log.info("data directory %s migrated to the metadata log: %s", self.data_dir,
                          ", ".join(f"{n} {k} records" for k, n in sorted(kinds.items())))
             retire_migrated_files(self.data_dir, only_credentials=not first_start)
-        self.controller = QuorumController(self.metadata_log, self.config, self.cluster_id)
+        # one image for the node: the snapshot keeper's, which the metadata log applies each record to first
+        self.controller = QuorumController(self.metadata_log, self.config, self.cluster_id, combined_node=self.node_id,
+                                           image=self.metadata_log.shared_image())
         await self.controller.start()
 
     async def _handle(self, request: dict) -> dict:

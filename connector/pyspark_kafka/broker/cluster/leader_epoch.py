@@ -97,14 +97,32 @@ class LeaderEpochCache:
     """``LeaderEpochCache(partition_dir)`` loads ``leader-epoch-checkpoint`` (a missing or malformed file = empty)."""
 
     def __init__(self, directory: Path) -> None:
-        self.path = Path(directory) / FILE_NAME
+        # a string, its Path made on first use (:attr:`path`): a start makes one cache per partition, and pathlib's
+        # parsing cost as much as reading the file
+        self._file = os.path.join(directory, FILE_NAME)
+        self._path: Path | None = None
         self.entries: list[tuple[int, int]] = []
         try:
-            lines = self.path.read_text().split("\n")
+            # os calls, not Path.read_text (a text wrapper per file): a start reads one file per partition
+            fd = os.open(self._file, os.O_RDONLY)
+            try:
+                chunks = []
+                while chunk := os.read(fd, 65536):
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+            lines = b"".join(chunks).decode().split("\n")
             count = int(lines[1])
             self.entries = [tuple(int(x) for x in line.split()) for line in lines[2:2 + count]]
         except (OSError, ValueError, IndexError):
             self.entries = []
+
+    @property
+    def path(self) -> Path:
+        """The ``leader-epoch-checkpoint`` file of this partition."""
+        if self._path is None:
+            self._path = Path(self._file)
+        return self._path
 
     def latest_epoch(self) -> int:
         """The newest leader epoch (-1 when empty)."""

@@ -12,6 +12,11 @@ applying the committed records (also after a restart: replay), exactly as the br
   ``unclean.leader.election.enable``, from any live replica: a data loss that is logged); it leaves the ISR of
   the partitions it follows (KRaft removes fenced brokers from ISRs). A clean ``shutdown`` does the same at once
   (Kafka's controlled shutdown).
+- A one-node cluster (the combined node's controller, whose image has one registered broker, the node itself):
+  a clean restart changes no partition. The controlled shutdown writes only the ``fence`` record (no leader moves,
+  no ISR member leaves), so the unfence elects nothing and every partition keeps its leader epoch; a restart whose
+  logs were not closed cleanly gets new leader epochs as in Kafka (:meth:`QuorumController._register`). A
+  deliberate difference from Kafka 4.4 (:meth:`QuorumController.one_node_cluster`); split clusters are Kafka's.
 - An unfenced broker becomes leader of the offline partitions whose ISR names it (Kafka elects the last ISR
   member when it returns), or of those it replicates when unclean election is enabled.
 - Topics: ``create_topics`` assigns replicas with :func:`~pyspark_kafka.broker.controller.assignment.assign_replicas`
@@ -75,18 +80,26 @@ class QuorumController:
     one event loop; appends are serialised by a lock so each decision sees the image of the previous one.
     """
 
-    def __init__(self, metadata_log: MetadataLog, config: BrokerConfig, cluster_id: str = "") -> None:
+    def __init__(self, metadata_log: MetadataLog, config: BrokerConfig, cluster_id: str = "",
+                 combined_node: int | None = None, image: ClusterImage | None = None) -> None:
+        """``image``: an image the metadata log keeps current itself (a combined node's snapshot keeper's, applied
+        before the log's listeners are called): the controller reads it instead of replaying every record into an
+        image of its own. None: the controller's own image, fed by its subscription to ``metadata_log``."""
         self.log = metadata_log
+        #: the node id of the combined node whose controller this is (``process.roles=broker,controller``, one
+        #: voter); None for a controller of a split cluster. Only with it can :meth:`one_node_cluster` be true.
+        self.combined_node = combined_node
         self.cluster_id = cluster_id  # every broker answers it (Kafka keeps it in each node's meta.properties)
         self.config = config
-        self.image = ClusterImage()
+        self.image = ClusterImage() if image is None else image
         self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
         self._last_heartbeat: dict[int, int] = {}
         self._lock = asyncio.Lock()
         self._timer: asyncio.Task | None = None
         self._rebalancer: asyncio.Task | None = None
         self._active_epoch: int | None = None  # the leader epoch in which this controller last became active
-        metadata_log.subscribe(lambda offset, raw: self.image.apply(offset, decode(raw)))
+        if image is None:
+            metadata_log.subscribe(lambda offset, raw: self.image.apply(offset, decode(raw)))
 
     async def start(self) -> None:
         """Start the session-timeout check (every ``broker.heartbeat.interval.ms`` / 4, at least 50 ms)."""
@@ -177,6 +190,46 @@ class QuorumController:
             return {"error_code": int(exc.error_code), "error_message": str(exc)}
         return {"error_code": int(ErrorCode.invalid_request), "error_message": f"unknown controller op {op!r}"}
 
+    def one_node_cluster(self, node: int) -> bool:
+        """Whether ``node`` is the only broker of a one-node cluster: this controller is the combined node's
+        (``combined_node``) and its image has exactly one registered broker, the combined node itself.
+
+        There a clean restart changes no partition (a deliberate difference from Kafka 4.4, whose
+        ``ReplicationControlManager`` moves every leadership to -1 at the controlled shutdown and elects it again at
+        the unfence: two new leader epochs and about 600 records a restart for 300 partitions, with nowhere else to
+        move a leader to). See :meth:`_fence` and :meth:`_register`. False for every split cluster."""
+        return (self.combined_node is not None and node == self.combined_node
+                and len(self.image.brokers) == 1 and node in self.image.brokers)
+
+    def _leave_partitions(self, node: int) -> list[dict]:
+        """The partition records that take ``node`` out of leadership and the ISRs (Kafka's
+        ``generateLeaderAndIsrUpdates`` with ``brokerToRemove``): a partition it leads gets a leader from the rest of
+        its ISR that is live (or, with unclean leader election, any live replica), else none (-1) keeping the last
+        ISR member; it leaves the ISR of the partitions it follows."""
+        records: list[dict] = []
+        live = {x.id for x in self.image.live_brokers()} - {node}
+        for name, topic in self.image.topics.items():
+            for p, st in topic.partitions.items():
+                if node not in st.isr and st.leader != node:
+                    continue
+                isr = tuple(r for r in st.isr if r != node) or (st.isr if st.leader == node else ())
+                leader = st.leader
+                if st.leader == node:
+                    leader = next((r for r in st.replicas if r in isr and r in live), NO_LEADER)
+                    if leader == NO_LEADER and self._unclean(name):
+                        leader = next((r for r in st.replicas if r in live), NO_LEADER)
+                        if leader != NO_LEADER:
+                            log.warning("unclean leader election for %s-%d: broker %d (not in the ISR %s) leads at "
+                                        "leader epoch %d; records only the old ISR had are lost",
+                                        name, p, leader, list(st.isr), st.leader_epoch + 1)
+                            isr = (leader,)
+                    if leader == NO_LEADER:
+                        isr = st.isr  # Kafka keeps the last ISR member: it may come back with every record
+                new = replace(st, isr=isr, leader=leader, leader_epoch=st.leader_epoch + (1 if leader != st.leader else 0),
+                              partition_epoch=st.partition_epoch + 1)
+                records.append(new.record(name, p))
+        return records
+
     async def _register(self, req: dict) -> dict:
         node = req["node_id"]
         # the broker's stored cluster id (its meta.properties; empty at a split broker's first start, when it learns
@@ -185,9 +238,20 @@ class QuorumController:
         if req.get("cluster_id") and req["cluster_id"] != self.cluster_id:
             raise InconsistentClusterIdError(f"Expected cluster ID {self.cluster_id}, but got cluster ID "
                                              f"{req['cluster_id']}")
-        epoch = self.image.offset + 1  # the offset of the registration record
+        # a one-node cluster's node whose logs were not closed cleanly (no clean-shutdown marker: killed, or
+        # stopped between its controlled shutdown and the close of its logs): its recovery may have truncated
+        # records written at its current leader epochs, so it gets new ones, as Kafka 4.4's
+        # ClusterControlManager.registerBroker does for every new incarnation that is not a clean restart
+        # (ReplicationControlManager.handleBrokerShutdown: leaders -1 now, elected again at the unfence)
+        cleanup: list[dict] = []
+        if self.one_node_cluster(node) and req.get("clean_shutdown") is False:
+            cleanup = self._leave_partitions(node)
+            if cleanup:
+                log.info("broker %d restarts after an unclean shutdown: %d partitions get new leader epochs",
+                         node, len(cleanup))
+        epoch = self.image.offset + 1 + len(cleanup)  # the offset of the registration record
         listeners = req.get("listeners")  # every advertised listener (Kafka's BrokerRegistrationRequest endpoints)
-        await self._append([{"type": "broker", "id": node, "epoch": epoch, "host": req["host"], "port": req["port"],
+        await self._append(cleanup + [{"type": "broker", "id": node, "epoch": epoch, "host": req["host"], "port": req["port"],
                              **({"listeners": listeners} if listeners else {}),
                              **({"capacity": req["capacity"], "nofile": req.get("nofile", -1)}
                                 if req.get("capacity", -1) >= 0 else {})}])
@@ -214,7 +278,7 @@ class QuorumController:
 
     async def _shutdown(self, req: dict) -> dict:
         b = self._check_epoch(req)
-        await self._fence(b.id, "controlled shutdown")
+        await self._fence(b.id, "controlled shutdown", controlled=True)
         return {"error_code": 0}
 
     async def _session_check(self, period_s: float) -> None:
@@ -265,35 +329,24 @@ class QuorumController:
         value = t.configs.get("unclean.leader.election.enable")
         return (value if value is not None else self.config.get("unclean.leader.election.enable")) == "true"
 
-    async def _fence(self, node: int, why: str) -> None:
-        """Fence ``node``: a ``fence`` record, then new leaders for its partitions and ISRs without it."""
+    async def _fence(self, node: int, why: str, controlled: bool = False) -> None:
+        """Fence ``node``: a ``fence`` record, then new leaders for its partitions and ISRs without it
+        (:meth:`_leave_partitions`).
+
+        ``controlled``: a controlled shutdown. In a one-node cluster (:meth:`one_node_cluster`) it writes the
+        ``fence`` record only: every partition keeps its leader, ISR and leader epoch, so the start's unfence elects
+        nothing (there is no other broker to lead; a deliberate difference from Kafka, whose fence makes every leader
+        -1). A fence for a missed session (``broker.session.timeout.ms``) is Kafka's everywhere."""
         b = self.image.brokers.get(node)
         if b is None or b.fenced:
             return
+        keep = controlled and self.one_node_cluster(node)
         records: list[dict] = [{"type": "fence", "id": node, "epoch": b.epoch}]
-        live = {x.id for x in self.image.live_brokers()} - {node}
-        for name, topic in self.image.topics.items():
-            for p, st in topic.partitions.items():
-                if node not in st.isr and st.leader != node:
-                    continue
-                isr = tuple(r for r in st.isr if r != node) or (st.isr if st.leader == node else ())
-                leader = st.leader
-                if st.leader == node:
-                    leader = next((r for r in st.replicas if r in isr and r in live), NO_LEADER)
-                    if leader == NO_LEADER and self._unclean(name):
-                        leader = next((r for r in st.replicas if r in live), NO_LEADER)
-                        if leader != NO_LEADER:
-                            log.warning("unclean leader election for %s-%d: broker %d (not in the ISR %s) leads at "
-                                        "leader epoch %d; records only the old ISR had are lost",
-                                        name, p, leader, list(st.isr), st.leader_epoch + 1)
-                            isr = (leader,)
-                    if leader == NO_LEADER:
-                        isr = st.isr  # Kafka keeps the last ISR member: it may come back with every record
-                new = replace(st, isr=isr, leader=leader, leader_epoch=st.leader_epoch + (1 if leader != st.leader else 0),
-                              partition_epoch=st.partition_epoch + 1)
-                records.append(new.record(name, p))
+        if not keep:
+            records += self._leave_partitions(node)
         await self._append(records)
-        log.info("broker %d (epoch %d) fenced: %s; %d partition changes", node, b.epoch, why, len(records) - 1)
+        log.info("broker %d (epoch %d) fenced: %s; %d partition changes%s", node, b.epoch, why, len(records) - 1,
+                 " (a one-node cluster: every partition keeps its leader and leader epoch)" if keep else "")
 
     async def _elect_for_offline(self, node: int) -> None:
         """Partitions without a leader that ``node`` (now unfenced) may lead: elect it."""

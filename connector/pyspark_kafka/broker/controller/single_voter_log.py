@@ -103,11 +103,19 @@ class SingleVoterMetadataLog:
         return loaded.records if loaded is not None else []
 
     def _committed(self, offset: int, record: bytes) -> None:
-        """A committed record for the listeners and the snapshot keeper."""
-        for listener in self._listeners:
-            listener(offset, record)
+        """A committed record for the snapshot keeper, then the listeners (a combined node's controller and broker
+        read the keeper's image: :meth:`shared_image`)."""
         if self.snapshots is not None:
             self.snapshots.apply(offset, record)
+        for listener in self._listeners:
+            listener(offset, record)
+
+    def shared_image(self):
+        """The voter's snapshot keeper's :class:`~pyspark_kafka.broker.controller.image.ClusterImage`, current with
+        every committed record before the listeners hear of it (:meth:`_committed`), or None (no keeper, or an
+        observer). A combined node's controller and broker read it instead of replaying into images of their own."""
+        state = getattr(self.snapshots, "state", None)
+        return getattr(state, "image", None) if self.is_voter() else None
 
     def is_voter(self) -> bool:
         return self.node_id == self.voter_id

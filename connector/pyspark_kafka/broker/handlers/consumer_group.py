@@ -113,10 +113,16 @@ def _describe(coordinator, metadata_cache: MetadataCache, group_id: str) -> dict
 @register(api_key=69, min_version=0, max_version=1)
 async def consumer_group_describe(ctx: RequestContext, request) -> dict:
     """ConsumerGroupDescribe: epochs, assignor, members with current and target assignments; unknown or
-    classic groups get GROUP_ID_NOT_FOUND."""
+    classic groups get GROUP_ID_NOT_FOUND. A group this broker does not coordinate (another broker leads its
+    ``__consumer_offsets`` partition, or this one has not loaded it yet, as after a restart's election) gets
+    NOT_COORDINATOR, which clients retry after FindCoordinator (Kafka's ``CoordinatorRuntime`` read operation on a
+    partition it does not own), not GROUP_ID_NOT_FOUND."""
     coordinator = _coordinator(ctx)
     return {"throttle_time": 0, "groups": [
-        _with_operations(ctx, request, _describe(coordinator, ctx.broker.metadata_cache, g))
+        ({**_describe(coordinator, ctx.broker.metadata_cache, g), "error_code": ErrorCode.not_coordinator,
+          "error_message": None}
+         if coordinator is not None and g and not_owner(ctx, g) else
+         _with_operations(ctx, request, _describe(coordinator, ctx.broker.metadata_cache, g)))
         if not group_denied(ctx, AclOperation.DESCRIBE, g)
         else
         {"error_code": ErrorCode.group_authorization_failed, "error_message": "Group authorization failed.",
