@@ -77,13 +77,14 @@ class BrokerLifecycle:
         self.broker = broker
         self.config = broker.config
         self.node_id = broker.node_id
-        #: a combined node: the broker's image is its controller's, applied once per record by the controller's
-        #: listener, which the metadata log calls before this broker's (it subscribed first). Kafka's combined node
-        #: replays each record twice (the controller's state, the broker's MetadataImage): the same state, so one
-        #: image serves both roles here. The broker only reads it.
-        controller = getattr(local_controller, "controller", None)
-        self._shared_image = controller is not None
-        self.image = controller.image if controller is not None else ClusterImage()
+        #: a combined node: from :meth:`start` on, the broker's image is the metadata log's snapshot keeper's, which
+        #: its controller reads too, applied once per committed record before the listeners hear of it. Kafka's
+        #: combined node replays each record twice (the controller's state, the broker's MetadataImage): the same
+        #: state, so one image serves both roles here. The broker only reads it. Until then (the lifecycle is built
+        #: with the Broker, before the controller's log is loaded) an empty image of its own.
+        self._local_controller = local_controller
+        self._shared_image = False
+        self.image = ClusterImage()
         #: a combined node: the metadata log is its controller's own (started and stopped by the controller)
         self._own_log = local_controller is None
         if local_controller is not None:
@@ -226,6 +227,12 @@ class BrokerLifecycle:
         return None if b is None else (b.host, b.port)
 
     async def start(self) -> None:
+        shared = self._local_controller.metadata_log.shared_image() if self._local_controller is not None else None
+        if shared is not None:  # a combined node, its controller started: read the one image from now on
+            self.image, self._shared_image = shared, True
+            if self.broker.authorizer is not None:
+                self.broker.authorizer.use_metadata(shared.acls)
+            self.broker.security.use_metadata(shared.scram)
         self.producer_ids = ClusterProducerIdManager(self)
         coordinator = self.broker.txn_coordinator
         coordinator.producer_ids = self.producer_ids  # cluster-unique producer ids (KIP-730)
