@@ -64,7 +64,8 @@ def job(spec_path: str) -> None:
     """The Spark driver: warm-up reads, then the timed ones; prints the JSON result line."""
     import read_paths_job as J
 
-    spec = json.load(open(spec_path))
+    with open(spec_path, encoding="utf-8") as f:
+        spec = json.load(f)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = {"spark.jars": ",".join(spec["jars"]), "spark.ui.showConsoleProgress": "false", **spec.get("conf", {})}
     if spec["session"] == "get_spark":
