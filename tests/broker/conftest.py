@@ -3,6 +3,8 @@
 
 - ``written``: per test module, a topic with 50 known records (gzip) produced before any malformed
   or oversized input; :func:`support.malformed.assert_nothing_lost` checks they read back intact.
+- ``tools``: per test module, Kafka's tools in one JVM (:class:`support.kafka_tools.ToolServer`); skips when
+  Kafka's jars cannot be had.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import pytest
 
 from support.client_records import RECORDS, produce
+from support.kafka_tools import ToolServer, kafka4_classpath
 from support.topics import create_topic
 
 
@@ -22,3 +25,12 @@ def written(bootstrap, broker):
     records = RECORDS[:50]
     produce(bootstrap, topic, records, **{"compression.codec": "gzip"})
     return topic, records
+
+
+@pytest.fixture(scope="module")
+def tools():
+    """Kafka's tools in one JVM (``support.kafka_tools.ToolServer``); skips when the jars cannot be had."""
+    kafka4_classpath()
+    server = ToolServer()
+    yield server
+    server.close()

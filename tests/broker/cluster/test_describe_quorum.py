@@ -35,18 +35,9 @@ import time
 import pytest
 
 from pyspark_kafka.broker.cluster import EmbeddedCluster
-from support.kafka_tools import ToolServer, kafka4_classpath
 
 QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"  # kafka-metadata-quorum.sh
 
-
-@pytest.fixture(scope="module")
-def tools():
-    """Kafka's tools in one JVM; skips when the jars cannot be had."""
-    kafka4_classpath()
-    server = ToolServer()
-    yield server
-    server.close()
 
 
 def describe(tools, bootstrap: str) -> tuple[dict[str, str], dict[int, list[str]]]:

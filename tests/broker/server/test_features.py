@@ -14,7 +14,6 @@ The finalized levels are the metadata image's: the active controller writes ``fe
 
 from __future__ import annotations
 
-import pytest
 from kio.schema.api_versions.v2.request import ApiVersionsRequest as ApiVersionsRequestV2
 from kio.schema.api_versions.v2.response import ApiVersionsResponse as ApiVersionsResponseV2
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
@@ -27,7 +26,6 @@ from support.kafka_features import (
     FEATURES,
     describe_lines,
 )
-from support.kafka_tools import ToolServer, kafka4_classpath
 
 
 def test_api_versions_v3_and_v4_carry_the_features(bootstrap):
@@ -47,14 +45,6 @@ def test_api_versions_v3_and_v4_carry_the_features(bootstrap):
     v2 = send_request(bootstrap, ApiVersionsRequestV2(), ApiVersionsResponseV2)
     assert 18 in {int(k.api_key) for k in v2.api_keys}
 
-
-@pytest.fixture(scope="module")
-def tools():
-    """Kafka's tools in one JVM (support.kafka_tools.ToolServer); skips when the jars cannot be had."""
-    kafka4_classpath()
-    server = ToolServer()
-    yield server
-    server.close()
 
 
 def test_kafka_features_describe_prints_kafkas_lines(bootstrap, tools, tmp_path):
