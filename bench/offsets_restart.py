@@ -41,16 +41,28 @@ def _config(partitions: int) -> BrokerConfig:
 
 
 def _open(data_dir: Path, partitions: int = PARTITIONS) -> O.OffsetStore:
-    logs = LogManager(data_dir, _config(partitions))
+    """The store over ``data_dir``'s logs as a broker leading every ``__consumer_offsets`` partition has it: the
+    topic created as the controller creates it (kept when it exists), the high watermark moved after each append
+    (the leader's, with an ISR of one). :meth:`OffsetStore.load` then takes ``range(partitions)``."""
+    config = _config(partitions)
+    logs = LogManager(data_dir, config)
     logs.load()
-    return O.OffsetStore(LogPartitionWriter(logs), _config(partitions))
+    store = O.OffsetStore(LogPartitionWriter(logs), config)
+    store.writer.create_topic(O.OFFSETS_TOPIC, partitions, config.get_int("offsets.topic.segment.bytes"))
+
+    def leader_hw(partition: int) -> None:
+        plog = logs.get_log(O.OFFSETS_TOPIC, partition)
+        plog.update_high_watermark(plog.log_end_offset)
+
+    store.on_append = leader_hw
+    return store
 
 
 def _timed_load(data_dir: Path, partitions: int = PARTITIONS, snapshots: bool = True) -> tuple[float, int]:
     started = time.perf_counter()
     store = _open(data_dir, partitions)
     store.snapshots = snapshots
-    store.load()
+    store.load(range(partitions))
     seconds = time.perf_counter() - started
     store.writer.logs.close()
     return seconds, store.replayed_records
@@ -60,7 +72,7 @@ def fill(data_dir: Path, commits: int, groups: int, partitions: int = PARTITIONS
     """Commit ``commits`` offsets (one per record, groups ``g-0..``, 4 partitions of topic ``t``) and close the
     logs without a final snapshot (as after kill -9); returns the seconds the commits took."""
     store = _open(data_dir, partitions)
-    store.load()
+    store.load(range(partitions))
     started = time.perf_counter()
     for i in range(commits):
         store.commit(f"g-{i % groups}", {("t", i % 4): O.OffsetAndMetadata(i, -1, "", 1_700_000_000_000)},
@@ -223,7 +235,7 @@ def main(argv=None) -> int:
         print(f"{args.commits} commits in {seconds:.1f} s")
         crash = _timed_load(data, args.partitions)  # loading snapshots nothing: the crash state stays
         store = _open(data, args.partitions)
-        store.load()
+        store.load(range(args.partitions))
         store.write_snapshots()
         store.writer.logs.close()
         clean = _timed_load(data, args.partitions)
