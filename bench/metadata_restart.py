@@ -2,7 +2,12 @@
 with metadata log snapshots (this code) and without them (the code before snapshots, or none written).
 
 Usage: ``python bench/metadata_restart.py [--records 1000,10000,100000] [--runs 3] [--controllers 1]
-[--snapshot-bytes 1048576] [--before-commit a5546b8]``.
+[--snapshot-bytes 1048576] [--before-commit a5546b8] [--combined]``.
+
+``--combined``: the one-node cluster of ``pyspark-kafka broker`` (combined mode, #38) instead: the records go in
+through the Kafka protocol (librdkafka's CreateAcls / DeleteAcls, 1000 bindings a request), the node is SIGKILLed,
+and each restart is timed from ``Popen`` to its first Metadata answer listing itself, the two code trees taking
+turns on the same data directory ("after" this tree, then "before" ``--before-commit``, ``--runs`` times).
 
 For each record count: a real cluster (``--controllers`` controllers, one broker) gets that many metadata records
 through the controller channel (CreateAcls of 1000 bindings, then DeleteAcls of them: whole ``acl`` and
@@ -145,6 +150,90 @@ def measure(records: int, runs: int, controllers: int, snapshot_bytes: int, befo
     return result
 
 
+def _fill_combined(bootstrap: str, records: int) -> int:
+    """``fill`` through the Kafka protocol (librdkafka's admin client): ACLs created then deleted, ``BATCH`` a
+    request; returns how many metadata records that wrote."""
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    written, k = 0, 0
+    while written < records:
+        n = min(BATCH, max(1, (records - written) // 2))
+        principal = f"User:bench-{k}"
+        bindings = [AclBinding(ResourceType.TOPIC, f"topic-{i}", ResourcePatternType.LITERAL, principal, "*",
+                               AclOperation.READ, AclPermissionType.ALLOW) for i in range(n)]
+        for future in admin.create_acls(bindings, request_timeout=60).values():
+            future.result()
+        found = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+                                 AclOperation.ANY, AclPermissionType.ANY)
+        for future in admin.delete_acls([found], request_timeout=60).values():
+            assert len(future.result()) == n
+        written += 2 * n
+        k += 1
+    return written
+
+
+def measure_combined(records: int, runs: int, snapshot_bytes: int, before_root: Path | None) -> dict:
+    """The one-node cluster: ``{"records": n, "written": w, "after": {"node": [...]}, "before": {"node": [...]}}``
+    in seconds ("before": the code under ``before_root``, run in turn with this tree's on the same data
+    directory). The node is stopped by its pid."""
+    from pyspark_kafka.broker.cluster.embedded_cluster import free_port
+
+    result: dict = {"records": records}
+    with tempfile.TemporaryDirectory(prefix="metadata-restart-combined-") as tmp:
+        data_dir, port = Path(tmp) / "node", free_port()
+        bootstrap = f"127.0.0.1:{port}"
+        procs: list[subprocess.Popen] = []
+
+        def start(between: int, root: Path = REPO / "connector") -> subprocess.Popen:
+            env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+            with open(Path(tmp) / "node.log", "ab") as out:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "pyspark_kafka", "broker", "--data-dir", str(data_dir), "--port",
+                     str(port), "--log-level", "warning", "--config",
+                     f"metadata.log.max.record.bytes.between.snapshots={between}", "--config",
+                     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--config",
+                     "allow.everyone.if.no.acl.found=true"],
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+            procs.append(proc)
+            return proc
+
+        def ready() -> bool:
+            try:
+                return bool(metadata(bootstrap, topics=[], timeout_s=1).brokers)
+            except OSError:
+                return False
+
+        def timed(between: int, root: Path = REPO / "connector") -> float:
+            started = time.perf_counter()
+            proc = start(between, root)
+            while not ready():
+                if proc.poll() is not None or time.perf_counter() - started > 300:
+                    raise TimeoutError((Path(tmp) / "node.log").read_text()[-2000:])
+                time.sleep(0.01)
+            return time.perf_counter() - started
+
+        def kill() -> None:
+            for proc in procs:
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait(30)
+            procs.clear()
+
+        try:
+            timed(snapshot_bytes)
+            result["written"] = _fill_combined(bootstrap, records)
+            trees = [("after", REPO / "connector")] + ([("before", before_root)] if before_root else [])
+            for _ in range(runs):
+                for label, root in trees:
+                    kill()
+                    result.setdefault(label, {"node": []})["node"].append(timed(snapshot_bytes, root))
+        finally:
+            kill()
+    return result
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", default="1000,10000,100000")
@@ -153,6 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--snapshot-bytes", type=int, default=1 << 20)
     parser.add_argument("--before-commit", default="a5546b8",
                         help="the code before snapshots (git archive of this commit); '' to skip")
+    parser.add_argument("--combined", action="store_true", help="the one-node cluster (combined mode)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="metadata-before-") as before:
         before_root = None
@@ -161,6 +251,17 @@ def main(argv: list[str] | None = None) -> None:
                                      check=True, capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", before], input=archive, check=True)
             before_root = Path(before) / "connector"
+        if args.combined:
+            print(f"combined node, snapshot bytes={args.snapshot_bytes} runs={args.runs} "
+                  f"load average before: {os.getloadavg()}")
+            for n in (int(x) for x in args.records.split(",")):
+                r = measure_combined(n, args.runs, args.snapshot_bytes, before_root)
+                for label in (x for x in ("before", "after") if x in r):
+                    print(f"{r['written']:>7} records {label:>6}: " + "  ".join(
+                        f"{role} median {statistics.median(v):.2f} s (runs {', '.join(f'{x:.2f}' for x in v)})"
+                        for role, v in r[label].items()), flush=True)
+            print(f"load average after: {os.getloadavg()}")
+            return
         print(f"controllers={args.controllers} snapshot bytes={args.snapshot_bytes} runs={args.runs} "
               f"load average before: {os.getloadavg()}")
         for n in (int(x) for x in args.records.split(",")):

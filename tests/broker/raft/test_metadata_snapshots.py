@@ -311,3 +311,158 @@ def test_observer_refuses_its_snapshot_when_the_voters_log_is_shorter(tmp_path, 
     assert ended and "the controller's log ends at offset 0, before this node's position" in caplog.text
     assert not SnapshotStore(observer_dir / "__cluster_metadata-0").paths()
     assert 0 not in seen  # the new log's record was not applied on top of the old snapshot
+
+
+# --- a restart reads only the log after the snapshot (metadata.log.positions) ------------------------------------
+
+def _metadata_dir(data_dir):
+    return data_dir / "__cluster_metadata-0"
+
+
+async def _read_all(data_dir) -> tuple[SingleVoterMetadataLog, list[bytes]]:
+    """Start the voter, read its whole log as an observer's fetch does (from offset 0), stop."""
+    log = SingleVoterMetadataLog(0, data_dir, 0, snapshots=metadata_snapshots(_metadata_dir(data_dir), SMALL))
+    await log.start()
+    try:
+        return log, await log.read(0, 10**6, 0)
+    finally:
+        await log.stop()
+
+
+def test_restart_reads_only_the_log_after_the_snapshot_and_the_rest_when_fetched(tmp_path):
+    """0.3 s. After 420 records (snapshots every ~2000 bytes) a restart reads from metadata.log only the records
+    after the newest snapshot (``loaded_records``), builds the same image as the full replay, and still serves
+    the whole log from offset 0 to an observer (read and CRC-checked then). Appends after such a start are
+    recorded at the right positions: a second restart from a newer snapshot again reads only its tail."""
+    records = _many()
+    asyncio.run(_voter_run(tmp_path, records))
+    newest = SnapshotStore(_metadata_dir(tmp_path)).load_latest()
+    log, image = asyncio.run(_voter_restart(tmp_path))
+    assert log.snapshots.loaded.end_offset == newest.end_offset
+    assert log.loaded_records == len(records) - newest.end_offset < 40
+    assert image.same_as(replay(records))
+    _, served = asyncio.run(_read_all(tmp_path))
+    assert served == records
+
+    more = [encode({"type": "dynamic_config", "resource": "broker", "name": "x", "configs": {"n": str(i)}})
+            for i in range(60)]
+    asyncio.run(_voter_run(tmp_path, more))  # starts from the snapshot, appends, writes newer snapshots
+    newer = SnapshotStore(_metadata_dir(tmp_path)).load_latest()
+    assert newer.end_offset > newest.end_offset
+    log, image = asyncio.run(_voter_restart(tmp_path))
+    assert log.loaded_records == len(records) + len(more) - newer.end_offset
+    assert image.same_as(replay(records + more))
+    _, served = asyncio.run(_read_all(tmp_path))
+    assert served == records + more
+
+
+def test_a_damaged_record_before_the_snapshot_is_never_served_and_nothing_is_truncated(tmp_path, caplog):
+    """0.2 s. A flipped byte in the first record: the start (from the snapshot) does not read it and builds the
+    right image; the file keeps every byte (no truncation: the records after it are whole); a fetch from
+    offset 0 raises CorruptRecordError naming the file, the offset and the fix, while a fetch past the snapshot
+    is served."""
+    from pyspark_kafka.broker.errors import CorruptRecordError
+
+    records = _many()
+    asyncio.run(_voter_run(tmp_path, records))
+    path = _metadata_dir(tmp_path) / "metadata.log"
+    data = bytearray(path.read_bytes())
+    data[10] ^= 0xFF  # inside record 0's bytes
+    path.write_bytes(bytes(data))
+    log, image = asyncio.run(_voter_restart(tmp_path))
+    assert image.same_as(replay(records))
+    assert path.stat().st_size == len(data)
+
+    async def fetch(offset: int) -> list[bytes]:
+        voter = SingleVoterMetadataLog(0, tmp_path, 0, snapshots=metadata_snapshots(_metadata_dir(tmp_path), SMALL))
+        await voter.start()
+        try:
+            return await voter.read(offset, 10**6, 0)
+        finally:
+            await voter.stop()
+
+    with pytest.raises(CorruptRecordError, match=r"metadata.log: the record at offset 0 \(byte 0\) is torn or fails "
+                                                 r"its CRC, before the snapshot's end offset \d+.*restore"):
+        asyncio.run(fetch(0))
+    end = log.snapshots.loaded.end_offset
+    assert asyncio.run(fetch(end)) == records[end:]
+
+
+@pytest.mark.parametrize("damage", ["shifted position", "other crc", "checksum line", "torn", "garbage", "missing",
+                                    "count"])
+def test_positions_that_do_not_match_the_file_fall_back_to_reading_the_whole_log(tmp_path, caplog, damage):
+    """0.1 s each. ``metadata.log.positions`` damaged or not matching the log (a position one byte off, another
+    frame's CRC, its own checksum wrong, torn, garbage, deleted, a wrong count): the start reads the whole log
+    (with a WARNING naming the cause, except for a missing file), the image is right, and no byte of the log is
+    cut."""
+    from pyspark_kafka.broker.controller.single_voter_log import POSITIONS_FILE, LogPositions
+
+    records = _many()
+    asyncio.run(_voter_run(tmp_path, records))
+    positions = _metadata_dir(tmp_path) / POSITIONS_FILE
+    entries = LogPositions(positions).read()
+    assert len(entries) >= 2
+    end, (position, length, crc) = max(entries.items())
+    if damage == "shifted position":
+        LogPositions(positions).add(end, position + 1, (length, crc))
+    elif damage == "other crc":
+        LogPositions(positions).add(end, position, (length, crc ^ 1))
+    elif damage in ("checksum line", "torn", "garbage", "count"):
+        text = positions.read_bytes()
+        positions.write_bytes({"checksum line": text[:-2] + (b"1" if text[-2:-1] != b"1" else b"2") + b"\n", "torn": text[:-3],
+                               "garbage": b"\xff\x00" + text, "count": text.replace(b"\n", b"\n9", 1)[:]}[damage])
+    else:
+        positions.unlink()
+    size = (_metadata_dir(tmp_path) / "metadata.log").stat().st_size
+    with caplog.at_level(logging.WARNING, "pyspark_kafka.controller"):
+        log, image = asyncio.run(_voter_restart(tmp_path))
+    assert log.loaded_records == len(records)
+    assert image.same_as(replay(records))
+    assert (_metadata_dir(tmp_path) / "metadata.log").stat().st_size == size
+    if damage != "missing":
+        assert "reading the whole" in caplog.text
+
+
+def test_a_torn_tail_after_the_snapshot_is_truncated_as_before(tmp_path, caplog):
+    """0.1 s. A crash in the middle of an append after the newest snapshot: the start from the snapshot truncates
+    the torn frame (WARNING), keeps every whole record, and the next append lands after them."""
+    records = _many()
+    asyncio.run(_voter_run(tmp_path, records))
+    path = _metadata_dir(tmp_path) / "metadata.log"
+    size = path.stat().st_size
+    with open(path, "ab") as file:
+        file.write(b"\x00\x00\x00\x40\x12\x34")  # a frame header whose bytes never came
+    with caplog.at_level(logging.WARNING, "pyspark_kafka.controller"):
+        log, image = asyncio.run(_voter_restart(tmp_path))
+    assert "truncating a torn tail of 6 bytes" in caplog.text
+    assert path.stat().st_size == size and image.same_as(replay(records))
+    assert log.loaded_records < len(records)
+    extra = [encode({"type": "feature", "name": "y.version", "level": 1})]
+    asyncio.run(_voter_run(tmp_path, extra))
+    _, served = asyncio.run(_read_all(tmp_path))
+    assert served == records + extra
+
+
+def test_the_positions_file_reader_refuses_every_single_byte_change(tmp_path):
+    """0.2 s. Every byte of a real positions file changed to each of a few values: ``read`` returns either the
+    original entries (a change it cannot see, e.g. none) or nothing (refused), never other entries, and raises
+    nothing."""
+    from pyspark_kafka.broker.controller.single_voter_log import LogPositions
+
+    path = tmp_path / "p"
+    good = LogPositions(path)
+    for end in (100, 250, 400):
+        good.add(end, end * 37, (30 + end % 7, 0xDEADBEEF - end))
+    original, data = good.read(), path.read_bytes()
+    assert original == {100: (3700, 32, 0xDEADBEEF - 100), 250: (9250, 35, 0xDEADBEEF - 250),
+                        400: (14800, 31, 0xDEADBEEF - 400)}
+    logging.disable(logging.WARNING)
+    try:
+        for i in range(len(data)):
+            for value in (0x00, 0x20, 0x30, 0x39, 0x0A, 0xFF, data[i] ^ 1):
+                path.write_bytes(data[:i] + bytes([value]) + data[i + 1:])
+                assert LogPositions(path).read() in (original, {}), (i, value)
+            path.write_bytes(data[:i])
+            assert LogPositions(path).read() in (original, {}), i
+    finally:
+        logging.disable(logging.NOTSET)

@@ -16,6 +16,18 @@ has no snapshot fetches from offset 0 as before.
 File format: frames of ``length (int32) | crc32 (uint32) | record bytes``; a torn or corrupt tail (a crash in
 the middle of an append) is truncated on start. Kafka keeps this log in its record-batch segment format;
 ours is this simpler file (docs/replication.md).
+
+Start-up reads only the log after the newest snapshot, so a restart stays flat as the log grows (#38; Kafka's
+``LogLoader`` recovers only past its recovery point and its metadata loader seeks to the snapshot's end offset
+by the offset index). Each time the voter writes a snapshot it records where that snapshot's end offset begins
+in ``metadata.log`` in ``metadata.log.positions`` (:class:`LogPositions`, written atomically after the snapshot):
+the file position and the length and CRC of the frame just before it. On start, when the newest usable snapshot
+has such an entry and the frame before that position is the recorded one (length and CRC read back and the
+frame's CRC verified), only the frames from that position on are read and checked; the records before it are
+read, and CRC-checked, the first time an observer fetches below the snapshot (:meth:`SingleVoterMetadataLog.read`;
+a corrupt frame there raises CorruptRecordError naming the file and position and is never served). Without a
+usable entry (no positions file, a damaged one, an entry that does not match the file) the whole file is read as
+before, with a WARNING naming the cause.
 """
 
 from __future__ import annotations
@@ -28,14 +40,88 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from pyspark_kafka.broker.controller.channel import ChannelClient
-from pyspark_kafka.broker.errors import NotControllerError
+from pyspark_kafka.broker.errors import CorruptRecordError, NotControllerError
 from pyspark_kafka.broker.log_escape import get_logger
-from pyspark_kafka.broker.controller.snapshots import MetadataSnapshots
+from pyspark_kafka.broker.controller.snapshots import RETAINED, MetadataSnapshots
+from pyspark_kafka.kafka.fsutil import atomic_write
 
 log = get_logger("pyspark_kafka.controller")
 
 _HEAD = struct.Struct(">iI")
 Listener = Callable[[int, bytes], None]
+POSITIONS_FILE = "metadata.log.positions"
+
+
+def _frames(data: bytes | memoryview, limit: int | None = None) -> tuple[list[bytes], int, tuple[int, int] | None]:
+    """Parse ``length | crc32 | bytes`` frames from the start of ``data`` until the first torn or corrupt one (or
+    ``limit`` frames): ``(records, bytes consumed, (length, crc) of the last whole frame or None)``."""
+    records: list[bytes] = []
+    position, last, end = 0, None, len(data)
+    while position + _HEAD.size <= end and (limit is None or len(records) < limit):
+        size, crc = _HEAD.unpack_from(data, position)
+        if size < 0 or size > end - position - _HEAD.size:
+            break
+        body = bytes(data[position + _HEAD.size: position + _HEAD.size + size])
+        if zlib.crc32(body) != crc:
+            break
+        records.append(body)
+        position += _HEAD.size + size
+        last = (size, crc)
+    return records, position, last
+
+
+class LogPositions:
+    """``metadata.log.positions``: for each retained snapshot's end offset, where that offset begins in
+    ``metadata.log``. ``LogPositions(path)``; :meth:`read` -> ``{end_offset: (position, frame_length, frame_crc)}``
+    (the frame just before ``position``; bytes, CRC-32); :meth:`add` writes atomically.
+
+    Text, Kafka's checkpoint style: a version line (``0``), a count line, one ``end_offset position length crc``
+    line per entry, then ``crc32 <hex>`` of the lines above. A missing file reads as empty; a damaged one (short,
+    bad count or number, wrong checksum) reads as empty with a WARNING naming it: the caller then reads the whole
+    log, which costs time, never data."""
+
+    VERSION = 0
+    KEPT = RETAINED + 2  # the retained snapshots' entries, with room for one whose write failed
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def read(self) -> dict[int, tuple[int, int, int]]:
+        try:
+            text = self.path.read_bytes().decode("ascii")
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("metadata log positions %s unreadable (%s): reading the whole metadata log", self.path, exc)
+            return {}
+        lines = text.split("\n")
+        try:
+            if len(lines) < 4 or lines[-1] != "" or not lines[-2].startswith("crc32 "):
+                raise ValueError("not a whole file")
+            body = "\n".join(lines[:-2]) + "\n"
+            if int(lines[-2][6:], 16) != zlib.crc32(body.encode("ascii")):
+                raise ValueError("checksum mismatch")
+            if int(lines[0]) != self.VERSION or int(lines[1]) != len(lines) - 4:
+                raise ValueError(f"version {lines[0]!r} / count {lines[1]!r} do not match the file")
+            entries = {}
+            for line in lines[2:-2]:
+                end_offset, position, size, crc = (int(v) for v in line.split(" "))
+                if min(end_offset, position, size, crc) < 0 or crc > 0xFFFFFFFF:
+                    raise ValueError(f"negative or oversized value in {line!r}")
+                entries[end_offset] = (position, size, crc)
+            return entries
+        except ValueError as exc:
+            log.warning("metadata log positions %s refused (%s): reading the whole metadata log", self.path, exc)
+            return {}
+
+    def add(self, end_offset: int, position: int, frame: tuple[int, int]) -> None:
+        """Record that offset ``end_offset`` begins at byte ``position``, after a frame of ``frame`` =
+        ``(length, crc)``; keeps the newest :attr:`KEPT` entries. Raises OSError from the file system."""
+        entries = self.read()
+        entries[end_offset] = (position, *frame)
+        kept = sorted(entries.items())[-self.KEPT:]
+        body = f"{self.VERSION}\n{len(kept)}\n" + "".join(f"{e} {p} {n} {c}\n" for e, (p, n, c) in kept)
+        atomic_write(self.path, (body + f"crc32 {zlib.crc32(body.encode('ascii')):08x}\n").encode("ascii"))
 
 
 class MetadataLog(Protocol):
@@ -82,7 +168,15 @@ class SingleVoterMetadataLog:
         self.voter_id = voter_id
         self.data_dir = None if data_dir is None else Path(data_dir)
         self.voter_address = voter_address
-        self._records: list[bytes] = []  # voter: the whole log (small: metadata)
+        self._records: list[bytes] = []  # voter: the log from offset ``_base`` (small: metadata)
+        self._base = 0  # voter: the offset of ``_records[0]`` (a snapshot's end offset when started from one)
+        self._base_position = 0  # voter: where offset ``_base`` begins in metadata.log
+        self._prefix: list[bytes] | None = None  # voter: offsets below ``_base``, read on the first fetch of them
+        self._path: Path | None = None
+        self._position = 0  # voter: the file's end (bytes)
+        self._last_frame: tuple[int, int] | None = None  # voter: (length, crc) of the file's last frame
+        #: voter: records read (and CRC-checked) from metadata.log by the start; the rest wait for a fetch of them
+        self.loaded_records = 0
         self._next = 0  # observers: next offset to fetch
         self._listeners: list[Listener] = []
         self._file = None
@@ -123,8 +217,12 @@ class SingleVoterMetadataLog:
     def leader(self) -> tuple[int | None, int]:
         return self.voter_id, 1
 
+    def _end(self) -> int:
+        """Voter: the log end offset (= the high watermark: one voter commits what it fsyncs)."""
+        return self._base + len(self._records)
+
     def committed_offset(self) -> int:
-        return len(self._records) if self.is_voter() else self._next
+        return self._end() if self.is_voter() else self._next
 
     def describe_quorum(self) -> dict:
         """The quorum as DescribeQuorum (55) describes it (KIP-595), voter only: ``leader_id``, ``leader_epoch``,
@@ -136,7 +234,7 @@ class SingleVoterMetadataLog:
         if not self.is_voter():
             raise NotControllerError(f"node {self.node_id} is not the controller (voter {self.voter_id})")
         now = int(time.time() * 1000)
-        end = len(self._records)
+        end = self._end()
         return {"leader_id": self.voter_id, "leader_epoch": 1, "high_watermark": end, "observers": [],
                 "voters": [{"replica_id": self.voter_id, "log_end_offset": end, "last_fetch_timestamp": now,
                             "last_caught_up_timestamp": now}]}
@@ -145,12 +243,12 @@ class SingleVoterMetadataLog:
         """The record at ``offset`` for a replay: decoded once while the start's replay lasts (each listener then
         finds the decoded dict, :class:`~pyspark_kafka.broker.controller.image.DecodedRecord`), else the bytes."""
         if self._replay is None:
-            return self._records[offset]
+            return self._records[offset - self._base]
         record = self._replay.get(offset)
         if record is None:
             from pyspark_kafka.broker.controller.image import decoded_record
 
-            record = self._replay[offset] = decoded_record(self._records[offset])
+            record = self._replay[offset] = decoded_record(self._records[offset - self._base])
         return record
 
     def subscribe(self, listener: Listener) -> None:
@@ -165,7 +263,7 @@ class SingleVoterMetadataLog:
                 snapshot_records = self._snapshot_replay
             for record in snapshot_records:
                 listener(self._snapshot_start - 1, record)
-            for offset in range(self._snapshot_start, len(self._records)):
+            for offset in range(self._snapshot_start, self._end()):
                 listener(offset, self._replayed(offset))
                 self.replayed_records += 1
 
@@ -196,39 +294,108 @@ class SingleVoterMetadataLog:
     def _load(self) -> None:
         directory = self.data_dir / "__cluster_metadata-0"
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / "metadata.log"
-        data = path.read_bytes() if path.exists() else b""
-        position = 0
-        while position + _HEAD.size <= len(data):
-            size, crc = _HEAD.unpack_from(data, position)
-            body = data[position + _HEAD.size: position + _HEAD.size + size]
-            if size < 0 or len(body) != size or zlib.crc32(body) != crc:
-                break
-            self._records.append(bytes(body))
-            position += _HEAD.size + size
-        if position != len(data):
+        path = self._path = directory / "metadata.log"
+        size = path.stat().st_size if path.exists() else 0
+        snapshot, tried, start = None, False, None
+        if self.snapshots is not None and size:
+            positions = LogPositions(directory / POSITIONS_FILE).read()
+            if positions:
+                snapshot, tried = self.snapshots.load(), True
+                if snapshot is not None:
+                    start = self._verified_start(path, size, snapshot.end_offset, positions.get(snapshot.end_offset))
+        self._base, self._base_position = (snapshot.end_offset, start[0]) if start else (0, 0)
+        data = b""
+        if size:
+            with open(path, "rb") as file:
+                file.seek(self._base_position)
+                data = file.read()
+        self._records, consumed, last = _frames(data)
+        self.loaded_records = len(self._records)
+        self._last_frame = last if last is not None else (start[1] if start else None)
+        position = self._base_position + consumed
+        if position != size:
             log.warning("metadata log %s: truncating a torn tail of %d bytes at position %d",
-                        path, len(data) - position, position)
+                        path, size - position, position)
         self._file = open(path, "r+b" if path.exists() else "w+b")
         self._file.truncate(position)
         self._file.seek(position)
+        self._position = position
         self._replay = {}  # until the first append: the start's listeners share one decode per record
         if self.snapshots is not None:
-            snapshot = self.snapshots.load(max_end_offset=len(self._records))
+            if not tried or (snapshot is not None and start is None and snapshot.end_offset > self._end()):
+                snapshot = self.snapshots.load(max_end_offset=self._end())
             self._snapshot_start = 0 if snapshot is None else snapshot.end_offset
-            for offset in range(self._snapshot_start, len(self._records)):
+            for offset in range(self._snapshot_start, self._end()):
                 self.snapshots.apply(offset, self._replayed(offset))
-            self.snapshots.maybe_write(1)
-        log.info("metadata log %s loaded: %d records (replaying from offset %d)", path, len(self._records),
-                 self._snapshot_start)
+            self._maybe_snapshot()
+        log.info("metadata log %s loaded: %d records, %d of them read from the file (replaying from offset %d)",
+                 path, self._end(), self.loaded_records, self._snapshot_start)
+
+    def _verified_start(self, path: Path, size: int, end_offset: int,
+                        entry: tuple[int, int, int] | None) -> tuple[int, tuple[int, int]] | None:
+        """``(position, (length, crc))`` where ``end_offset`` begins in the file, when ``entry`` (from
+        :class:`LogPositions`) matches the file: the frame before ``position`` has the recorded length and CRC and
+        its bytes that CRC. None (with a WARNING naming the cause) otherwise: the whole file is read."""
+        cause = None
+        if entry is None:
+            cause = f"no position recorded for the snapshot's end offset {end_offset}"
+        else:
+            position, length, crc = entry
+            frame_start = position - _HEAD.size - length
+            if end_offset <= 0 or frame_start < 0 or position > size:
+                cause = f"position {position} of offset {end_offset} lies outside the file's {size} bytes"
+            else:
+                with open(path, "rb") as file:
+                    file.seek(frame_start)
+                    frame = file.read(_HEAD.size + length)
+                if (len(frame) != _HEAD.size + length or _HEAD.unpack_from(frame) != (length, crc)
+                        or zlib.crc32(frame[_HEAD.size:]) != crc):
+                    cause = (f"the frame before position {position} is not the recorded one (length {length}, "
+                             f"crc {crc:#010x})")
+        if cause is not None:
+            log.warning("metadata log %s: %s; reading the whole log", path, cause)
+            return None
+        return position, (length, crc)
+
+    def _prefix_records(self) -> list[bytes]:
+        """Voter: the records below ``_base`` (read and CRC-checked from the file the first time). Raises
+        CorruptRecordError naming the file and position when they are not ``_base`` whole frames ending at the
+        recorded position."""
+        if self._prefix is None:
+            with open(self._path, "rb") as file:
+                data = file.read(self._base_position)
+            records, consumed, _ = _frames(data, self._base)
+            if len(records) != self._base or consumed != self._base_position:
+                raise CorruptRecordError(
+                    f"metadata log {self._path}: the record at offset {len(records)} (byte {consumed}) is torn or "
+                    f"fails its CRC, before the snapshot's end offset {self._base}: a node without a snapshot "
+                    "cannot replay this log; give that node a copy of a snapshot (the .checkpoint files) or "
+                    "restore metadata.log from a backup")
+            self._prefix = records
+        return self._prefix
+
+    def _maybe_snapshot(self) -> None:
+        """Voter: write a snapshot when due and record where its end offset begins (:class:`LogPositions`)."""
+        written = self.snapshots.maybe_write(1)
+        if written is None or self.snapshots.next_offset != self._end() or self._last_frame is None:
+            return
+        try:
+            LogPositions(self._path.parent / POSITIONS_FILE).add(self._end(), self._position, self._last_frame)
+        except OSError as exc:
+            log.warning("metadata log positions not written (%s): the next start reads the whole log", exc)
 
     async def append(self, records: list[bytes]) -> int:
         """Append ``records`` durably (write + fsync) and deliver them to the listeners; return the last offset."""
         if not self.is_voter():
             raise NotControllerError(f"node {self.node_id} is not the controller (voter {self.voter_id})")
-        self._file.write(b"".join(_HEAD.pack(len(r), zlib.crc32(r)) + r for r in records))
+        frames = [(len(r), zlib.crc32(r)) for r in records]
+        data = b"".join(_HEAD.pack(*frame) + r for frame, r in zip(frames, records))
+        self._file.write(data)
         self._file.flush()
         os.fsync(self._file.fileno())
+        self._position += len(data)
+        if frames:
+            self._last_frame = frames[-1]
         self._replay = self._snapshot_replay = None  # the start's replay is over: its decoded records go
         from pyspark_kafka.broker.cluster.leader_epoch import batched_writes
 
@@ -236,23 +403,27 @@ class SingleVoterMetadataLog:
 
         with batched_writes():  # one batch's leader elections (300 at a node's unfence) fsync their checkpoints at once
             for record in records:
-                offset = len(self._records)
+                offset = self._end()
                 self._records.append(record)
                 self._committed(offset, decoded_record(record))  # one decode for every listener
         if self.snapshots is not None:
-            self.snapshots.maybe_write(1)
+            self._maybe_snapshot()
         self._appended.set()
         self._appended = asyncio.Event()
-        return len(self._records) - 1
+        return self._end() - 1
 
     async def read(self, offset: int, max_records: int, wait_ms: int) -> list[bytes]:
-        """Voter: committed records from ``offset`` (at most ``max_records``), waiting up to ``wait_ms`` for one."""
-        if offset >= len(self._records) and wait_ms > 0:
+        """Voter: committed records from ``offset`` (at most ``max_records``), waiting up to ``wait_ms`` for one.
+        Raises CorruptRecordError when ``offset`` lies before the start's snapshot and the log there is corrupt."""
+        if offset >= self._end() and wait_ms > 0:
             try:
                 await asyncio.wait_for(self._appended.wait(), wait_ms / 1000)
             except asyncio.TimeoutError:
                 pass
-        return self._records[offset: offset + max_records]
+        if offset < self._base:
+            records = self._prefix_records()[offset: offset + max_records]
+            return records + self._records[:max_records - len(records)]
+        return self._records[offset - self._base: offset - self._base + max_records]
 
     # --- observer --------------------------------------------------------------------------
 
@@ -269,6 +440,7 @@ class SingleVoterMetadataLog:
 
     async def _fetch_loop(self) -> None:
         client = ChannelClient(*self.voter_address)
+        last_error = None
         try:
             while not self._stopping:
                 try:
@@ -280,6 +452,13 @@ class SingleVoterMetadataLog:
                     await asyncio.sleep(0.2)
                     continue
                 self.reachable = True
+                if answer.get("error_code", 0):  # e.g. CORRUPT_MESSAGE: the voter's log below its snapshot
+                    if answer.get("error_message") != last_error:
+                        last_error = answer.get("error_message")
+                        log.error("metadata fetch from offset %d refused by the controller: %s", self._next, last_error)
+                    await asyncio.sleep(1.0)
+                    continue
+                last_error = None
                 if answer.get("end_offset", self._next) < self._next:
                     self._refuse_snapshot(answer["end_offset"])
                     return
