@@ -467,6 +467,7 @@ async def serve(broker: Broker, port: int, stop: asyncio.Event, ready: Callable[
             _every(broker.config.get_int("log.cleaner.backoff.ms"), lambda: logs.run_cleaner(now_ms()), "log cleaner")
         ))
     if broker.controller_role is not None:  # a combined node: its controller first, on the same event loop
+        broker.controller_role.advertise(broker.host, broker.port)
         await broker.controller_role.start()
     # the coordinators load only the internal partitions this broker leads, as the lifecycle elects it
     try:

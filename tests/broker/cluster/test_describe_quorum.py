@@ -25,6 +25,23 @@ measured 2026-11-29; the slow test below checks it live with the same checker)::
 Ours prints the same fields. Differences: the high watermark (Kafka writes more records at bootstrap), and no
 directory id for observers (no KIP-853 directory ids here: the observer line has no ``directoryId``, the column
 is zeros).
+
+Apache Kafka 4.4.0's one node in combined mode (``ApacheKafka(nodes=1)``, measured 2026-11-29)::
+
+    LeaderId:               1
+    LeaderEpoch:            1
+    HighWatermark:          15
+    MaxFollowerLag:         0
+    MaxFollowerLagTimeMs:   0
+    CurrentVoters:          [{"id": 1, "endpoints": ["CONTROLLER://127.0.0.1:37697"]}]
+    CurrentObservers:       []
+
+    NodeId  DirectoryId             LogEndOffset  Lag  LastFetchTimestamp  LastCaughtUpTimestamp  Status
+    1       AAAAAAAAAAAAAAAAAAAAAA  15            0    1795950028928       1795950028928          Leader
+
+Our one-node cluster (``EmbeddedBroker()``, node 0) prints the same, its voter endpoint being its client listener
+under the name ``CONTROLLER`` (it has no controller listener of its own; it answers the controller's APIs there,
+so ``--bootstrap-controller`` on that endpoint works too).
 """
 
 from __future__ import annotations
@@ -116,5 +133,53 @@ def test_apache_kafka_describes_its_raft_quorum_as_we_do(tools):
         ports = {v["id"]: int(v["endpoints"][0].rsplit(":", 1)[1]) for v in json.loads(status["CurrentVoters"])}
         assert sorted(ports) == kafka.controller_ids
         check_quorum(status, rows, leader, epoch, ports, kafka.node_ids)
+    finally:
+        kafka.stop()
+
+
+def check_one_node(status: dict[str, str], rows: dict[int, list[str]], node: int, port: int) -> None:
+    """What Apache Kafka 4.4.0's combined node and our one-node cluster print: one voter (``node``, its
+    ``CONTROLLER`` endpoint on ``port``) leading at epoch 1, no observer, caught up."""
+    assert (int(status["LeaderId"]), int(status["LeaderEpoch"])) == (node, 1)
+    hw = int(status["HighWatermark"])
+    assert hw > 0 and int(status["MaxFollowerLag"]) == 0 and int(status["MaxFollowerLagTimeMs"]) == 0
+    assert json.loads(status["CurrentVoters"]) == [{"id": node, "endpoints": [f"CONTROLLER://127.0.0.1:{port}"]}]
+    assert json.loads(status["CurrentObservers"]) == []
+    assert list(rows) == [node]
+    _, directory, end, lag, fetched, caught_up, role = rows[node]
+    assert (directory, int(end), int(lag), role) == ("A" * 22, hw, 0, "Leader")
+    now = time.time() * 1000
+    assert now - 60_000 < int(caught_up) <= int(fetched) <= now + 1_000
+
+
+def test_kafka_metadata_quorum_describes_the_one_node_cluster_as_a_combined_kafka_node(tools):
+    """About 2 s. ``describe --status`` / ``--replication`` on ``EmbeddedBroker()`` print what they print for
+    Apache Kafka's one combined node (module docstring); ``--bootstrap-controller`` on the voter endpoint answers
+    the same leader."""
+    from pyspark_kafka.broker import EmbeddedBroker
+
+    with EmbeddedBroker() as node:
+        port = int(node.bootstrap_servers.rsplit(":", 1)[1])
+        status, rows = describe(tools, node.bootstrap_servers)
+        check_one_node(status, rows, 0, port)
+        endpoint = json.loads(status["CurrentVoters"])[0]["endpoints"][0].split("//", 1)[1]
+        code, out = tools.run(QUORUM, "--bootstrap-controller", endpoint, "describe", "--status", timeout_s=120)
+    assert code == 0 and "LeaderId:               0" in out, out
+
+
+@pytest.mark.slow
+def test_apache_kafka_describes_its_one_combined_node_as_we_do(tools):
+    """The same checker against Apache Kafka 4.4.0's one combined node (about 15 s)."""
+    from pyspark_kafka.testing import maven
+    from pyspark_kafka.testing.apache_kafka import ApacheKafka
+
+    try:
+        kafka = ApacheKafka(nodes=1).start()
+    except maven.MavenUnavailable as e:
+        pytest.skip(f"Apache Kafka unavailable: {e}")
+    try:
+        status, rows = describe(tools, kafka.bootstrap_servers)
+        voter = json.loads(status["CurrentVoters"])[0]
+        check_one_node(status, rows, kafka.node_ids[0], int(voter["endpoints"][0].rsplit(":", 1)[1]))
     finally:
         kafka.stop()

@@ -270,6 +270,15 @@ class CombinedController:
                                            image=self.metadata_log.shared_image())
         await self.controller.start()
 
+    def advertise(self, host: str, port: int) -> None:
+        """The address DescribeQuorum v2 gives for this voter (``host``, ``port``: the node's first advertised
+        listener), under the first ``controller.listener.names`` name (``CONTROLLER``), as Kafka's combined node
+        names its controller listener. Our node answers the controller's APIs (DescribeQuorum, DescribeCluster
+        for controllers, the admin APIs that ``--bootstrap-controller`` tools send) on its client listeners; it
+        has no listener of its own for them (docs/controller-quorum.md)."""
+        name = (self.config.get("controller.listener.names") or "CONTROLLER").split(",")[0].strip()
+        self.metadata_log.voter_endpoints = [{"name": name, "host": host, "port": port}]
+
     async def _handle(self, request: dict) -> dict:
         """The controller's answer to a channel ``request``; RuntimeError before :meth:`start`."""
         if self.controller is None:

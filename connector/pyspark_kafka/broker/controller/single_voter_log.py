@@ -187,6 +187,9 @@ class SingleVoterMetadataLog:
         self.snapshots = snapshots if data_dir is not None else None
         self._snapshot_start = 0  # the loaded snapshot's end offset (0: none)
         self.replayed_records = 0
+        #: voter: the listeners DescribeQuorum v2 names for it (``[{"name", "host", "port"}]``; a combined node's,
+        #: set once its sockets are bound: :meth:`CombinedController.advertise`)
+        self.voter_endpoints: list[dict] = []
         #: voter, from the start's load until the first append: offset -> the record decoded once for every
         #: listener that replays it (the snapshot keeper, the controller, a combined node's broker)
         self._replay: dict[int, bytes] | None = None
@@ -228,7 +231,8 @@ class SingleVoterMetadataLog:
         """The quorum as DescribeQuorum (55) describes it (KIP-595), voter only: ``leader_id``, ``leader_epoch``,
         ``high_watermark`` (the next offset to commit), ``voters`` (this voter, caught up now: ``replica_id``,
         ``log_end_offset``, ``last_fetch_timestamp``, ``last_caught_up_timestamp`` in epoch ms) and ``observers``
-        (none listed: observers fetch over the controller channel). NotControllerError on an observer."""
+        (none listed: observers fetch over the controller channel), ``nodes`` (the voter's :attr:`voter_endpoints`,
+        DescribeQuorum v2's ``Nodes``). NotControllerError on an observer."""
         import time
 
         if not self.is_voter():
@@ -236,6 +240,7 @@ class SingleVoterMetadataLog:
         now = int(time.time() * 1000)
         end = self._end()
         return {"leader_id": self.voter_id, "leader_epoch": 1, "high_watermark": end, "observers": [],
+                "nodes": [{"node_id": self.voter_id, "listeners": self.voter_endpoints}],
                 "voters": [{"replica_id": self.voter_id, "log_end_offset": end, "last_fetch_timestamp": now,
                             "last_caught_up_timestamp": now}]}
 
