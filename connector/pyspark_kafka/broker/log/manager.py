@@ -167,7 +167,7 @@ class LogManager:
         start_offsets = read_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self.cleaner = LogCleaner(read_offset_checkpoint(self.data_dir / CLEANER_OFFSET_CHECKPOINT))
         started = time.monotonic()
-        self._remove_stale_dirs()
+        with_metadata = self._remove_stale_dirs()
         capacity = partition_capacity()
         self.offline = {}
         for info in self.catalog.topics().values():
@@ -188,6 +188,7 @@ class LogManager:
                         recovery_point=recovery_points.get(key, 0),
                         log_start_offset=start_offsets.get(key, 0),
                         clean=self.clean_shutdown,
+                        has_metadata=f"{info.name}-{partition}" in with_metadata,
                     )
                 except (OSError, KafkaStorageError, ValueError) as e:
                     # One damaged partition must not keep the others offline (Kafka marks a log dir offline).
@@ -217,31 +218,40 @@ class LogManager:
     def _partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
 
-    def _remove_stale_dirs(self) -> None:
+    def _remove_stale_dirs(self) -> set[str]:
         """Remove directories of deleted topics: ``*-delete`` leftovers and partition directories whose
-        ``partition.metadata`` names a topic id that no current topic has."""
+        ``partition.metadata`` names a topic id that no current topic has. Return the names of the directories
+        kept whose ``partition.metadata`` names a topic id (the data directory's one listing: :meth:`load` then
+        neither makes those directories nor looks for their file again)."""
         live_ids = {str(t.topic_id) for t in self.catalog.topics().values()}
+        kept: set[str] = set()
         for entry in os.scandir(self.data_dir):
             if not entry.is_dir():
                 continue
             if entry.name.endswith("-delete"):
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
-            topic_id = _read_partition_metadata(Path(entry.path))
+            topic_id = _read_partition_metadata(entry.path)
             topic, _, partition = entry.name.rpartition("-")
             info = self.catalog.topic(topic)
             known = info is not None and partition.isdigit() and int(partition) < info.num_partitions
             if topic_id is not None and (topic_id not in live_ids or not known):
                 log.info("removing %s: it belongs to a deleted topic (id %s)", entry.path, topic_id)
                 shutil.rmtree(entry.path, ignore_errors=True)
+            elif topic_id is not None:
+                kept.add(entry.name)
+        return kept
 
     def _open_log(self, info: TopicInfo, partition: int, *, recovery_point: int = 0, log_start_offset: int = 0,
-                  clean: bool = True) -> PartitionLog:
+                  clean: bool = True, has_metadata: bool = False) -> PartitionLog:
+        """Open (or create) the log of ``info``'s ``partition``; ``has_metadata``: its directory is known to exist
+        with a ``partition.metadata`` naming a topic id (found by :meth:`load`'s listing; nothing to make)."""
         directory = self._partition_dir(info.name, partition)
-        directory.mkdir(parents=True, exist_ok=True)
-        metadata = directory / PARTITION_METADATA_FILE
-        if not metadata.exists():
-            atomic_write(metadata, f"version: 0\ntopic_id: {info.topic_id}\n".encode())
+        if not has_metadata:
+            directory.mkdir(parents=True, exist_ok=True)
+            metadata = directory / PARTITION_METADATA_FILE
+            if not metadata.exists():
+                atomic_write(metadata, f"version: 0\ntopic_id: {info.topic_id}\n".encode())
         partition_log = PartitionLog(
             info.name,
             partition,
@@ -539,10 +549,16 @@ class LogManager:
         self._closed = True
 
 
-def _read_partition_metadata(directory: Path) -> str | None:
-    """The ``topic_id`` in ``directory/partition.metadata``, or None."""
+def _read_partition_metadata(directory: Path | str) -> str | None:
+    """The ``topic_id`` in ``directory/partition.metadata``, or None (no such file, unreadable, or no
+    ``topic_id`` line)."""
     try:
-        text = (directory / PARTITION_METADATA_FILE).read_text()
+        # os calls, not Path.read_text: a start reads one file per partition
+        fd = os.open(os.path.join(directory, PARTITION_METADATA_FILE), os.O_RDONLY)
+        try:
+            text = os.read(fd, 1 << 16).decode()
+        finally:
+            os.close(fd)
     except OSError:
         return None
     for line in text.splitlines():
