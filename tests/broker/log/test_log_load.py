@@ -1,7 +1,7 @@
 """What a start reads of each partition directory (Kafka's ``LogLoader``), and that reading less changed nothing.
 
 A start lists each partition directory once: the segment files, the leftovers to remove and the producer snapshots
-come from that one listing. After an unclean shutdown the same listing still leads to a torn tail being truncated
+come from that one listing, and the offset checkpoints it read are not written again. After an unclean shutdown the same listing still leads to a torn tail being truncated
 and to a producer snapshot past the new log end being dropped.
 """
 
@@ -13,7 +13,12 @@ import time
 from pathlib import Path
 
 from pyspark_kafka.broker.config import BrokerConfig
-from pyspark_kafka.broker.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
+from pyspark_kafka.broker.log.manager import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    LogManager,
+)
 from support.batches import make_batch
 
 TOPIC = "orders"
@@ -89,5 +94,22 @@ def test_an_unclean_start_truncates_a_torn_tail_and_drops_the_snapshot_past_it(t
         # the producer state is the log's: sequence 36 is new (the snapshot at 40 would call it a duplicate)
         appended = log.append(make_batch(4, producer_id=7, producer_epoch=2, base_sequence=36))
         assert (appended.base_offset, appended.record_count) == (36, 4)
+    finally:
+        manager.close()
+
+
+def test_a_clean_start_does_not_write_the_offset_checkpoints_again(tmp_path):
+    """They hold what the start read (the unclean case, where recovery moves the recovery point and the file is
+    written, is test_log_recovery.py's test_recovery_point_limits_rescanning)."""
+    manager = _reopen(tmp_path)
+    _fill(manager, 2)
+    manager.close()
+    files = [tmp_path / RECOVERY_POINT_CHECKPOINT, tmp_path / LOG_START_OFFSET_CHECKPOINT]
+    before = [(f.stat().st_ino, f.stat().st_mtime_ns, f.read_text()) for f in files]
+    assert f"{TOPIC} 1 40" in before[0][2]
+    manager = _reopen(tmp_path)
+    try:
+        assert manager.clean_shutdown
+        assert [(f.stat().st_ino, f.stat().st_mtime_ns, f.read_text()) for f in files] == before
     finally:
         manager.close()
