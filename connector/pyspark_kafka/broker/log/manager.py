@@ -170,9 +170,13 @@ class LogManager:
         with_metadata = self._remove_stale_dirs()
         capacity = partition_capacity()
         self.offline = {}
+        log_configs: dict[tuple, LogConfig] = {}  # topics with the same overrides share one (frozen) LogConfig
         for info in self.catalog.topics().values():
+            overrides = tuple(sorted(info.configs.items()))
             try:
-                self._log_configs[info.name] = LogConfig.from_configs(self.config, info.configs)
+                if overrides not in log_configs:
+                    log_configs[overrides] = LogConfig.from_configs(self.config, info.configs)
+                self._log_configs[info.name] = log_configs[overrides]
             except (InvalidConfigError, ValueError) as e:  # a config a later version refuses
                 log.error("topic %s has invalid config overrides (%s): using the broker defaults", info.name, e)
                 self._log_configs[info.name] = LogConfig.from_configs(self.config, {})

@@ -299,7 +299,7 @@ class ProducerStateManager:
         return sorted(found)
 
     def _snapshot_file(self, offset: int) -> str:
-        return os.path.join(self._dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+        return f"{self._dir}/{offset:020d}{SNAPSHOT_SUFFIX}"
 
     def _snapshot_path(self, offset: int) -> Path:
         return Path(self._snapshot_file(offset))

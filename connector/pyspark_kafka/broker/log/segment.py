@@ -120,12 +120,11 @@ class LogSegment:
         self._dir_path: Path | None = dir if isinstance(dir, Path) else None
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self._log_file = os.path.join(self._dir, segment_file_name(base_offset, LOG_SUFFIX))
+        stem = f"{self._dir}/{base_offset:020d}"  # segment_file_name's names, without posixpath.join's cost
+        self._log_file = stem + LOG_SUFFIX
         self._log_path: Path | None = None
-        self._offset_index = OffsetIndex(os.path.join(self._dir, segment_file_name(base_offset, INDEX_SUFFIX)),
-                                         base_offset, max_index_size)
-        self._time_index = TimeIndex(os.path.join(self._dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
-                                     base_offset, max_index_size)
+        self._offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset, max_index_size)
+        self._time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset, max_index_size)
         self._indexes_loaded = False
         try:
             self.fd = os.open(self._log_file, os.O_RDWR | os.O_CREAT, 0o644)
