@@ -86,7 +86,8 @@ class _SparseIndex:
             data = b"".join(chunks)
         if len(data) % self.ENTRY_SIZE:
             raise IndexCorruptError(
-                f"{os.path.basename(self.filename)}: size {len(data)} is not a multiple of the {self.ENTRY_SIZE}-byte entry size"
+                f"{os.path.basename(self.filename)}: size {len(data)} is not a multiple of the "
+                f"{self.ENTRY_SIZE}-byte entry size"
             )
         keys, values = self._unpack_all(data)
         self._check(keys, values, log_size, next_offset)

@@ -131,7 +131,7 @@ class LogSegment:
             self.size = os.fstat(self.fd).st_size
             if self.size == 0:  # a new segment: its (empty) index files exist from the start, as in Kafka
                 for index in (self._offset_index, self._time_index):
-                    os.close(os.open(index.filename, os.O_WRONLY | os.O_CREAT, 0o644))
+                    os.close(os.open(index.filename, os.O_WRONLY | os.O_CREAT, 0o666))  # Path.touch's mode
         except OSError as e:
             raise KafkaStorageError(f"cannot open log segment {self._log_file}: {e}") from e
         self.created_ms = now_ms()
