@@ -35,13 +35,23 @@ class _SparseIndex:
     ENTRY_SIZE = 0
     _KEY_NAME = ""
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path | str, base_offset: int, max_index_size: int) -> None:
+        # the file's path as a string; its Path (:attr:`path`) made on first use: a start opens two indexes per
+        # partition, and pathlib's parsing cost more than reading an index file
+        self.filename = os.fspath(path)
+        self._path: Path | None = path if isinstance(path, Path) else None
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.ENTRY_SIZE)
         self.keys = array("q")
         self.values = array("q")
-        self._file = None  # opened on first append
+        self._writer = None  # opened on first append
+
+    @property
+    def path(self) -> Path:
+        """The index file."""
+        if self._path is None:
+            self._path = Path(self.filename)
+        return self._path
 
     # -- file I/O -------------------------------------------------------------------------
     def _pack(self, key: int, value: int) -> bytes:
@@ -50,17 +60,34 @@ class _SparseIndex:
     def _unpack_all(self, data: bytes) -> tuple[array, array]:
         raise NotImplementedError
 
-    def load(self, log_size: int, next_offset: int | None) -> None:
+    def load(self, log_size: int, next_offset: int | None, *, required: bool = False) -> None:
         """Read the file and sanity-check it against the segment (Kafka's ``sanityCheck``).
 
         Checks: the size is a whole number of entries, both columns strictly increase, offsets
         are at or above the base offset and below ``next_offset`` (when known), positions are
-        inside the ``.log`` (``log_size`` bytes). Raises :class:`IndexCorruptError`.
+        inside the ``.log`` (``log_size`` bytes). A missing file is an empty index, unless
+        ``required`` (a segment holding bytes). Raises :class:`IndexCorruptError`; OSError when the
+        file cannot be read.
         """
-        data = self.path.read_bytes() if self.path.exists() else b""
+        try:
+            # os calls, not Path.read_bytes (a file object per index): a start reads the active segment's two
+            fd = os.open(self.filename, os.O_RDONLY)
+        except FileNotFoundError:
+            if required:
+                raise IndexCorruptError("index file missing") from None
+            data = b""
+        else:
+            try:
+                chunks = []
+                while chunk := os.read(fd, 1 << 20):
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+            data = b"".join(chunks)
         if len(data) % self.ENTRY_SIZE:
             raise IndexCorruptError(
-                f"{self.path.name}: size {len(data)} is not a multiple of the {self.ENTRY_SIZE}-byte entry size"
+                f"{os.path.basename(self.filename)}: size {len(data)} is not a multiple of the "
+                f"{self.ENTRY_SIZE}-byte entry size"
             )
         keys, values = self._unpack_all(data)
         self._check(keys, values, log_size, next_offset)
@@ -71,35 +98,38 @@ class _SparseIndex:
 
     def append(self, key: int, value: int) -> None:
         """Append an entry (caller guarantees both columns increase and the index is not full)."""
-        if self._file is None:
-            self._file = open(self.path, "ab")
-        self._file.write(self._pack(key, value))
+        if self._writer is None:
+            self._writer = open(self.filename, "ab")
+        self._writer.write(self._pack(key, value))
         self.keys.append(key)
         self.values.append(value)
 
     def flush(self, fsync: bool = True) -> None:
         """Write buffered entries to the file (and fsync it)."""
-        if self._file is not None:
-            self._file.flush()
+        if self._writer is not None:
+            self._writer.flush()
             if fsync:
-                os.fsync(self._file.fileno())
+                os.fsync(self._writer.fileno())
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
     def reset(self) -> None:
         """Drop every entry and empty the file (before a rebuild)."""
         self.close()
         self.keys = array("q")
         self.values = array("q")
-        with open(self.path, "wb"):
+        with open(self.filename, "wb"):
             pass
 
     def delete(self) -> None:
         self.close()
-        self.path.unlink(missing_ok=True)
+        try:
+            os.unlink(self.filename)
+        except FileNotFoundError:
+            pass
 
     # -- queries --------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -136,7 +166,7 @@ class OffsetIndex(_SparseIndex):
         return array("q", (self.base_offset + r for r in rel)), array("q", flat[1::2])
 
     def _check(self, keys: array, values: array, log_size: int, next_offset: int | None) -> None:
-        name = self.path.name
+        name = os.path.basename(self.filename)
         if keys and keys[0] < self.base_offset:
             raise IndexCorruptError(f"{name}: entry offset {keys[0]} is below the base offset {self.base_offset}")
         if not _strictly_increasing(keys) or not _strictly_increasing(values):
@@ -186,7 +216,7 @@ class TimeIndex(_SparseIndex):
         return keys, values
 
     def _check(self, keys: array, values: array, log_size: int, next_offset: int | None) -> None:
-        name = self.path.name
+        name = os.path.basename(self.filename)
         if values and values[0] < self.base_offset:
             raise IndexCorruptError(f"{name}: entry offset {values[0]} is below the base offset {self.base_offset}")
         if not _strictly_increasing(keys) or not _non_decreasing(values):

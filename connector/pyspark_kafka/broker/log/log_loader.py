@@ -15,10 +15,10 @@ import os
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from pyspark_kafka.broker.errors import KafkaStorageError
-from pyspark_kafka.broker.log.producer_state import ProducerStateManager
+from pyspark_kafka.broker.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
 from pyspark_kafka.broker.log.records import control_marker
 from pyspark_kafka.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, InvalidBatch, LogSegment
 from pyspark_kafka.broker.log_escape import get_logger
@@ -48,20 +48,38 @@ def parse_segment_file_name(name: str) -> tuple[int, str] | None:
     return int(stem), "." + suffix
 
 
-def load_segments(directory: Path, new_segment: Callable[[int], LogSegment], recovery_point: int,
-                  log_start_offset: int, clean: bool, stats: RecoveryStats, name: str) -> tuple[list[LogSegment], int, int]:
-    """``(segments, log start offset, log end offset)`` of the log in ``directory``.
+class LoadedLog(NamedTuple):
+    """What :func:`load_segments` found: the segments, the log start and end offsets, and the offsets of the
+    producer snapshot files (``<offset>.snapshot``) in the directory, ascending, from the same listing."""
+
+    segments: list[LogSegment]
+    log_start_offset: int
+    log_end_offset: int
+    snapshot_offsets: list[int]
+
+
+def load_segments(directory: Path | str, new_segment: Callable[[int], LogSegment], recovery_point: int,
+                  log_start_offset: int, clean: bool, stats: RecoveryStats, name: str) -> LoadedLog:
+    """The :class:`LoadedLog` of the log in ``directory`` (created when missing).
 
     ``new_segment(base_offset)`` opens (or creates) one segment; with no segment on disk one is
     created at ``log_start_offset``. Unless ``clean`` (the clean-shutdown marker was found), segments
     holding offsets at or after ``recovery_point`` are re-validated. ``stats`` is updated; ``name``
-    (``topic-partition``) is for the log lines. Raises KafkaStorageError when the directory is
-    inconsistent (a segment ending past the next one's base offset).
+    (``topic-partition``) is for the log lines. The directory is listed once (one ``scandir``): the
+    segment files, the leftovers to remove and the producer snapshots all come from that listing.
+    Raises KafkaStorageError when the directory is inconsistent (a segment ending past the next one's
+    base offset); OSError when it cannot be listed or created.
     """
     topic, _, partition = name.rpartition("-")
     bases: set[int] = set()
-    index_files: list[tuple[int, Path]] = []
-    for entry in os.scandir(directory):
+    snapshots: list[int] = []
+    index_files: list[tuple[int, str]] = []
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:  # a new partition: its directory is made here (no listing to do)
+        os.makedirs(directory, exist_ok=True)
+        entries = []
+    for entry in entries:
         if entry.name.endswith((".deleted", ".cleaned", ".swap", ".tmp")):  # unfinished cleaning/deletes
             os.unlink(entry.path)
             stats.orphan_files_deleted += 1
@@ -73,10 +91,12 @@ def load_segments(directory: Path, new_segment: Callable[[int], LogSegment], rec
         if suffix == LOG_SUFFIX:
             bases.add(base)
         elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            index_files.append((base, Path(entry.path)))
+            index_files.append((base, entry.path))
+        elif suffix == SNAPSHOT_SUFFIX:
+            snapshots.append(base)
     for base, path in index_files:
         if base not in bases:  # an index without its .log
-            path.unlink()
+            os.unlink(path)
             stats.orphan_files_deleted += 1
 
     segments = [new_segment(base) for base in sorted(bases)]
@@ -103,7 +123,7 @@ def load_segments(directory: Path, new_segment: Callable[[int], LogSegment], rec
             topic, partition, stats.segments_scanned, stats.segments, stats.bytes_truncated,
             stats.segments_deleted, log_end_offset,
         )
-    return segments, min(start, log_end_offset), log_end_offset
+    return LoadedLog(segments, min(start, log_end_offset), log_end_offset, sorted(snapshots))
 
 
 def _recover(segments: list[LogSegment], recovery_point: int, stats: RecoveryStats, name: str) -> None:
@@ -160,10 +180,12 @@ def _recover(segments: list[LogSegment], recovery_point: int, stats: RecoverySta
 
 
 def rebuild_producer_state(state: ProducerStateManager, segments: list[LogSegment], log_start_offset: int,
-                           log_end_offset: int, name: str) -> None:
+                           log_end_offset: int, name: str, snapshot_offsets: list[int] | None = None) -> None:
     """Load the newest producer snapshot at or below ``log_end_offset``, then replay the batches after it
-    (Kafka's ``rebuildProducerState``); batches without a producer id only move the position."""
-    start = max(state.load_snapshot(log_end_offset), log_start_offset)
+    (Kafka's ``rebuildProducerState``); batches without a producer id only move the position.
+    ``snapshot_offsets``: the snapshot files' offsets from a listing just made (:class:`LoadedLog`), else the
+    directory is listed."""
+    start = max(state.load_snapshot(log_end_offset, snapshot_offsets), log_start_offset)
     if start >= log_end_offset:
         return
     replayed = 0

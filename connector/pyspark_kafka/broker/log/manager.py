@@ -167,12 +167,16 @@ class LogManager:
         start_offsets = read_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self.cleaner = LogCleaner(read_offset_checkpoint(self.data_dir / CLEANER_OFFSET_CHECKPOINT))
         started = time.monotonic()
-        self._remove_stale_dirs()
+        with_metadata = self._remove_stale_dirs()
         capacity = partition_capacity()
         self.offline = {}
+        log_configs: dict[tuple, LogConfig] = {}  # topics with the same overrides share one (frozen) LogConfig
         for info in self.catalog.topics().values():
+            overrides = tuple(sorted(info.configs.items()))
             try:
-                self._log_configs[info.name] = LogConfig.from_configs(self.config, info.configs)
+                if overrides not in log_configs:
+                    log_configs[overrides] = LogConfig.from_configs(self.config, info.configs)
+                self._log_configs[info.name] = log_configs[overrides]
             except (InvalidConfigError, ValueError) as e:  # a config a later version refuses
                 log.error("topic %s has invalid config overrides (%s): using the broker defaults", info.name, e)
                 self._log_configs[info.name] = LogConfig.from_configs(self.config, {})
@@ -188,6 +192,7 @@ class LogManager:
                         recovery_point=recovery_points.get(key, 0),
                         log_start_offset=start_offsets.get(key, 0),
                         clean=self.clean_shutdown,
+                        has_metadata=f"{info.name}-{partition}" in with_metadata,
                     )
                 except (OSError, KafkaStorageError, ValueError) as e:
                     # One damaged partition must not keep the others offline (Kafka marks a log dir offline).
@@ -212,36 +217,45 @@ class LogManager:
             "new data directory, no" if fresh else "clean" if self.clean_shutdown else "unclean", scanned, truncated,
         )
         self._closed = False
-        self.checkpoint()
+        self.checkpoint(unless_equal=(recovery_points, start_offsets))
 
     def _partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
 
-    def _remove_stale_dirs(self) -> None:
+    def _remove_stale_dirs(self) -> set[str]:
         """Remove directories of deleted topics: ``*-delete`` leftovers and partition directories whose
-        ``partition.metadata`` names a topic id that no current topic has."""
+        ``partition.metadata`` names a topic id that no current topic has. Return the names of the directories
+        kept whose ``partition.metadata`` names a topic id (the data directory's one listing: :meth:`load` then
+        neither makes those directories nor looks for their file again)."""
         live_ids = {str(t.topic_id) for t in self.catalog.topics().values()}
+        kept: set[str] = set()
         for entry in os.scandir(self.data_dir):
             if not entry.is_dir():
                 continue
             if entry.name.endswith("-delete"):
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
-            topic_id = _read_partition_metadata(Path(entry.path))
+            topic_id = _read_partition_metadata(entry.path)
             topic, _, partition = entry.name.rpartition("-")
             info = self.catalog.topic(topic)
             known = info is not None and partition.isdigit() and int(partition) < info.num_partitions
             if topic_id is not None and (topic_id not in live_ids or not known):
                 log.info("removing %s: it belongs to a deleted topic (id %s)", entry.path, topic_id)
                 shutil.rmtree(entry.path, ignore_errors=True)
+            elif topic_id is not None:
+                kept.add(entry.name)
+        return kept
 
     def _open_log(self, info: TopicInfo, partition: int, *, recovery_point: int = 0, log_start_offset: int = 0,
-                  clean: bool = True) -> PartitionLog:
+                  clean: bool = True, has_metadata: bool = False) -> PartitionLog:
+        """Open (or create) the log of ``info``'s ``partition``; ``has_metadata``: its directory is known to exist
+        with a ``partition.metadata`` naming a topic id (found by :meth:`load`'s listing; nothing to make)."""
         directory = self._partition_dir(info.name, partition)
-        directory.mkdir(parents=True, exist_ok=True)
-        metadata = directory / PARTITION_METADATA_FILE
-        if not metadata.exists():
-            atomic_write(metadata, f"version: 0\ntopic_id: {info.topic_id}\n".encode())
+        if not has_metadata:
+            directory.mkdir(parents=True, exist_ok=True)
+            metadata = directory / PARTITION_METADATA_FILE
+            if not metadata.exists():
+                atomic_write(metadata, f"version: 0\ntopic_id: {info.topic_id}\n".encode())
         partition_log = PartitionLog(
             info.name,
             partition,
@@ -513,18 +527,22 @@ class LogManager:
             partition_log.flush()
         self.checkpoint()
 
-    def checkpoint(self) -> None:
-        """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` atomically."""
+    def checkpoint(self, unless_equal: tuple[dict, dict] | None = None) -> None:
+        """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` atomically.
+
+        ``unless_equal``: the two files' contents as just read (``{(topic, partition): offset}``); a file whose
+        content is already that, and not empty, is not written again (a clean start changes neither: two fsynced
+        writes saved; an empty map may be a missing or malformed file, which is written). Raises
+        :class:`KafkaStorageError` naming the data directory when a write fails."""
         self._last_checkpoint_ms = time.monotonic_ns() // 1_000_000
+        recovery_points = {key: pl.recovery_point for key, pl in self._logs.items()}
+        start_offsets = {key: pl.log_start_offset for key, pl in self._logs.items()}
+        old_recovery_points, old_start_offsets = unless_equal if unless_equal is not None else (None, None)
         try:
-            write_offset_checkpoint(
-                self.data_dir / RECOVERY_POINT_CHECKPOINT,
-                {key: pl.recovery_point for key, pl in self._logs.items()},
-            )
-            write_offset_checkpoint(
-                self.data_dir / LOG_START_OFFSET_CHECKPOINT,
-                {key: pl.log_start_offset for key, pl in self._logs.items()},
-            )
+            if not old_recovery_points or recovery_points != old_recovery_points:
+                write_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT, recovery_points)
+            if not old_start_offsets or start_offsets != old_start_offsets:
+                write_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT, start_offsets)
         except OSError as e:
             raise KafkaStorageError(f"cannot write checkpoints in {self.data_dir}: {e}") from e
 
@@ -539,10 +557,16 @@ class LogManager:
         self._closed = True
 
 
-def _read_partition_metadata(directory: Path) -> str | None:
-    """The ``topic_id`` in ``directory/partition.metadata``, or None."""
+def _read_partition_metadata(directory: Path | str) -> str | None:
+    """The ``topic_id`` in ``directory/partition.metadata``, or None (no such file, unreadable, or no
+    ``topic_id`` line)."""
     try:
-        text = (directory / PARTITION_METADATA_FILE).read_text()
+        # os calls, not Path.read_text: a start reads one file per partition
+        fd = os.open(os.path.join(directory, PARTITION_METADATA_FILE), os.O_RDONLY)
+        try:
+            text = os.read(fd, 1 << 16).decode()
+        finally:
+            os.close(fd)
     except OSError:
         return None
     for line in text.splitlines():

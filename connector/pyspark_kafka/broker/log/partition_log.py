@@ -124,7 +124,7 @@ class PartitionLog:
     ) -> None:
         self.topic = topic
         self.partition = partition
-        self.dir = Path(dir)
+        self.dir = dir if isinstance(dir, Path) else Path(dir)  # not Path(a Path): parsed again, per partition
         self.config = config
         self.leader_epoch = leader_epoch
         self.segments: list[LogSegment] = []
@@ -138,9 +138,8 @@ class PartitionLog:
         self.recovery_stats = RecoveryStats(clean_shutdown=clean_shutdown)
         self.producer_state = ProducerStateManager(self.dir, f"{topic}-{partition}")
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._load(recovery_point, log_start_offset, clean_shutdown)
-            self._load_producer_state()
+            snapshot_offsets = self._load(recovery_point, log_start_offset, clean_shutdown)  # makes a missing dir
+            self._load_producer_state(snapshot_offsets)
         except OSError as e:
             raise KafkaStorageError(f"cannot load log {self.dir}: {e}") from e
 
@@ -154,21 +153,24 @@ class PartitionLog:
     def _new_segment(self, base_offset: int) -> LogSegment:
         return LogSegment(self.dir, base_offset, self.config.index_interval_bytes, self.config.max_index_size)
 
-    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> list[int]:
         """Open the segments on disk, recovering those at or after ``recovery_point`` unless ``clean``
-        (:func:`~pyspark_kafka.broker.log.log_loader.load_segments`)."""
-        self.segments, self.log_start_offset, self.log_end_offset = load_segments(
-            self.dir, self._new_segment, recovery_point, log_start_offset, clean, self.recovery_stats,
-            f"{self.topic}-{self.partition}")
+        (:func:`~pyspark_kafka.broker.log.log_loader.load_segments`); return the producer snapshots' offsets
+        found by the same directory listing."""
+        loaded = load_segments(self.dir, self._new_segment, recovery_point, log_start_offset, clean,
+                               self.recovery_stats, f"{self.topic}-{self.partition}")
+        self.segments, self.log_start_offset, self.log_end_offset = loaded[:3]
         self._bases = [s.base_offset for s in self.segments]
         self.high_watermark = self.log_end_offset
         self.recovery_point = self.log_end_offset
+        return loaded.snapshot_offsets
 
-    def _load_producer_state(self) -> None:
+    def _load_producer_state(self, snapshot_offsets: list[int] | None = None) -> None:
         """Newest producer snapshot at or below the LEO, then the batches after it
-        (:func:`~pyspark_kafka.broker.log.log_loader.rebuild_producer_state`)."""
+        (:func:`~pyspark_kafka.broker.log.log_loader.rebuild_producer_state`); ``snapshot_offsets`` from the
+        load's listing of the directory, else it is listed again."""
         rebuild_producer_state(self.producer_state, self.segments, self.log_start_offset, self.log_end_offset,
-                               f"{self.topic}-{self.partition}")
+                               f"{self.topic}-{self.partition}", snapshot_offsets)
 
     def _snapshot_producer_state(self, now_ms: int | None = None) -> None:
         """Drop expired producers (``producer.id.expiration.ms``), then snapshot the state at the LEO."""

@@ -143,12 +143,21 @@ class ProducerStateManager:
     ``ProducerStateManager(dir, where)``; ``where`` names the partition in error messages.
     """
 
-    def __init__(self, dir: Path, where: str) -> None:
-        self.dir = Path(dir)
+    def __init__(self, dir: Path | str, where: str) -> None:
+        # a string, its Path made on first use (:attr:`dir`): a start makes one manager per partition
+        self._dir = os.fspath(dir)
+        self._dir_path: Path | None = dir if isinstance(dir, Path) else None
         self.where = where
         self.producers: dict[int, ProducerEntry] = {}
         self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[AbortedTxn] = []  # by last offset (marker order)
+
+    @property
+    def dir(self) -> Path:
+        """The partition directory holding the snapshots."""
+        if self._dir_path is None:
+            self._dir_path = Path(self._dir)
+        return self._dir_path
 
     # -- validation ---------------------------------------------------------------------------
     def check_batches(self, headers: list[BatchHeader]) -> BatchMetadata | None:
@@ -283,14 +292,17 @@ class ProducerStateManager:
     def snapshot_offsets(self) -> list[int]:
         """Offsets of the snapshot files in the directory, ascending."""
         found = []
-        for name in os.listdir(self.dir):
+        for name in os.listdir(self._dir):
             stem, _, suffix = name.partition(".")
             if "." + suffix == SNAPSHOT_SUFFIX and len(stem) == 20 and stem.isdigit():
                 found.append(int(stem))
         return sorted(found)
 
+    def _snapshot_file(self, offset: int) -> str:
+        return f"{self._dir}/{offset:020d}{SNAPSHOT_SUFFIX}"
+
     def _snapshot_path(self, offset: int) -> Path:
-        return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+        return Path(self._snapshot_file(offset))
 
     def take_snapshot(self, offset: int) -> None:
         """Write the state of the log up to ``offset`` (exclusive) and keep the newest 2 snapshots."""
@@ -298,23 +310,32 @@ class ProducerStateManager:
         for old in self.snapshot_offsets()[:-SNAPSHOTS_KEPT]:
             self._snapshot_path(old).unlink(missing_ok=True)
 
-    def load_snapshot(self, log_end_offset: int) -> int:
+    def load_snapshot(self, log_end_offset: int, snapshot_offsets: list[int] | None = None) -> int:
         """Load the newest readable snapshot at or below ``log_end_offset``; return its offset (0: none).
 
         Snapshots past the log end offset (the log was truncated after a crash) are deleted.
+        ``snapshot_offsets``: the snapshot files' offsets, ascending, from a listing of the directory made just
+        before by a caller that also removed every ``*.tmp`` leftover (the log loader's one listing of a
+        partition directory at start); without it the directory is listed here (twice: leftovers, snapshots).
         """
-        for name in os.listdir(self.dir):
-            if name.endswith(SNAPSHOT_SUFFIX + ".tmp"):
-                (self.dir / name).unlink(missing_ok=True)
-        for offset in reversed(self.snapshot_offsets()):
-            path = self._snapshot_path(offset)
+        if snapshot_offsets is None:
+            for name in os.listdir(self._dir):
+                if name.endswith(SNAPSHOT_SUFFIX + ".tmp"):
+                    (self.dir / name).unlink(missing_ok=True)
+            snapshot_offsets = self.snapshot_offsets()
+        for offset in reversed(snapshot_offsets):
+            path = self._snapshot_file(offset)
             if offset > log_end_offset:
-                path.unlink(missing_ok=True)
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
                 continue
             try:
-                self.load_json(json.loads(path.read_text()))
+                with open(path, "rb") as f:
+                    self.load_json(json.loads(f.read()))
             except (OSError, ValueError, KeyError, TypeError) as e:
-                log.warning("%s: ignoring unreadable producer snapshot %s (%s)", self.where, path.name, e)
+                log.warning("%s: ignoring unreadable producer snapshot %s (%s)", self.where, os.path.basename(path), e)
                 continue
             return offset
         self.reset()

@@ -113,24 +113,27 @@ class LogSegment:
     ``next_offset`` of a segment trusted as flushed.
     """
 
-    def __init__(self, dir: Path, base_offset: int, index_interval_bytes: int, max_index_size: int) -> None:
-        self.dir = Path(dir)
+    def __init__(self, dir: Path | str, base_offset: int, index_interval_bytes: int, max_index_size: int) -> None:
+        # Strings, the Paths made on first use (:attr:`dir`, :attr:`log_path`, ...): a start opens a segment per
+        # partition at least, and pathlib's parsing cost more than opening the files.
+        self._dir = os.fspath(dir)
+        self._dir_path: Path | None = dir if isinstance(dir, Path) else None
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = self.dir / segment_file_name(base_offset, LOG_SUFFIX)
-        self.offset_index_path = self.dir / segment_file_name(base_offset, INDEX_SUFFIX)
-        self.time_index_path = self.dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
-        self._offset_index = OffsetIndex(self.offset_index_path, base_offset, max_index_size)
-        self._time_index = TimeIndex(self.time_index_path, base_offset, max_index_size)
+        stem = f"{self._dir}/{base_offset:020d}"  # segment_file_name's names, without posixpath.join's cost
+        self._log_file = stem + LOG_SUFFIX
+        self._log_path: Path | None = None
+        self._offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset, max_index_size)
+        self._time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset, max_index_size)
         self._indexes_loaded = False
         try:
-            self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.fd = os.open(self._log_file, os.O_RDWR | os.O_CREAT, 0o644)
             self.size = os.fstat(self.fd).st_size
             if self.size == 0:  # a new segment: its (empty) index files exist from the start, as in Kafka
-                for path in (self.offset_index_path, self.time_index_path):
-                    path.touch()
+                for index in (self._offset_index, self._time_index):
+                    os.close(os.open(index.filename, os.O_WRONLY | os.O_CREAT, 0o666))  # Path.touch's mode
         except OSError as e:
-            raise KafkaStorageError(f"cannot open log segment {self.log_path}: {e}") from e
+            raise KafkaStorageError(f"cannot open log segment {self._log_file}: {e}") from e
         self.created_ms = now_ms()
         self.next_offset: int | None = base_offset if self.size == 0 else None
         self.max_timestamp = -1  # largest batch maxTimestamp seen (-1: none / not loaded)
@@ -139,6 +142,30 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.indexes_rebuilt = False  # set when a damaged index was rebuilt from the .log
         self.last_recovery: InvalidBatch | None = None  # what the last recover() truncated, None when intact
+
+    @property
+    def dir(self) -> Path:
+        """The partition directory holding the segment's files."""
+        if self._dir_path is None:
+            self._dir_path = Path(self._dir)
+        return self._dir_path
+
+    @property
+    def log_path(self) -> Path:
+        """The segment's ``.log`` file."""
+        if self._log_path is None:
+            self._log_path = Path(self._log_file)
+        return self._log_path
+
+    @property
+    def offset_index_path(self) -> Path:
+        """The segment's ``.index`` file."""
+        return self._offset_index.path
+
+    @property
+    def time_index_path(self) -> Path:
+        """The segment's ``.timeindex`` file."""
+        return self._time_index.path
 
     # -- indexes ---------------------------------------------------------------------------
     @property
@@ -157,10 +184,9 @@ class LogSegment:
         """Load both index files and sanity-check them; rebuild from the ``.log`` when damaged."""
         self._indexes_loaded = True
         try:
-            if self.size and not (self.offset_index_path.exists() and self.time_index_path.exists()):
-                raise IndexCorruptError("index file missing")
-            self._offset_index.load(self.size, self.next_offset)
-            self._time_index.load(self.size, self.next_offset)
+            # a segment holding bytes must have both files (a missing one is rebuilt below)
+            self._offset_index.load(self.size, self.next_offset, required=self.size > 0)
+            self._time_index.load(self.size, self.next_offset, required=self.size > 0)
         except (IndexCorruptError, OSError) as e:
             log.warning("rebuilding indexes of %s: %s", self.log_path, e)
             self.recover()
