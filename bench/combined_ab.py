@@ -118,26 +118,27 @@ def _line(name: str, unit: str, a: list[float], b: list[float]) -> None:
           f"B {[fmt(v) for v in b]} median {fmt(mb)}; B/A {mb / ma:.2f}", flush=True)
 
 
-def throughput(trees: dict[str, str], workdir: str, reps: int, records: int) -> None:
-    """Produce (acks=1, acks=all) and fetch records/s of both trees' brokers, A then B per step."""
+def throughput(trees: dict[str, str], workdir: str, reps: int, records: int, size: int = SIZE) -> None:
+    """Produce (acks=1, acks=all) and fetch records/s of both trees' brokers, A then B per step; ``size``: bytes
+    a record."""
     servers = {k: _start_broker(t, os.path.join(workdir, f"broker-{k}")) for k, t in trees.items()}
     try:
         for s in servers.values():  # connections, metadata, first appends: outside the timing
             _produce(s.bootstrap, "warm-up", FETCH_BYTES // 1024, 1024, "1")
-            _produce(s.bootstrap, "fetch", FETCH_BYTES // SIZE, SIZE, "1")
+            _produce(s.bootstrap, "fetch", FETCH_BYTES // size, size, "1")
         produced = {(k, acks): [] for k in trees for acks in ("1", "all")}
         fetched = {k: [] for k in trees}
         for rep in range(reps):
             for acks in ("1", "all"):
                 for k, s in servers.items():
-                    seconds = _produce(s.bootstrap, f"p-{acks}-{rep}-{uuid.uuid4().hex[:6]}", records, SIZE, acks)
+                    seconds = _produce(s.bootstrap, f"p-{acks}-{rep}-{uuid.uuid4().hex[:6]}", records, size, acks)
                     produced[(k, acks)].append(records / seconds)
             for k, s in servers.items():
                 seconds, got = _fetch(s.bootstrap, "fetch", 5)
                 fetched[k].append(got / seconds)
         for acks in ("1", "all"):
-            _line(f"produce 100 B acks={acks}", "records/s", produced[("A", acks)], produced[("B", acks)])
-        _line("fetch 100 B", "records/s", fetched["A"], fetched["B"])
+            _line(f"produce {size} B acks={acks}", "records/s", produced[("A", acks)], produced[("B", acks)])
+        _line(f"fetch {size} B", "records/s", fetched["A"], fetched["B"])
     finally:
         for s in servers.values():
             s.stop()
@@ -171,6 +172,7 @@ def main() -> None:
     ap.add_argument("--b", required=True, help="connector/ directory of tree B (the change)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--records", type=int, default=300_000)
+    ap.add_argument("--size", type=int, default=SIZE, help="bytes a record for produce and fetch (100)")
     ap.add_argument("--skip", choices=["throughput", "startup"], action="append", default=[])
     args = ap.parse_args()
     trees = {"A": str(Path(args.a).resolve()), "B": str(Path(args.b).resolve())}
@@ -181,7 +183,7 @@ def main() -> None:
             startup(trees, workdir, args.reps, 0, 1)
             startup(trees, workdir, args.reps, 100, 3)
         if "throughput" not in args.skip:
-            throughput(trees, workdir, args.reps, args.records)
+            throughput(trees, workdir, args.reps, args.records, args.size)
     print(f"load average after: {os.getloadavg()}; {time.monotonic() - started:.0f} s", flush=True)
 
 
