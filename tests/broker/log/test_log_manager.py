@@ -22,9 +22,6 @@ from pyspark_kafka.broker.errors import (
 )
 from pyspark_kafka.broker.log.manager import (
     LOG_START_OFFSET_CHECKPOINT,
-    OP_APPEND,
-    OP_DELETE,
-    OP_SET,
     TOPICS_FILE,
     LogManager,
 )
@@ -155,15 +152,13 @@ def test_create_partitions_only_grows(tmp_path):
     assert open_manager(tmp_path).topic("grow").num_partitions == 5
 
 
-def test_describe_and_alter_topic_configs(tmp_path):
+def test_alter_topic_configs_reaches_open_logs_and_survives_a_restart(tmp_path):
+    """The broker lifecycle applies a replayed ``config`` record with ``alter_topic_configs`` (AlterConfigs'
+    replace semantics): the open logs take the new config at once, a bad value changes nothing."""
     manager = open_manager(tmp_path, log_retention_ms="5000")
     manager.create_topic("cfg", 2, {"segment.bytes": "2048"})
-    described = {name: (value, default) for name, value, default in manager.describe_topic_configs("cfg")}
-    assert described["segment.bytes"] == ("2048", False)
-    assert described["retention.ms"] == ("5000", True)
-    assert described["cleanup.policy"] == ("delete", True)
-    manager.incremental_alter_topic_configs("cfg", [("retention.ms", OP_SET, "100"), ("segment.bytes", OP_DELETE, None),
-                                                    ("cleanup.policy", OP_APPEND, "compact")])
+    assert manager.get_log("cfg", 1).config.segment_bytes == 2048
+    manager.alter_topic_configs("cfg", {"retention.ms": "100", "cleanup.policy": "delete,compact"})
     config = manager.get_log("cfg", 1).config
     assert (config.retention_ms, config.segment_bytes, config.cleanup_policy) == (100, 1073741824, "delete,compact")
     manager.alter_topic_configs("cfg", {"max.message.bytes": "100"})

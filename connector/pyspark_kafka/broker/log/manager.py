@@ -29,7 +29,7 @@ from typing import Iterable
 from pyspark_kafka.broker.log_escape import get_logger
 from pyspark_kafka.broker import clock
 from pyspark_kafka.broker.config import LIST_TOPIC_CONFIGS, BrokerConfig
-from pyspark_kafka.broker.topic_config import LogConfig, topic_config_values, validate_topic_config
+from pyspark_kafka.broker.topic_config import LogConfig, validate_topic_config
 from pyspark_kafka.broker.log.checkpoint import (
     atomic_write,
     fsync_dir,
@@ -418,25 +418,11 @@ class LogManager:
                 f"{self.partition_count()}; {added} more do not fit: delete topics or raise the open-file limit")
 
     # -- configs ----------------------------------------------------------------------------
-    def describe_topic_configs(self, topic: str, overrides: dict[str, str] | None = None
-                               ) -> list[tuple[str, str | None, bool]]:
-        """``(name, value, is_default)`` for every topic config: the override, else the broker default.
-
-        ``overrides`` given (a replicated broker passes its metadata image's, also for topics it hosts no
-        replica of) replaces the local topic's; else UnknownTopicOrPartitionError for a topic not here."""
-        return topic_config_values(self.config, self.catalog.require(topic).configs if overrides is None else overrides)
-
     def alter_topic_configs(self, topic: str, configs: dict[str, str], validate_only: bool = False) -> TopicInfo:
         """Replace all of ``topic``'s overrides with ``configs`` (AlterConfigs semantics)."""
         info = self.catalog.require(topic)
         clean = {k: validate_topic_config(k, v) for k, v in configs.items()}
         return self._set_configs(info, {k: v for k, v in clean.items() if v is not None}, validate_only)
-
-    def incremental_alter_topic_configs(self, topic: str, ops: Iterable[tuple[str, int, str | None]],
-                                        validate_only: bool = False) -> TopicInfo:
-        """Apply ``(name, op, value)`` changes (KIP-339: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT for lists)."""
-        info = self.catalog.require(topic)
-        return self._set_configs(info, merge_topic_configs(info.configs, ops, self.config), validate_only)
 
     def _set_configs(self, info: TopicInfo, configs: dict[str, str], validate_only: bool) -> TopicInfo:
         log_config = LogConfig.from_configs(self.config, configs)
