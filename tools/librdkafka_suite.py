@@ -18,7 +18,8 @@ run), see :data:`BROKER_CONFIG`:
   need it, so the suite's ACL tests do not compare).
 
 ``--repeat N`` runs each selected number N times against the one target (a timing-dependent test's pass rate);
-``--client-debug CONTEXTS`` gives every client of the tests librdkafka's ``debug`` contexts (e.g. ``cgrp,protocol``).
+``--broker-config KEY=VALUE`` changes a broker setting of the target (e.g. ``group.initial.rebalance.delay.ms=3000``,
+Kafka's default, as trivup's test clusters leave it); ``--client-debug CONTEXTS`` gives every client of the tests librdkafka's ``debug`` contexts (e.g. ``cgrp,protocol``).
 The logs folder (printed at start, ``logs`` in the JSON) is kept: each number's output ``NNNN.log`` (``NNNN-k.log``
 with ``--repeat``) and the target's log.
 
@@ -61,8 +62,10 @@ BROKER_CONFIG = {
     "allow.everyone.if.no.acl.found": "true",
     "group.initial.rebalance.delay.ms": "0",
 }
-"""Settings every target gets (Kafka's names): librdkafka's default scenario (``tests/scenarios/default.json``) and
-the authorizer its test clusters run with. No ``super.users``: the suite's clients are ``User:ANONYMOUS`` on
+"""Settings every target gets (Kafka's names): librdkafka's default scenario (``tests/scenarios/default.json``), the
+authorizer its test clusters run with, and no initial rebalance delay (this harness's choice, for speed: trivup's
+test clusters keep Kafka's default of 3000 ms; at 0 ms test 0118 depends on which consumer joins first, on
+Apache Kafka too, docs/compatibility-tests.md). No ``super.users``: the suite's clients are ``User:ANONYMOUS`` on
 PLAINTEXT, and its ACL tests (0109, 0115, 0119) deny ``User:*`` and expect the denial; brokers and controllers get
 their cluster permissions from ``allow.everyone.if.no.acl.found``."""
 TOOLS = {
@@ -137,19 +140,21 @@ def kafka_home(folder: Path, version: str) -> Path:
 class Target:
     """One broker target for the life of a ``with`` block: ``bootstrap`` once started; stopped by pid."""
 
-    def __init__(self, kind: str, folder: Path, kafka_version: str, kafka_nodes: int = 1):
+    def __init__(self, kind: str, folder: Path, kafka_version: str, kafka_nodes: int = 1,
+                 broker_config: dict[str, str] | None = None):
         self.kind, self.folder, self.kafka_version, self.kafka_nodes = kind, folder, kafka_version, kafka_nodes
+        self.broker_config = {**BROKER_CONFIG, **(broker_config or {})}
         self.bootstrap = ""
         self._proc: subprocess.Popen | None = None
         self._kafka = None
 
     def __enter__(self) -> "Target":
-        configs = [a for k, v in BROKER_CONFIG.items() for a in ("--config", f"{k}={v}")]
+        configs = [a for k, v in self.broker_config.items() for a in ("--config", f"{k}={v}")]
         log = open(self.folder / f"{self.kind}.log", "wb")
         if self.kind == "kafka":
             from pyspark_kafka.testing.apache_kafka import ApacheKafka
 
-            config = dict(BROKER_CONFIG)
+            config = dict(self.broker_config)
             if self.kafka_nodes > 1:
                 # As the cluster target: Kafka's default min.insync.replicas=1. The voters' Raft fetches go over
                 # PLAINTEXT as User:ANONYMOUS, which Kafka's StandardAuthorizer refuses (AuthorizerNotReadyException)
@@ -259,7 +264,7 @@ def run_suite(args) -> dict:
     home = kafka_home(folder / "kafka-home", args.kafka_version)
     results: dict = {}
     started = time.monotonic()
-    with Target(args.target, folder, args.kafka_version, args.kafka_nodes) as target:
+    with Target(args.target, folder, args.kafka_version, args.kafka_nodes, broker_configs(args.broker_config)) as target:
         (folder / "test.conf").write_text(f"metadata.broker.list={target.bootstrap}\ntest.topic.random=true\n"
                                           f"test.timeout.multiplier={args.timeout_multiplier}\n"
                                           + (f"debug={args.client_debug}\n" if args.client_debug else ""))
@@ -277,6 +282,19 @@ def run_suite(args) -> dict:
                     print(f"  {name:50} {r['state']:8} {r['seconds']:6.1f} s", flush=True)
     return {"target": args.target, "kafka_version": args.kafka_version, "logs": str(folder),
             "seconds": round(time.monotonic() - started), "tests": dict(sorted(results.items()))}
+
+
+def broker_configs(pairs: list[str]) -> dict[str, str]:
+    """``{key: value}`` of ``--broker-config KEY=VALUE`` arguments (Kafka's names, over :data:`BROKER_CONFIG`).
+    Raises ValueError naming an argument without ``=``."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--broker-config {pair!r}: give KEY=VALUE with Kafka's name, e.g. "
+                             "group.initial.rebalance.delay.ms=3000")
+        out[key] = value
+    return out
 
 
 def counts(result: dict) -> dict:
@@ -316,11 +334,18 @@ def main(argv: list[str] | None = None) -> int:
                              "lines go to each number's log, NNNN.log in the logs folder)")
     parser.add_argument("--kafka-nodes", type=int, default=1,
                         help="combined nodes of the kafka target (default 1; 3 to compare with the cluster target)")
+    parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting for the target over the defaults (repeatable), e.g. "
+                             "group.initial.rebalance.delay.ms=3000")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run each selected number this many times against the one target (results name#k)")
     parser.add_argument("--out", help="results JSON file")
     parser.add_argument("--compare", nargs="+", metavar="RESULTS", help="compare results files instead of running")
     args = parser.parse_args(argv)
+    try:
+        broker_configs(args.broker_config)
+    except ValueError as e:
+        parser.error(str(e))
     if args.compare:
         print(compare(args.compare))
         return 0
