@@ -13,7 +13,15 @@ run), see :data:`BROKER_CONFIG`:
   default ``min.insync.replicas=1``, as librdkafka's 3-broker test clusters: some tests create topics with
   replication factor 1 and produce with ``acks=all``);
 - ``kafka``: Apache Kafka (one combined node, ``KAFKA_VERSION`` or the testing default, from Maven Central's jars,
-  :class:`pyspark_kafka.testing.apache_kafka.ApacheKafka`).
+  :class:`pyspark_kafka.testing.apache_kafka.ApacheKafka`); ``--kafka-nodes 3``: three combined nodes with the
+  cluster target's replication settings, to compare with it (``User:ANONYMOUS`` a super user there: the voters
+  need it, so the suite's ACL tests do not compare).
+
+``--repeat N`` runs each selected number N times against the one target (a timing-dependent test's pass rate);
+``--broker-config KEY=VALUE`` changes a broker setting of the target (e.g. ``group.initial.rebalance.delay.ms=3000``,
+Kafka's default, as trivup's test clusters leave it); ``--client-debug CONTEXTS`` gives every client of the tests librdkafka's ``debug`` contexts (e.g. ``cgrp,protocol``).
+The logs folder (printed at start, ``logs`` in the JSON) is kept: each number's output ``NNNN.log`` (``NNNN-k.log``
+with ``--repeat``) and the target's log.
 
 librdkafka must be built first (``./configure --no-download --disable-gssapi && make libs`` and ``make -C tests
 test-runner``; docs/compatibility-tests.md). Each test number runs as its own ``tests/test-runner -L -Q`` process (broker
@@ -54,8 +62,10 @@ BROKER_CONFIG = {
     "allow.everyone.if.no.acl.found": "true",
     "group.initial.rebalance.delay.ms": "0",
 }
-"""Settings every target gets (Kafka's names): librdkafka's default scenario (``tests/scenarios/default.json``) and
-the authorizer its test clusters run with. No ``super.users``: the suite's clients are ``User:ANONYMOUS`` on
+"""Settings every target gets (Kafka's names): librdkafka's default scenario (``tests/scenarios/default.json``), the
+authorizer its test clusters run with, and no initial rebalance delay (this harness's choice, for speed: trivup's
+test clusters keep Kafka's default of 3000 ms; at 0 ms test 0118 depends on which consumer joins first, on
+Apache Kafka too, docs/compatibility-tests.md). No ``super.users``: the suite's clients are ``User:ANONYMOUS`` on
 PLAINTEXT, and its ACL tests (0109, 0115, 0119) deny ``User:*`` and expect the denial; brokers and controllers get
 their cluster permissions from ``allow.everyone.if.no.acl.found``."""
 TOOLS = {
@@ -130,19 +140,29 @@ def kafka_home(folder: Path, version: str) -> Path:
 class Target:
     """One broker target for the life of a ``with`` block: ``bootstrap`` once started; stopped by pid."""
 
-    def __init__(self, kind: str, folder: Path, kafka_version: str):
-        self.kind, self.folder, self.kafka_version = kind, folder, kafka_version
+    def __init__(self, kind: str, folder: Path, kafka_version: str, kafka_nodes: int = 1,
+                 broker_config: dict[str, str] | None = None):
+        self.kind, self.folder, self.kafka_version, self.kafka_nodes = kind, folder, kafka_version, kafka_nodes
+        self.broker_config = {**BROKER_CONFIG, **(broker_config or {})}
         self.bootstrap = ""
         self._proc: subprocess.Popen | None = None
         self._kafka = None
 
     def __enter__(self) -> "Target":
-        configs = [a for k, v in BROKER_CONFIG.items() for a in ("--config", f"{k}={v}")]
+        configs = [a for k, v in self.broker_config.items() for a in ("--config", f"{k}={v}")]
         log = open(self.folder / f"{self.kind}.log", "wb")
         if self.kind == "kafka":
             from pyspark_kafka.testing.apache_kafka import ApacheKafka
 
-            self._kafka = ApacheKafka(nodes=1, version=self.kafka_version, config=dict(BROKER_CONFIG)).start()
+            config = dict(self.broker_config)
+            if self.kafka_nodes > 1:
+                # As the cluster target: Kafka's default min.insync.replicas=1. The voters' Raft fetches go over
+                # PLAINTEXT as User:ANONYMOUS, which Kafka's StandardAuthorizer refuses (AuthorizerNotReadyException)
+                # until the metadata is loaded unless it is a super user: so ANONYMOUS is one here, and the
+                # suite's ACL denials (0109, 0115, 0119) do not apply to its clients on this target.
+                config.update({"default.replication.factor": str(min(3, self.kafka_nodes)),
+                               "min.insync.replicas": "1", "super.users": "User:ANONYMOUS"})
+            self._kafka = ApacheKafka(nodes=self.kafka_nodes, version=self.kafka_version, config=config).start()
             self.bootstrap = self._kafka.bootstrap_servers
         elif self.kind == "broker":
             port = _free_port()
@@ -192,17 +212,20 @@ class Target:
                 self._proc.wait(10)
 
 
-def run_number(librdkafka: Path, number: str, names: set[str], env: dict, out_dir: Path, timeout_s: float) -> dict:
+def run_number(librdkafka: Path, number: str, names: set[str], env: dict, out_dir: Path, timeout_s: float,
+               run: int = 0) -> dict:
     """Run the broker tests of one number (``TESTS=<number>``) in their own ``test-runner -L -Q`` process; returns
     ``{name: {"state", "seconds", "number", "extra"}}`` for the ``names`` its report lists (``seconds``: the
     process's wall time), ``{number: TIMEOUT}`` for a process killed at ``timeout_s``, ``CRASHED`` without a
-    report."""
-    report = out_dir / f"report-{number}.json"
+    report. ``run`` > 0 (``--repeat``): the ``run``-th repetition, its log ``NNNN-<run>.log`` and its names
+    ``name#<run>``."""
+    tag = f"{number}-{run}" if run else number
+    report = out_dir / f"report-{tag}.json"
     env = dict(env, TESTS=number, TEST_REPORT=str(report))
     started = time.monotonic()
     if _STOP.is_set():
         return {}
-    with open(out_dir / f"{number}.log", "wb") as log:
+    with open(out_dir / f"{tag}.log", "wb") as log:
         proc = subprocess.Popen([str(librdkafka / "tests" / "test-runner"), "-L", "-Q", "-S"], cwd=librdkafka / "tests",
                                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         _RUNNING.add(proc)
@@ -211,7 +234,7 @@ def run_number(librdkafka: Path, number: str, names: set[str], env: dict, out_di
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
-            return {f"{number}": {"state": "TIMEOUT", "seconds": round(time.monotonic() - started, 1),
+            return {tag: {"state": "TIMEOUT", "seconds": round(time.monotonic() - started, 1),
                                   "number": number}}
         finally:
             _RUNNING.discard(proc)
@@ -220,10 +243,11 @@ def run_number(librdkafka: Path, number: str, names: set[str], env: dict, out_di
     try:
         tests = json.loads(report.read_text())["tests"]
     except (OSError, ValueError, KeyError):
-        return {f"{number}": {"state": "CRASHED", "seconds": round(time.monotonic() - started, 1),
+        return {tag: {"state": "CRASHED", "seconds": round(time.monotonic() - started, 1),
                               "number": number, "exit": proc.returncode}}
     seconds = round(time.monotonic() - started, 1)  # the report's durations are not filled in for every test
-    return {name: {"state": t.get("state"), "seconds": seconds, "number": number, "extra": t.get("extra", "")}
+    suffix = f"#{run}" if run else ""
+    return {name + suffix: {"state": t.get("state"), "seconds": seconds, "number": number, "extra": t.get("extra", "")}
             for name, t in tests.items() if name in names and name.startswith(number)}
 
 
@@ -240,21 +264,37 @@ def run_suite(args) -> dict:
     home = kafka_home(folder / "kafka-home", args.kafka_version)
     results: dict = {}
     started = time.monotonic()
-    with Target(args.target, folder, args.kafka_version) as target:
+    with Target(args.target, folder, args.kafka_version, args.kafka_nodes, broker_configs(args.broker_config)) as target:
         (folder / "test.conf").write_text(f"metadata.broker.list={target.bootstrap}\ntest.topic.random=true\n"
-                                          f"test.timeout.multiplier={args.timeout_multiplier}\n")
+                                          f"test.timeout.multiplier={args.timeout_multiplier}\n"
+                                          + (f"debug={args.client_debug}\n" if args.client_debug else ""))
         env = dict(os.environ, KAFKA_PATH=str(home), BROKERS=target.bootstrap,
                    TEST_KAFKA_VERSION=TEST_KAFKA_VERSION, RDKAFKA_TEST_CONF=str(folder / "test.conf"),
                    LD_LIBRARY_PATH=f"{librdkafka / 'src'}:{librdkafka / 'src-cpp'}")
         print(f"{args.target} at {target.bootstrap}; {len(numbers)} test numbers; logs in {folder}", flush=True)
         with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
-            futures = {pool.submit(run_number, librdkafka, n, names, env, folder, args.timeout): n for n in numbers}
+            runs = range(1, args.repeat + 1) if args.repeat > 1 else [0]
+            futures = {pool.submit(run_number, librdkafka, n, names, env, folder, args.timeout, k): n
+                       for k in runs for n in numbers}
             for f in concurrent.futures.as_completed(futures):
                 for name, r in f.result().items():
                     results[name] = r
                     print(f"  {name:50} {r['state']:8} {r['seconds']:6.1f} s", flush=True)
     return {"target": args.target, "kafka_version": args.kafka_version, "logs": str(folder),
             "seconds": round(time.monotonic() - started), "tests": dict(sorted(results.items()))}
+
+
+def broker_configs(pairs: list[str]) -> dict[str, str]:
+    """``{key: value}`` of ``--broker-config KEY=VALUE`` arguments (Kafka's names, over :data:`BROKER_CONFIG`).
+    Raises ValueError naming an argument without ``=``."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--broker-config {pair!r}: give KEY=VALUE with Kafka's name, e.g. "
+                             "group.initial.rebalance.delay.ms=3000")
+        out[key] = value
+    return out
 
 
 def counts(result: dict) -> dict:
@@ -289,9 +329,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=2, help="test numbers run at once (default 2)")
     parser.add_argument("--timeout", type=float, default=300.0, help="bound per test number, seconds (300)")
     parser.add_argument("--timeout-multiplier", type=float, default=3.0, help="the suite's test.timeout.multiplier (3)")
+    parser.add_argument("--client-debug", default="", metavar="CONTEXTS",
+                        help="librdkafka debug contexts for every client of the tests, e.g. cgrp,protocol (their "
+                             "lines go to each number's log, NNNN.log in the logs folder)")
+    parser.add_argument("--kafka-nodes", type=int, default=1,
+                        help="combined nodes of the kafka target (default 1; 3 to compare with the cluster target)")
+    parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting for the target over the defaults (repeatable), e.g. "
+                             "group.initial.rebalance.delay.ms=3000")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run each selected number this many times against the one target (results name#k)")
     parser.add_argument("--out", help="results JSON file")
     parser.add_argument("--compare", nargs="+", metavar="RESULTS", help="compare results files instead of running")
     args = parser.parse_args(argv)
+    try:
+        broker_configs(args.broker_config)
+    except ValueError as e:
+        parser.error(str(e))
     if args.compare:
         print(compare(args.compare))
         return 0

@@ -16,6 +16,9 @@ internal partitions (Kafka's ``GroupCoordinator.onElection/onResignation``, ``Tr
 - **Writes wait for the ISR** (acks=all): :meth:`ClusterCoordinators.write_done` after a coordinator append;
   NOT_LEADER_OR_FOLLOWER becomes NOT_COORDINATOR, a timeout (``offsets.commit.timeout.ms``) or too small an ISR
   COORDINATOR_NOT_AVAILABLE (Kafka's ``GroupCoordinatorService`` / ``TransactionStateManager`` error mapping).
+  A classic group's generation becomes Stable only once the ISR has its record (``write_done`` of the group
+  coordinator's ``classic`` half, as Kafka's ``CoordinatorRuntime`` completes a write's future at the high
+  watermark): a member joining during that wait gets the generation rebalanced, not half-formed.
 - **Transaction markers** go to each partition's current leader: in-process when it is this broker, else
   WriteTxnMarkers (27) v1; NOT_LEADER_OR_FOLLOWER or a connection failure retries against the leader the metadata
   image names then, every ``RETRY_BACKOFF_S``, for as long as this broker coordinates the transaction. When
@@ -68,6 +71,7 @@ class ClusterCoordinators:
         """Switch both coordinators to owning only the internal partitions this broker leads."""
         self.groups.offsets.partition_count = lambda: self.partition_count(OFFSETS_TOPIC)
         self.groups.offsets.on_append = lambda p: self._appended(OFFSETS_TOPIC, p)
+        self.groups.classic.write_done = self.group_write_done  # Stable once the ISR has the generation's record
         self.txn.partition_count = lambda: self.partition_count(TRANSACTION_STATE_TOPIC)
         self.txn.on_append = lambda p: self._appended(TRANSACTION_STATE_TOPIC, p)
 

@@ -33,6 +33,15 @@ Rules kept from Kafka:
 - **Static membership** (``group.instance.id``, KIP-345): a known instance rejoining with a new
   member id takes over the old id's place and assignment without a rebalance when the group is
   Stable; the old member id then gets FENCED_INSTANCE_ID.
+- **A generation becomes Stable once its record is written**: the leader's SyncGroup appends the group's
+  metadata record (with every member's assignment); the group stays CompletingRebalance until that write is
+  complete (:attr:`ClassicGroupCoordinator.write_done`: in a cluster, the ISR of the group's
+  ``__consumer_offsets`` partition has it, acks=all), and only then becomes Stable and answers the waiting
+  SyncGroups with their assignments. A member joining meanwhile starts a rebalance that answers every waiting
+  SyncGroup, the leader's too, REBALANCE_IN_PROGRESS, and the completed write then changes nothing (Kafka's
+  ``GroupMetadataManager.classicGroupSyncToClassicGroup``: its append future, a write's future of
+  ``CoordinatorRuntime``, completes once the high watermark passes the record). A write that fails answers
+  the SyncGroups its error and rebalances.
 - **Offsets** are validated here (:meth:`ClassicGroupCoordinator.validate_offset_commit`) and kept by
   ``coordinator/group_offsets.py``.
 
@@ -47,7 +56,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from kio.schema.consumer_protocol_subscription.v0 import ConsumerProtocolSubscription as SubscriptionV0
@@ -176,6 +185,11 @@ class Group:
         return protocol_type == self.protocol_type and bool(common & names)
 
 
+async def _written(group_id: str) -> int:
+    """The default :attr:`ClassicGroupCoordinator.write_done`: a write is complete once appended (NONE)."""
+    return ErrorCode.none
+
+
 def _set(future: asyncio.Future | None, value: Any) -> None:
     if future is not None and not future.done():
         future.set_result(value)
@@ -188,8 +202,11 @@ class ClassicGroupCoordinator:
     :class:`OffsetStore` group metadata is written to, and the KIP-848 groups by id (a dict shared with
     :class:`~pyspark_kafka.broker.coordinator.consumer_group.ConsumerGroupCoordinator`: an empty consumer
     group becomes a classic one on JoinGroup). :attr:`groups` maps group ids to :class:`Group`; :attr:`loop`
-    is set by the owner before the first request. Methods return Kafka error codes in their results rather
-    than raising. Must be used from the broker's event loop.
+    is set by the owner before the first request; :attr:`write_done` ``async (group_id) -> error code`` waits
+    until the group's last ``__consumer_offsets`` write is complete (set by the cluster's coordinators to their
+    acks=all wait, which answers NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE when the write did not get
+    there; by default complete at once). Methods return Kafka error codes in their results rather than
+    raising. Must be used from the broker's event loop.
     """
 
     def __init__(self, config: BrokerConfig, offsets: OffsetStore, consumer_groups: dict) -> None:
@@ -198,6 +215,8 @@ class ClassicGroupCoordinator:
         self.consumer_groups = consumer_groups
         self.groups: dict[str, Group] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.write_done = _written
+        self._sync_writes: set[asyncio.Task] = set()  # the leaders' group writes being waited for
 
     @property
     def _loop(self) -> asyncio.AbstractEventLoop:
@@ -397,8 +416,9 @@ class ClassicGroupCoordinator:
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
         """Enter PreparingRebalance: cancel waiting SyncGroups, arm the join timer (or the initial delay)."""
-        if group.state == COMPLETING_REBALANCE:
+        if group.state == COMPLETING_REBALANCE:  # Kafka's resetAndPropagateAssignmentWithError
             for m in group.members.values():
+                m.assignment = b""
                 _set(m.sync_future, SyncResult(ErrorCode.rebalance_in_progress))
                 m.sync_future = None
         initial = group.state == EMPTY
@@ -483,10 +503,14 @@ class ClassicGroupCoordinator:
         except KafkaError as e:  # the in-memory state is right; a restart would restore the last stable one
             log.warning("group %s: cannot store the empty group (%s)", group.group_id, e)
 
-    def _store_group(self, group: Group) -> None:
+    def _store_group(self, group: Group, assignments: Mapping[str, bytes] | None = None) -> None:
+        """Append the group's metadata record; ``assignments`` ``{member_id: bytes}`` instead of the members' own
+        (the leader's SyncGroup: they are the members' only once the write is complete). Raises KafkaError."""
+        members = tuple(m.persisted(group.protocol_name) for m in group.members.values())
+        if assignments is not None:
+            members = tuple(replace(m, assignment=assignments.get(m.member_id, b"")) for m in members)
         record = GroupRecord(group.protocol_type or "", group.generation, group.protocol_name, group.leader_id,
-                             group.state_timestamp_ms,
-                             tuple(m.persisted(group.protocol_name) for m in group.members.values()))
+                             group.state_timestamp_ms, members)
         self.offsets.store_group(group.group_id, record, now_ms())
 
     # -- sync ---------------------------------------------------------------------------------
@@ -541,23 +565,44 @@ class ClassicGroupCoordinator:
         return await future
 
     def _complete_sync(self, group: Group, assignments: Mapping[str, bytes]) -> None:
+        """The leader's SyncGroup: write the generation's record with ``assignments``, and once that write is
+        complete make the group Stable and answer the waiting SyncGroups (see the module docstring)."""
+        assignments = {m: assignments.get(m, b"") for m in group.members}
+        try:
+            self._store_group(group, assignments)
+        except KafkaError as e:
+            self._sync_write_failed(group, e.error_code, str(e))
+            return
+        task = self._loop.create_task(self._after_sync_write(group, group.generation, assignments))
+        self._sync_writes.add(task)
+        task.add_done_callback(self._sync_writes.discard)
+
+    async def _after_sync_write(self, group: Group, generation: int, assignments: dict[str, bytes]) -> None:
+        """Kafka's append-future callback of ``classicGroupSyncToClassicGroup``: act only if the group is still
+        CompletingRebalance at ``generation`` (a join, a leave or an unload meanwhile has answered the SyncGroups)."""
+        error = await self.write_done(group.group_id)
+        if group.state != COMPLETING_REBALANCE or group.generation != generation:
+            return
+        if error:
+            self._sync_write_failed(group, error, f"the write did not complete ({ErrorCode(error).name})")
+            return
         for m in group.members.values():
             m.assignment = assignments.get(m.member_id, b"")
-        try:
-            self._store_group(group)
-        except KafkaError as e:
-            log.warning("group %s: cannot store generation %d (%s); rebalancing", group.group_id, group.generation, e)
-            for m in group.members.values():
-                m.assignment = b""
-                _set(m.sync_future, SyncResult(e.error_code))
-                m.sync_future = None
-            self._prepare_rebalance(group, "group metadata could not be stored")
-            return
         group.state = STABLE
         group.state_timestamp_ms = now_ms()
         for m in group.members.values():
             future, m.sync_future = m.sync_future, None
             _set(future, SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, m.assignment))
+
+    def _sync_write_failed(self, group: Group, error: int, cause: str) -> None:
+        """The generation's record was not written: answer the SyncGroups ``error`` and rebalance (Kafka's
+        ``resetAndPropagateAssignmentWithError`` and ``maybePrepareRebalanceOrCompleteJoin``)."""
+        log.warning("group %s: cannot store generation %d (%s); rebalancing", group.group_id, group.generation, cause)
+        for m in group.members.values():
+            m.assignment = b""
+            _set(m.sync_future, SyncResult(error))
+            m.sync_future = None
+        self._prepare_rebalance(group, "group metadata could not be stored")
 
     # -- heartbeat and leave -----------------------------------------------------------------
     def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> int:
