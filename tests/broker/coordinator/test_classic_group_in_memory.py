@@ -89,6 +89,45 @@ def test_a_silent_member_expires_after_its_session_timeout():
     asyncio.run(scenario())
 
 
+def test_a_member_that_dies_after_a_slow_generation_write_still_expires():
+    """About 1 s. The generation's write takes longer than session.timeout.ms (slow ISR); a member that stops
+    heartbeating right after its SyncGroup answer is expired and the group rebalances without it. A member
+    waiting in SyncGroup has no session expiry, so the answer must re-arm its timer (Kafka's
+    ``propagateAssignment``)."""
+    async def scenario():
+        coordinator = groups(**DELAY)
+        gate = asyncio.Event()
+
+        async def write_done(group_id: str) -> int:  # the ISR has the record once the gate opens
+            await gate.wait()
+            return ErrorCode.none
+
+        coordinator.classic.write_done = write_done
+        first = await settle(join(coordinator, "g", session_timeout_ms=100, require_known_member_id=True))
+        one = asyncio.ensure_future(join(coordinator, "g", first[0].member_id, session_timeout_ms=100))
+        await asyncio.sleep(0)
+        two = asyncio.ensure_future(join(coordinator, "g", session_timeout_ms=100))
+        a, b = await settle(one, two)
+        leader, follower = (a, b) if a.leader == a.member_id else (b, a)
+        syncs = [asyncio.ensure_future(coordinator.sync_group("g", 1, follower.member_id, None, None, None, {})),
+                 asyncio.ensure_future(coordinator.sync_group("g", 1, leader.member_id, None, CONSUMER, "range",
+                                                              {leader.member_id: b"L", follower.member_id: b"F"}))]
+        await asyncio.sleep(0.3)  # three session timeouts while the write waits
+        assert coordinator.groups["g"].state is ClassicGroupState.COMPLETING_REBALANCE
+        gate.set()
+        assert [r.error_code for r in await settle(*syncs)] == [ErrorCode.none, ErrorCode.none]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while follower.member_id in coordinator.groups["g"].members and loop.time() < deadline:
+            coordinator.heartbeat("g", coordinator.groups["g"].generation, leader.member_id, None)  # the leader lives
+            await asyncio.sleep(0.02)
+        group = coordinator.groups["g"]
+        assert follower.member_id not in group.members and leader.member_id in group.members
+        assert group.state is ClassicGroupState.PREPARING_REBALANCE
+
+    asyncio.run(scenario())
+
+
 def test_a_restart_restores_the_stable_generation_from_the_partition():
     async def scenario():
         writer = InMemoryPartitionWriter()

@@ -466,3 +466,33 @@ def test_the_positions_file_reader_refuses_every_single_byte_change(tmp_path):
             assert LogPositions(path).read() in (original, {}), i
     finally:
         logging.disable(logging.NOTSET)
+
+
+def test_a_log_cut_below_every_snapshot_rebuilds_the_image_from_the_log(tmp_path, caplog):
+    """0.2 s. ``metadata.log`` restored from an old backup (3 records) beside snapshots at offset ~400: the recorded
+    positions lie past the file's end and the snapshots past the log end, so both are refused (logged) and the
+    image (the one a combined node's controller and broker read, ``shared_image``) is the replay of the 3
+    records, and stays right after an append. Before, the image kept the refused snapshot's state."""
+    from pyspark_kafka.broker.controller.single_voter_log import _frames
+
+    records = _many()
+    asyncio.run(_voter_run(tmp_path, records))
+    path = _metadata_dir(tmp_path) / "metadata.log"
+    data = path.read_bytes()
+    _, cut, _ = _frames(data, 3)
+    path.write_bytes(data[:cut])
+    extra = encode({"type": "feature", "name": "z.version", "level": 1})
+
+    async def run() -> tuple[bool, bool]:
+        log = SingleVoterMetadataLog(0, tmp_path, 0, snapshots=metadata_snapshots(_metadata_dir(tmp_path), SMALL))
+        await log.start()
+        try:
+            started = log.shared_image().same_as(replay(records[:3]))
+            await log.append([extra])
+            return started, log.shared_image().same_as(replay(records[:3] + [extra]))
+        finally:
+            await log.stop()
+
+    with caplog.at_level(logging.WARNING):
+        assert asyncio.run(run()) == (True, True)
+    assert "past the log end offset" in caplog.text and "reading the whole log" in caplog.text

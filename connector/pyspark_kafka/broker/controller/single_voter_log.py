@@ -301,11 +301,12 @@ class SingleVoterMetadataLog:
         directory.mkdir(parents=True, exist_ok=True)
         path = self._path = directory / "metadata.log"
         size = path.stat().st_size if path.exists() else 0
+        # the newest usable snapshot, read and checked but not yet made the state: the log may not continue it
         snapshot, tried, start = None, False, None
         if self.snapshots is not None and size:
             positions = LogPositions(directory / POSITIONS_FILE).read()
             if positions:
-                snapshot, tried = self.snapshots.load(), True
+                snapshot, tried = self.snapshots.store.load_latest(), True
                 if snapshot is not None:
                     start = self._verified_start(path, size, snapshot.end_offset, positions.get(snapshot.end_offset))
         self._base, self._base_position = (snapshot.end_offset, start[0]) if start else (0, 0)
@@ -328,7 +329,8 @@ class SingleVoterMetadataLog:
         self._replay = {}  # until the first append: the start's listeners share one decode per record
         if self.snapshots is not None:
             if not tried or (snapshot is not None and start is None and snapshot.end_offset > self._end()):
-                snapshot = self.snapshots.load(max_end_offset=self._end())
+                snapshot = self.snapshots.store.load_latest(max_end_offset=self._end())  # one this log continues
+            self.snapshots.use(snapshot)
             self._snapshot_start = 0 if snapshot is None else snapshot.end_offset
             for offset in range(self._snapshot_start, self._end()):
                 self.snapshots.apply(offset, self._replayed(offset))

@@ -238,8 +238,15 @@ class MetadataSnapshots:
 
     def load(self, max_end_offset: int | None = None) -> Snapshot | None:
         """Load the newest usable snapshot (see :meth:`SnapshotStore.load_latest`) into the state; returns it."""
-        snapshot = self.store.load_latest(max_end_offset)
-        if snapshot is not None:
+        return self.use(self.store.load_latest(max_end_offset))
+
+    def use(self, snapshot: Snapshot | None) -> Snapshot | None:
+        """Make ``snapshot`` (already read and checked, :meth:`SnapshotStore.load_latest`) the state, or, with None,
+        an empty state replayed from offset 0; returns it."""
+        if snapshot is None:
+            self.state.load(0, [])
+            self.next_offset = 0
+        else:
             self.state.load(snapshot.end_offset, snapshot.records)
             self.next_offset = snapshot.end_offset
             log.info("metadata snapshot %s loaded: %d records rebuild the state up to offset %d",

@@ -419,8 +419,7 @@ class ClassicGroupCoordinator:
         if group.state == COMPLETING_REBALANCE:  # Kafka's resetAndPropagateAssignmentWithError
             for m in group.members.values():
                 m.assignment = b""
-                _set(m.sync_future, SyncResult(ErrorCode.rebalance_in_progress))
-                m.sync_future = None
+            self._answer_syncs(group, lambda m: SyncResult(ErrorCode.rebalance_in_progress))
         initial = group.state == EMPTY
         group.state = PREPARING_REBALANCE
         log.info("group %s: preparing rebalance (generation %d): %s", group.group_id, group.generation, reason)
@@ -590,9 +589,17 @@ class ClassicGroupCoordinator:
             m.assignment = assignments.get(m.member_id, b"")
         group.state = STABLE
         group.state_timestamp_ms = now_ms()
+        self._answer_syncs(group, lambda m: SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name,
+                                                       m.assignment))
+
+    def _answer_syncs(self, group: Group, result) -> None:
+        """Answer every waiting SyncGroup with ``result(member)`` and re-arm every member's session timer (Kafka's
+        ``propagateAssignment``: a member waiting for the leader's SyncGroup or for the generation's write has no
+        session expiry, :meth:`_on_session_expired`, so its timer starts again from the answer)."""
         for m in group.members.values():
             future, m.sync_future = m.sync_future, None
-            _set(future, SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, m.assignment))
+            _set(future, result(m))
+            self._schedule_heartbeat(group, m)
 
     def _sync_write_failed(self, group: Group, error: int, cause: str) -> None:
         """The generation's record was not written: answer the SyncGroups ``error`` and rebalance (Kafka's
@@ -600,8 +607,7 @@ class ClassicGroupCoordinator:
         log.warning("group %s: cannot store generation %d (%s); rebalancing", group.group_id, group.generation, cause)
         for m in group.members.values():
             m.assignment = b""
-            _set(m.sync_future, SyncResult(error))
-            m.sync_future = None
+        self._answer_syncs(group, lambda m: SyncResult(error))
         self._prepare_rebalance(group, "group metadata could not be stored")
 
     # -- heartbeat and leave -----------------------------------------------------------------
