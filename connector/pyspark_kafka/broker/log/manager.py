@@ -217,7 +217,10 @@ class LogManager:
             "new data directory, no" if fresh else "clean" if self.clean_shutdown else "unclean", scanned, truncated,
         )
         self._closed = False
-        self.checkpoint(unless_equal=(recovery_points, start_offsets))
+        # a clean start changes neither file (two fsynced writes saved; Kafka's loadLogs writes neither); an empty
+        # map read may be a missing or malformed file: written
+        if not recovery_points or not start_offsets or self._checkpointed() != (recovery_points, start_offsets):
+            self.checkpoint()
 
     def _partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
@@ -513,22 +516,19 @@ class LogManager:
             partition_log.flush()
         self.checkpoint()
 
-    def checkpoint(self, unless_equal: tuple[dict, dict] | None = None) -> None:
-        """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` atomically.
+    def _checkpointed(self) -> tuple[dict, dict]:
+        """``({(topic, partition): recovery point}, {(topic, partition): log start offset})`` of the open logs."""
+        return ({key: pl.recovery_point for key, pl in self._logs.items()},
+                {key: pl.log_start_offset for key, pl in self._logs.items()})
 
-        ``unless_equal``: the two files' contents as just read (``{(topic, partition): offset}``); a file whose
-        content is already that, and not empty, is not written again (a clean start changes neither: two fsynced
-        writes saved; an empty map may be a missing or malformed file, which is written). Raises
+    def checkpoint(self) -> None:
+        """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` atomically. Raises
         :class:`KafkaStorageError` naming the data directory when a write fails."""
         self._last_checkpoint_ms = time.monotonic_ns() // 1_000_000
-        recovery_points = {key: pl.recovery_point for key, pl in self._logs.items()}
-        start_offsets = {key: pl.log_start_offset for key, pl in self._logs.items()}
-        old_recovery_points, old_start_offsets = unless_equal if unless_equal is not None else (None, None)
+        recovery_points, start_offsets = self._checkpointed()
         try:
-            if not old_recovery_points or recovery_points != old_recovery_points:
-                write_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT, recovery_points)
-            if not old_start_offsets or start_offsets != old_start_offsets:
-                write_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT, start_offsets)
+            write_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT, recovery_points)
+            write_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT, start_offsets)
         except OSError as e:
             raise KafkaStorageError(f"cannot write checkpoints in {self.data_dir}: {e}") from e
 
