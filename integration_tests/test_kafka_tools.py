@@ -16,7 +16,7 @@ import time
 import pytest
 
 from support.kafka_features import EMBEDDED_DESCRIBE, FEATURES, KAFKA_4_4_0_DESCRIBE, describe_lines
-from support.kafka_tools import ToolServer, kafka4_classpath
+from support.kafka_tools import tool_server_for_module
 from support.waiting import wait_until
 
 BACKENDS = ("embedded", "apache-kafka")
@@ -36,10 +36,7 @@ DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
 @pytest.fixture(scope="module")
 def tool_server():
     """Kafka's tools in one JVM for the module (support.kafka_tools.ToolServer); skips when the jars cannot be had."""
-    kafka4_classpath()
-    server = ToolServer()
-    yield server
-    server.close()
+    yield from tool_server_for_module()
 
 
 @pytest.fixture

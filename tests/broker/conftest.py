@@ -14,7 +14,7 @@ import os
 import pytest
 
 from support.client_records import RECORDS, produce
-from support.kafka_tools import ToolServer, kafka4_classpath
+from support.kafka_tools import tool_server_for_module
 from support.topics import create_topic
 
 
@@ -30,7 +30,4 @@ def written(bootstrap, broker):
 @pytest.fixture(scope="module")
 def tools():
     """Kafka's tools in one JVM (``support.kafka_tools.ToolServer``); skips when the jars cannot be had."""
-    kafka4_classpath()
-    server = ToolServer()
-    yield server
-    server.close()
+    yield from tool_server_for_module()

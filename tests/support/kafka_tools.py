@@ -24,6 +24,18 @@ def kafka4_classpath(why: str = "the tools' main classes here are Kafka 4's") ->
         pytest.skip(f"Apache Kafka {version} from Maven Central unavailable: {e}")
 
 
+def tool_server_for_module(why: str = "the tools' main classes here are Kafka 4's"):
+    """The body of a module-scoped fixture: ``yield from tool_server_for_module()`` yields a :class:`ToolServer`
+    (Kafka's tools in one JVM) and closes it afterwards, also when the module failed; skips (naming ``why``) when
+    Kafka 4's jars cannot be had (:func:`kafka4_classpath`)."""
+    kafka4_classpath(why)
+    server = ToolServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 class ToolServer:
     """Kafka's tools run one after another in one JVM (``tests/support/java/ToolServer.java``): a tool call costs
     its own work, not a JVM start and class loading (about 1.5-3 s each here, measured in docs/testing.md).

@@ -29,7 +29,7 @@ from pyspark_kafka.broker.cluster import EmbeddedCluster
 from pyspark_kafka.broker.cluster.embedded_cluster import metadata
 from pyspark_kafka.testing import maven
 from pyspark_kafka.testing.clusters import send_request
-from support.kafka_tools import ToolServer, kafka4_classpath
+from support.kafka_tools import ToolServer, tool_server_for_module
 
 FAST = {"broker.session.timeout.ms": "1000", "broker.heartbeat.interval.ms": "200",
         "replica.lag.time.max.ms": "3000", "replica.fetch.backoff.ms": "100", "default.replication.factor": "2",
@@ -170,10 +170,7 @@ def observe_cancelled_reassignment(bootstrap: str, wait_for_topic, kill) -> dict
 def classpath():
     """Apache Kafka 4's tools in one JVM for the module (support.kafka_tools.ToolServer); skips when the jars
     cannot be had."""
-    kafka4_classpath()
-    server = ToolServer()
-    yield server
-    server.close()
+    yield from tool_server_for_module()
 
 
 def run_tool(tools: ToolServer, bootstrap: str, main: str, *args: str, ok: bool = True) -> str:

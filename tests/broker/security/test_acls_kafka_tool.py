@@ -12,7 +12,7 @@ import pytest
 
 from pyspark_kafka.broker import EmbeddedBroker
 from pyspark_kafka.broker.security.authorizer import STANDARD_AUTHORIZER
-from support.kafka_tools import ToolServer, kafka4_classpath
+from support.kafka_tools import tool_server_for_module
 
 pytestmark = pytest.mark.slow
 ACLS = "org.apache.kafka.tools.AclCommand"
@@ -23,10 +23,7 @@ PASSWORDS = {"admin": "adm-tool-Pw53", "alice": "ali-tool-Pw19"}
 @pytest.fixture(scope="module")
 def tool_server():
     """Kafka's tools in one JVM for the module (support.kafka_tools.ToolServer); skips when the jars cannot be had."""
-    kafka4_classpath("AclCommand lives in kafka-tools from Kafka 4 on")
-    server = ToolServer()
-    yield server
-    server.close()
+    yield from tool_server_for_module("AclCommand lives in kafka-tools from Kafka 4 on")
 
 
 @pytest.fixture(scope="module")
