@@ -87,41 +87,64 @@ class LogPositions:
         self.path = Path(path)
 
     def read(self) -> dict[int, tuple[int, int, int]]:
+        """The entries of the file; ``{}`` when it is missing, or (with a WARNING) unreadable or refused by
+        :meth:`decode`."""
         try:
-            text = self.path.read_bytes().decode("ascii")
+            data = self.path.read_bytes()
         except FileNotFoundError:
             return {}
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             log.warning("metadata log positions %s unreadable (%s): reading the whole metadata log", self.path, exc)
             return {}
-        lines = text.split("\n")
         try:
-            if len(lines) < 4 or lines[-1] != "" or not lines[-2].startswith("crc32 "):
-                raise ValueError("not a whole file")
-            body = "\n".join(lines[:-2]) + "\n"
-            if int(lines[-2][6:], 16) != zlib.crc32(body.encode("ascii")):
-                raise ValueError("checksum mismatch")
-            if int(lines[0]) != self.VERSION or int(lines[1]) != len(lines) - 4:
-                raise ValueError(f"version {lines[0]!r} / count {lines[1]!r} do not match the file")
-            entries = {}
-            for line in lines[2:-2]:
-                end_offset, position, size, crc = (int(v) for v in line.split(" "))
-                if min(end_offset, position, size, crc) < 0 or crc > 0xFFFFFFFF:
-                    raise ValueError(f"negative or oversized value in {line!r}")
-                entries[end_offset] = (position, size, crc)
-            return entries
+            return self.decode(data)
         except ValueError as exc:
             log.warning("metadata log positions %s refused (%s): reading the whole metadata log", self.path, exc)
             return {}
+
+    @classmethod
+    def decode(cls, data: bytes) -> dict[int, tuple[int, int, int]]:
+        """The entries of the file's bytes. Raises ValueError (naming the cause) for anything :meth:`encode` would
+        not write: not ASCII, short, a wrong checksum, version or count, a malformed or out-of-range number
+        (``tests/support/fuzz_metadata_log.py`` fuzzes this)."""
+        try:
+            text = data.decode("ascii")
+        except UnicodeDecodeError:
+            raise ValueError("not ASCII text") from None
+        lines = text.split("\n")
+        if len(lines) < 4 or lines[-1] != "" or not lines[-2].startswith("crc32 "):
+            raise ValueError("not a whole file")
+        body = "\n".join(lines[:-2]) + "\n"
+        if lines[-2] != f"crc32 {zlib.crc32(body.encode('ascii')):08x}":
+            raise ValueError("checksum mismatch")
+        if lines[0] != str(cls.VERSION) or lines[1] != str(len(lines) - 4):
+            raise ValueError(f"version {lines[0]!r} / count {lines[1]!r} do not match the file")
+        entries = {}
+        for line in lines[2:-2]:
+            fields = line.split(" ")
+            if len(fields) != 4 or not all(f.isdigit() and f == str(int(f)) for f in fields):
+                raise ValueError(f"malformed entry {line!r}")
+            end_offset, position, size, crc = map(int, fields)
+            if crc > 0xFFFFFFFF or end_offset in entries:
+                raise ValueError(f"out-of-range or repeated value in {line!r}")
+            entries[end_offset] = (position, size, crc)
+        if list(entries) != sorted(entries):
+            raise ValueError("entries not in end-offset order")
+        return entries
+
+    @classmethod
+    def encode(cls, entries: dict[int, tuple[int, int, int]]) -> bytes:
+        """The file's bytes for ``{end_offset: (position, frame_length, frame_crc)}`` (non-negative; crc < 2^32)."""
+        body = f"{cls.VERSION}\n{len(entries)}\n" + "".join(
+            f"{e} {p} {n} {c}\n" for e, (p, n, c) in sorted(entries.items()))
+        return (body + f"crc32 {zlib.crc32(body.encode('ascii')):08x}\n").encode("ascii")
 
     def add(self, end_offset: int, position: int, frame: tuple[int, int]) -> None:
         """Record that offset ``end_offset`` begins at byte ``position``, after a frame of ``frame`` =
         ``(length, crc)``; keeps the newest :attr:`KEPT` entries. Raises OSError from the file system."""
         entries = self.read()
         entries[end_offset] = (position, *frame)
-        kept = sorted(entries.items())[-self.KEPT:]
-        body = f"{self.VERSION}\n{len(kept)}\n" + "".join(f"{e} {p} {n} {c}\n" for e, (p, n, c) in kept)
-        atomic_write(self.path, (body + f"crc32 {zlib.crc32(body.encode('ascii')):08x}\n").encode("ascii"))
+        atomic_write(self.path, self.encode(dict(sorted(entries.items())[-self.KEPT:])))
 
 
 class MetadataLog(Protocol):
