@@ -166,11 +166,35 @@ def apache_kafka(stack: contextlib.ExitStack) -> tuple[str, object] | None:
     return f"Apache Kafka {kafka.version} (KRaft, 1 node)", kafka
 
 
-class _Server:
-    """A server measured by :func:`throughput`: its ``bootstrap`` address and its label."""
+CPU_UNIT = "CPU µs per record"
+CPU_NOTE = "; CPU of the server's processes (a JVM's every thread) and of the librdkafka client, the same for every server"
 
-    def __init__(self, bootstrap: str, label: str):
-        self.bootstrap, self.label = bootstrap, label
+
+class _Server:
+    """A server measured by :func:`throughput`: its ``bootstrap`` address, its label and its process ids (whose
+    CPU time is counted)."""
+
+    def __init__(self, bootstrap: str, label: str, pids: list[int]):
+        self.bootstrap, self.label, self.pids = bootstrap, label, pids
+
+
+def _cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user + system) used so far by processes ``pids`` (Linux ``/proc/<pid>/stat``, reaped children
+    included) and by this process (the librdkafka client, all threads)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = sum(os.times()[:2])
+    for pid in pids:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += sum(int(v) for v in fields[11:15]) / tick  # utime, stime, cutime, cstime
+    return total
+
+
+def _with_cpu(server: _Server, run):
+    """``(run(), CPU seconds of the server's processes and this client during it)``."""
+    before = _cpu_s(server.pids)
+    result = run()
+    return result, _cpu_s(server.pids) - before
 
 
 def throughput(quick: bool, workdir: str, total_bytes: int | None = None, fetch_bytes: int = FETCH_BYTES) -> list[dict]:
@@ -185,10 +209,12 @@ def throughput(quick: bool, workdir: str, total_bytes: int | None = None, fetch_
     with contextlib.ExitStack() as stack:
         ours = stack.enter_context(ServerProcess.embedded_broker(os.path.join(workdir, "broker")))
         mock = stack.enter_context(ServerProcess.mock_cluster())
-        servers = [("ours", _Server(ours.bootstrap, "ours")), ("mock", _Server(mock.bootstrap, ANCHOR))]
+        servers = [("ours", _Server(ours.bootstrap, "ours", [ours.pid])),
+                   ("mock", _Server(mock.bootstrap, ANCHOR, [mock.pid]))]
         apache = apache_kafka(stack)
         if apache is not None:
-            servers.append(("apache", _Server(apache[1].bootstrap_servers, apache[0])))
+            servers.append(("apache", _Server(apache[1].bootstrap_servers, apache[0],
+                                              [p for p in apache[1].pids.values() if p])))
         anchors = [(who, server.label) for who, server in servers if who != "ours"]
         for who, server in servers:  # connections, metadata, and the JVM's JIT, before any timing
             _produce(server.bootstrap, "warm-up", fetch_bytes // 1024, 1024, "1")
@@ -196,7 +222,9 @@ def throughput(quick: bool, workdir: str, total_bytes: int | None = None, fetch_
             count = total // size
             label = f"{size} B" if size < 1024 else "1 KiB"
             produced = {(who, acks): [] for who, _ in servers for acks in ("1", "all")}
+            produce_cpu = {(who, acks): [] for who, _ in servers for acks in ("1", "all")}
             fetched = {who: [] for who, _ in servers}
+            fetch_cpu = {who: [] for who, _ in servers}
             disk = []
             # The mock cluster keeps only the last ~5 MB of a partition: fetch runs read a
             # 3 MB partition several times over, on every server.
@@ -207,10 +235,13 @@ def throughput(quick: bool, workdir: str, total_bytes: int | None = None, fetch_
                 for acks in ("1", "all"):
                     for who, server in servers:
                         topic = f"produce-{size}-{acks}-{rep}"
-                        produced[(who, acks)].append(_produce(server.bootstrap, topic, count, size, acks))
+                        seconds, cpu = _with_cpu(server, lambda: _produce(server.bootstrap, topic, count, size, acks))
+                        produced[(who, acks)].append(seconds)
+                        produce_cpu[(who, acks)].append(cpu * 1e6 / count)
                 for who, server in servers:
-                    seconds, records = _fetch(server.bootstrap, f"fetch-{size}", passes)
+                    (seconds, records), cpu = _with_cpu(server, lambda: _fetch(server.bootstrap, f"fetch-{size}", passes))
                     fetched[who].append((seconds, records))
+                    fetch_cpu[who].append(cpu * 1e6 / records)
                 disk.append(_disk_write(workdir, count * size))
             note = f"{count:,} records of {label} per run, one partition"
             fetch_note = f"{passes} passes over {fetch_bytes // size:,} records of {label}, one partition"
@@ -220,10 +251,15 @@ def throughput(quick: bool, workdir: str, total_bytes: int | None = None, fetch_
                     for unit, scale in (("records/s", count), ("MB/s", count * size / MB)):
                         rows.append(metric(f"produce {label} acks={acks}", unit, [rate(scale, s) for s in ours_s],
                                            [rate(scale, s) for s in them_s], anchor_label, note=note))
+                    rows.append(metric(f"produce {label} acks={acks}", CPU_UNIT, produce_cpu[("ours", acks)],
+                                       produce_cpu[(anchor, acks)], anchor_label, higher_is_better=False,
+                                       note=note + CPU_NOTE))
                 for unit, scale in (("records/s", 1), ("MB/s", size / MB)):
                     rows.append(metric(f"fetch {label}", unit, [rate(n * scale, s) for s, n in fetched["ours"]],
                                        [rate(n * scale, s) for s, n in fetched[anchor]], anchor_label,
                                        note=fetch_note))
+                rows.append(metric(f"fetch {label}", CPU_UNIT, fetch_cpu["ours"], fetch_cpu[anchor], anchor_label,
+                                   higher_is_better=False, note=fetch_note + CPU_NOTE))
             disk_mb_s = [rate(count * size / MB, s) for s in disk]
             for acks in ("1", "all"):
                 rows.append(metric(f"produce {label} acks={acks} vs file write", "MB/s",
